@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: set up the environment, train the Mix Attender on generated Long Lookup Tables,
+# print seqAcc / seqAccBE / attnLoss on the interpolation and long 1-5 test sets, and plot the
+# attention of one long-1 example. Extra arguments are config overrides (key=value).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+run_dir=${RUN_DIR:-runs/demo}
+.venv/bin/attnlab train demo --run-dir "$run_dir" --overwrite "$@"
+.venv/bin/attnlab plot "$run_dir" --test-set long1 --index 0

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create .venv if missing and install attnlab (editable) with its dev tools.
+# torch is pinned by constraints-dev.txt to the CPU build; re-runs are no-ops until
+# pyproject.toml or constraints-dev.txt change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+stamp=.venv/.attnlab-installed
+wanted=$(cat pyproject.toml constraints-dev.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints-dev.txt -e ".[dev]"
+  echo "$wanted" > "$stamp"
+fi

@@ -1,0 +1,13 @@
+"""Reusable attention mechanisms. Every attender shares the interface of :mod:`attnlab.attention.base`."""
+
+from attnlab.attention.base import AttentionOutput, AttentionState, Attender, masked_softmax
+from attnlab.attention.registry import ATTENDERS, build_attender
+
+__all__ = [
+    "ATTENDERS",
+    "AttentionOutput",
+    "AttentionState",
+    "Attender",
+    "build_attender",
+    "masked_softmax",
+]

@@ -1,0 +1,167 @@
+"""The interface every attender in attnlab shares.
+
+An attender (Dubois et al. 2020, §4, eq. 1) takes keys ``K``, values ``V`` and a query ``q_t`` and
+returns a probability mass function ``alpha_t`` over the keys and the glimpse ``g_t = V alpha_t``.
+
+Conventions (the same as ``torch.nn.MultiheadAttention`` with ``batch_first=True``):
+
+* ``query``: ``[batch, query_dim]`` for one decoding step, or ``[batch, steps, query_dim]`` for
+  several consecutive steps at once;
+* ``keys``: ``[batch, source_len, key_dim]``; ``values``: ``[batch, source_len, value_dim]``;
+* ``key_padding_mask``: bool ``[batch, source_len]``, ``True`` marks padding. Padded positions get
+  a weight of exactly zero. ``None`` means no padding.
+
+The output is an :class:`AttentionOutput`: the glimpse (``[batch, value_dim]`` or
+``[batch, steps, value_dim]``), the weights (``[batch, source_len]`` or
+``[batch, steps, source_len]``), the attender's next state and a dict of interpretable variables
+(same leading shape as the weights minus the source axis, e.g. ``mu`` is ``[batch]`` or
+``[batch, steps]``; attention-valued variables have the shape of the weights).
+
+State. Some attenders carry state from one decoding step to the next (the Location Attender's
+weighter GRU and previous attention; the decoding step counter of the positional attenders).
+Every attender also caches per-source work in its state (projected keys, source lengths), so a
+decoder calls :meth:`Attender.initial_state` once per source and then threads ``output.state``
+through the steps. Passing ``state=None`` starts from the initial state, which is what a one-shot
+caller wants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+AttentionState = dict[str, Any]
+"""An attender's state: a flat dict of tensors (and ints), documented by each attender."""
+
+
+@dataclass
+class AttentionOutput:
+    """What an attender returns for one or several query steps."""
+
+    glimpse: torch.Tensor
+    weights: torch.Tensor
+    state: AttentionState
+    variables: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+class Attender(nn.Module):
+    """Base class: validates inputs, handles single-step queries and the initial state.
+
+    Subclasses implement :meth:`_attend` on 3-D queries ``[batch, steps, query_dim]`` and may
+    override :meth:`_init_state` to cache per-source work or start recurrent state.
+    """
+
+    #: True when the output of a step depends on earlier steps (beyond the step counter).
+    stateful: bool = False
+
+    def __init__(self, query_dim: int, key_dim: int, value_dim: int | None = None) -> None:
+        super().__init__()
+        self.query_dim = query_dim
+        self.key_dim = key_dim
+        self.value_dim = key_dim if value_dim is None else value_dim
+
+    def initial_state(
+        self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None = None
+    ) -> AttentionState:
+        """Validate the source once and return the state for the first decoding step."""
+        self._check_keys(keys, key_padding_mask)
+        lengths = _source_lengths(keys, key_padding_mask)
+        state: AttentionState = {"step": 0, "source_lengths": lengths}
+        state.update(self._init_state(keys, key_padding_mask, lengths))
+        return state
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        state: AttentionState | None = None,
+    ) -> AttentionOutput:
+        if state is None:
+            state = self.initial_state(keys, key_padding_mask)
+        single_step = query.dim() == 2
+        if single_step:
+            query = query.unsqueeze(1)
+        if query.dim() != 3 or query.size(-1) != self.query_dim or query.size(0) != keys.size(0):
+            raise ValueError(
+                f"{type(self).__name__}: query must be [batch={keys.size(0)}, query_dim="
+                f"{self.query_dim}] or [batch, steps, query_dim], got {tuple(query.shape)}"
+            )
+        if values.shape[:2] != keys.shape[:2] or values.size(-1) != self.value_dim:
+            raise ValueError(
+                f"{type(self).__name__}: values must be [batch, source_len, value_dim="
+                f"{self.value_dim}] matching keys {tuple(keys.shape[:2])}, got {tuple(values.shape)}"
+            )
+        output = self._attend(query, keys, values, key_padding_mask, state)
+        if single_step:
+            output = AttentionOutput(
+                glimpse=output.glimpse.squeeze(1),
+                weights=output.weights.squeeze(1),
+                state=output.state,
+                variables={name: value.squeeze(1) for name, value in output.variables.items()},
+            )
+        return output
+
+    def _init_state(
+        self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None, lengths: torch.Tensor
+    ) -> AttentionState:
+        return {}
+
+    def _attend(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        state: AttentionState,
+    ) -> AttentionOutput:
+        raise NotImplementedError
+
+    def _check_keys(self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None) -> None:
+        name = type(self).__name__
+        if keys.dim() != 3 or keys.size(-1) != self.key_dim:
+            raise ValueError(
+                f"{name}: keys must be [batch, source_len, key_dim={self.key_dim}], "
+                f"got {tuple(keys.shape)}"
+            )
+        if keys.size(1) == 0:
+            raise ValueError(f"{name}: keys have source_len 0; there is nothing to attend to")
+        if key_padding_mask is None:
+            return
+        if key_padding_mask.dtype != torch.bool or key_padding_mask.shape != keys.shape[:2]:
+            raise ValueError(
+                f"{name}: key_padding_mask must be a bool tensor of shape {tuple(keys.shape[:2])} "
+                f"(True = padding), got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
+            )
+        if bool(key_padding_mask.all(dim=1).any()):
+            empty = key_padding_mask.all(dim=1).nonzero().flatten().tolist()
+            raise ValueError(f"{name}: sequences {empty} are all padding; each needs a real key")
+
+
+def _source_lengths(keys: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
+    batch, source_len = keys.shape[:2]
+    if key_padding_mask is None:
+        return torch.full((batch,), source_len, dtype=torch.long, device=keys.device)
+    return (~key_padding_mask).sum(dim=1)
+
+
+def masked_softmax(
+    scores: torch.Tensor, key_padding_mask: torch.Tensor | None, dim: int = -1
+) -> torch.Tensor:
+    """Softmax over the source axis that gives exactly zero weight to padded positions.
+
+    ``scores`` is ``[batch, steps, source_len]``; the mask ``[batch, source_len]`` broadcasts over
+    the steps.
+    """
+    if key_padding_mask is not None:
+        scores = scores.masked_fill(key_padding_mask.unsqueeze(1), float("-inf"))
+    return torch.softmax(scores, dim=dim)
+
+
+def weighted_sum(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """The glimpse ``g_t = V alpha_t`` (Dubois eq. 1) for ``weights [B, T, S]``, ``values [B, S, D]``."""
+    return torch.bmm(weights, values)

@@ -1,0 +1,331 @@
+"""The Location Attender (Dubois et al. 2020, §5.1, Figure 3).
+
+A Gaussian attention over the *relative* positions ``r_s = s / (n_s - 1)`` of the real keys, whose
+mean is a gated combination of three building blocks::
+
+    omega_t  = GRUCell(ReLU(W_resize q_t), omega_{t-1})                 (the "weighter")
+    sigma_t  = (ReLU(W_sigma omega_t) + min_sigma) / n_s
+    rho_t    = a(W_rho omega_t) = [sigmoid(.), softstair(.), sigmoid(.)]
+    b_t      = [mean_alpha_{t-1}; 1 / (n_s - 1); 1]
+    mu_t     = leaky_clamp(rho_t^T b_t)
+    lambda_t = {PDF_{mu_t, sigma_t}(r_s)}_s, normalised over the real positions
+
+``mean_alpha_{t-1} = sum_s alpha_{t-1,s} r_s`` is the mean relative position of the previous
+*final* attention (the location attention itself, or the Mix Attender's mixture).
+
+Choices where the paper is silent (documented again on the class):
+
+* ``lambda_t`` is normalised to sum to 1 over the real keys: it is computed as the masked softmax
+  of the Gaussian log-density ``-(r_s - mu_t)^2 / (2 sigma_t^2)``; the PDF's normalising constant
+  cancels and nothing underflows to a 0/0.
+* ``n_s = 1``: ``r_0 = 0`` and the step size ``1 / (n_s - 1)`` is taken to be 1.
+* ``omega_0 = 0`` by default (option ``learn_initial_hidden`` makes it a learned vector).
+* ``mean_alpha_{-1} = 0`` (the first step has no previous attention; the gate sees position 0).
+* Source positions are ranks among the real keys, so any padding layout works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.attention.base import (
+    AttentionOutput,
+    AttentionState,
+    Attender,
+    masked_softmax,
+    weighted_sum,
+)
+from attnlab.attention.content import advance_state, check_positive
+from attnlab.attention.positional import source_positions
+
+__all__ = [
+    "LocationAttender",
+    "LocationSteps",
+    "Mixer",
+    "gaussian_attention",
+    "leaky_clamp",
+    "mean_position",
+    "softstair",
+    "stack_steps",
+]
+
+Mixer = Callable[[int, torch.Tensor], torch.Tensor]
+"""``mixer(i, lambda_i) -> alpha_i``: turns the location attention of the ``i``-th step of a call
+(``[batch, source_len]``) into the final attention whose mean position feeds the next step."""
+
+
+def softstair(x: torch.Tensor, sharpness: float = 20.0) -> torch.Tensor:
+    """The soft staircase ``floor(x) + sigmoid(sharpness (x - 0.5 - floor(x)))`` (Dubois §5.1).
+
+    Approximately integer-valued: on ``[n, n + 1)`` it rises from ``n + sigmoid(-sharpness/2)``
+    to ``n + 1 - sigmoid(-sharpness/2)``, crossing ``n + 0.5`` at ``n + 0.5``. It is monotone
+    non-decreasing and continuous up to jumps of ``2 sigmoid(-sharpness/2)`` (about ``9e-5`` for
+    the paper's sharpness 20) at the integers. ``floor`` has zero gradient; the gradient flows
+    through the sigmoid.
+    """
+    floor = torch.floor(x)
+    return floor + torch.sigmoid(sharpness * (x - 0.5 - floor))
+
+
+def leaky_clamp(x: torch.Tensor, slope: float = 0.01) -> torch.Tensor:
+    """``1 - leaky_relu(1 - leaky_relu(x, slope), slope)``: the identity on ``[0, 1]``, slope
+    ``slope`` outside (Dubois §5.1: "a leaky clamping (2 leaky ReLUs)")."""
+    return 1.0 - F.leaky_relu(1.0 - F.leaky_relu(x, slope), slope)
+
+
+def gaussian_attention(
+    mu: torch.Tensor,
+    sigma: torch.Tensor,
+    relative_positions: torch.Tensor,
+    key_padding_mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """``lambda`` ``[batch, source_len]``: Gaussian PDF at ``relative_positions``, normalised.
+
+    ``mu`` and ``sigma`` are ``[batch]``. Computed as the masked softmax of the log-density (the
+    PDF's normalising constant cancels), so padding gets exactly 0 and real keys sum to 1.
+    """
+    log_density = -0.5 * ((relative_positions - mu.unsqueeze(-1)) / sigma.unsqueeze(-1)) ** 2
+    return masked_softmax(log_density.unsqueeze(1), key_padding_mask).squeeze(1)
+
+
+def stack_steps(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Stack per-step tensors ``[batch, ...]`` into ``[batch, steps, ...]`` (a view for 1 step)."""
+    if len(tensors) == 1:
+        return tensors[0].unsqueeze(1)
+    return torch.stack(tensors, dim=1)
+
+
+def mean_position(weights: torch.Tensor, relative_positions: torch.Tensor) -> torch.Tensor:
+    """``sum_s alpha_s r_s``: the mean relative position of ``weights [batch, source_len]``."""
+    return (weights * relative_positions).sum(dim=-1)
+
+
+@dataclass
+class LocationSteps:
+    """What :meth:`LocationAttender.run` returns for a call with ``steps`` queries.
+
+    ``location_attention`` is ``lambda`` and ``attention`` the final attention (``lambda`` itself
+    without a mixer), both ``[batch, steps, source_len]``; ``variables`` are the location
+    variables (see :class:`LocationAttender`); ``state`` is the next state.
+    """
+
+    location_attention: torch.Tensor
+    attention: torch.Tensor
+    variables: dict[str, torch.Tensor]
+    state: AttentionState
+
+
+@dataclass
+class _Weighting:
+    """The weighter's outputs for all steps of a call (each ``[batch, steps]``)."""
+
+    sigma: torch.Tensor
+    rho_previous: torch.Tensor
+    rho_steps: torch.Tensor
+    rho_bias: torch.Tensor
+    hidden: torch.Tensor  # omega of the last step, [batch, weighter_hidden_dim]
+
+
+class LocationAttender(Attender):
+    """Location Attender (Dubois et al. 2020, §5.1, Figure 3; see the module docstring).
+
+    Stateful: the weighter GRU and the mean position of the previous attention carry over steps.
+    A call with several query steps loops over them (the recurrence needs it); the resize layer
+    and the sigma / rho layers are applied to all steps at once.
+
+    Weighter layers: ``resize`` (``query_dim -> resize_dim``), ``weighter`` (GRU cell),
+    ``sigma_layer`` (``-> 1``) and ``rho_layer`` (``-> 3``, outputs in the order
+    ``[previous-mean gate, number of steps, bias gate]``).
+
+    Initialisation: PyTorch's default. Nothing special is needed for a sensible start: the small
+    initial ``rho`` logits give gates near 0.5 and ``softstair(~0) ~ 0`` steps, so
+    ``mu_0 ~ 0.5`` (mid-sentence) and ``sigma_t ~ 0.27 / n_s`` (about a quarter of a word).
+
+    State (flat dict; every tensor is ``[batch, ...]``):
+
+    * ``"step"``, ``"source_lengths"``: the base state;
+    * ``"hidden"`` ``[batch, weighter_hidden_dim]``: ``omega_{t-1}`` (``omega_{-1}`` is 0 or the
+      learned initial vector);
+    * ``"previous_mean"`` ``[batch]``: ``mean_alpha_{t-1}``, initially 0. A Mix Attender
+      overwrites it with the mean position of its mixed attention (the ``mixer`` argument of
+      :meth:`run`; :meth:`attention_mean` and :meth:`with_previous_mean` do it by hand);
+    * ``"relative_positions"`` ``[batch, source_len]``: ``r_s`` (0 on padding); with ``n_s = 1``,
+      ``r_0 = 0``;
+    * ``"step_size"`` ``[batch]``: ``1 / (n_s - 1)``, and 1 when ``n_s = 1``;
+    * ``"inverse_length"`` ``[batch]``: ``1 / n_s``.
+
+    Variables (each ``[batch, steps]``): ``"mu"``, ``"sigma"``, ``"rho_previous"`` (gate on
+    ``mean_alpha_{t-1}``), ``"rho_steps"`` (soft-staircase number of steps), ``"rho_bias"`` (gate
+    on 1), ``"previous_mean"`` (the ``mean_alpha_{t-1}`` used at step ``t``); and
+    ``"location_attention"`` ``[batch, steps, source_len]``.
+
+    Options:
+        resize_dim: output size of ``W_resize`` (default 64).
+        weighter_hidden_dim: hidden size of the weighter GRU (default 64).
+        min_sigma: the paper's ``min_sigma`` (default 0.27), added before dividing by ``n_s``.
+        staircase_sharpness: the soft staircase's slope (default 20, the paper's).
+        clamp_slope: the leaky clamp's slope outside ``[0, 1]`` (default 0.01).
+        learn_initial_hidden: learn ``omega_{-1}`` instead of using zeros (default False; the
+            paper does not say, zeros is the usual GRU start).
+    """
+
+    stateful = True
+
+    def __init__(
+        self,
+        query_dim: int,
+        key_dim: int,
+        value_dim: int | None = None,
+        *,
+        resize_dim: int = 64,
+        weighter_hidden_dim: int = 64,
+        min_sigma: float = 0.27,
+        staircase_sharpness: float = 20.0,
+        clamp_slope: float = 0.01,
+        learn_initial_hidden: bool = False,
+    ) -> None:
+        super().__init__(query_dim, key_dim, value_dim)
+        name = type(self).__name__
+        check_positive(
+            name,
+            resize_dim=resize_dim,
+            weighter_hidden_dim=weighter_hidden_dim,
+            min_sigma=min_sigma,
+            staircase_sharpness=staircase_sharpness,
+        )
+        if not 0.0 <= clamp_slope < 1.0:
+            raise ValueError(f"{name}: option clamp_slope must be in [0, 1), got {clamp_slope!r}")
+        self.min_sigma = float(min_sigma)
+        self.staircase_sharpness = float(staircase_sharpness)
+        self.clamp_slope = float(clamp_slope)
+        self.resize = nn.Linear(query_dim, resize_dim)
+        self.weighter = nn.GRUCell(resize_dim, weighter_hidden_dim)
+        self.sigma_layer = nn.Linear(weighter_hidden_dim, 1)
+        self.rho_layer = nn.Linear(weighter_hidden_dim, 3)
+        self.initial_hidden: nn.Parameter | None = (
+            nn.Parameter(torch.zeros(weighter_hidden_dim)) if learn_initial_hidden else None
+        )
+
+    # ----------------------------------------------------------------------------------- state
+
+    def _init_state(
+        self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None, lengths: torch.Tensor
+    ) -> AttentionState:
+        batch = keys.size(0)
+        lengths = lengths.to(keys.dtype)
+        step_size = 1.0 / (lengths - 1.0).clamp_min(1.0)
+        return {
+            "hidden": self._initial_hidden(batch, keys),
+            "previous_mean": keys.new_zeros(batch),
+            "relative_positions": source_positions(keys, key_padding_mask) * step_size[:, None],
+            "step_size": step_size,
+            "inverse_length": 1.0 / lengths,
+        }
+
+    def _initial_hidden(self, batch: int, keys: torch.Tensor) -> torch.Tensor:
+        if self.initial_hidden is None:
+            return keys.new_zeros(batch, self.weighter.hidden_size)
+        return self.initial_hidden.to(keys.dtype).expand(batch, -1)
+
+    def attention_mean(self, weights: torch.Tensor, state: AttentionState) -> torch.Tensor:
+        """The mean relative position of ``weights [batch, source_len]`` (or ``[batch, steps,
+        source_len]``) for the source of ``state``."""
+        positions = state["relative_positions"]
+        if weights.dim() == 3:
+            positions = positions.unsqueeze(1)
+        return mean_position(weights, positions)
+
+    @staticmethod
+    def with_previous_mean(state: AttentionState, previous_mean: torch.Tensor) -> AttentionState:
+        """A copy of ``state`` whose next step builds ``mu`` on ``previous_mean [batch]``."""
+        return {**state, "previous_mean": previous_mean}
+
+    # ------------------------------------------------------------------------------- computing
+
+    def _attend(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        state: AttentionState,
+    ) -> AttentionOutput:
+        steps = self.run(query, key_padding_mask, state)
+        return AttentionOutput(
+            glimpse=weighted_sum(steps.attention, values),
+            weights=steps.attention,
+            state=steps.state,
+            variables=steps.variables,
+        )
+
+    def run(
+        self,
+        query: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        state: AttentionState,
+        mixer: Mixer | None = None,
+    ) -> LocationSteps:
+        """Location attention for ``query [batch, steps, query_dim]``, one step after the other.
+
+        ``mixer(i, lambda_i)`` (default: identity) gives the final attention of step ``i``; its
+        mean position is the next step's ``mean_alpha``. The Mix Attender passes its convex
+        combination here, so the recurrence follows the mixed attention (Dubois §5.2).
+        """
+        weighting = self._weigh(query, state)
+        positions = state["relative_positions"]
+        partial_mu = weighting.rho_steps * state["step_size"][:, None] + weighting.rho_bias
+        previous = state["previous_mean"]
+        mus: list[torch.Tensor] = []
+        previous_means: list[torch.Tensor] = []
+        lambdas: list[torch.Tensor] = []
+        finals: list[torch.Tensor] = []
+        for i in range(query.size(1)):
+            mu = leaky_clamp(
+                weighting.rho_previous[:, i] * previous + partial_mu[:, i], self.clamp_slope
+            )
+            lam = gaussian_attention(mu, weighting.sigma[:, i], positions, key_padding_mask)
+            final = lam if mixer is None else mixer(i, lam)
+            previous_means.append(previous)
+            previous = mean_position(final, positions)
+            mus.append(mu)
+            lambdas.append(lam)
+            finals.append(final)
+        location_attention = stack_steps(lambdas)
+        variables = {
+            "mu": stack_steps(mus),
+            "sigma": weighting.sigma,
+            "rho_previous": weighting.rho_previous,
+            "rho_steps": weighting.rho_steps,
+            "rho_bias": weighting.rho_bias,
+            "previous_mean": stack_steps(previous_means),
+            "location_attention": location_attention,
+        }
+        next_state = advance_state(
+            state, query.size(1), hidden=weighting.hidden, previous_mean=previous
+        )
+        attention = location_attention if mixer is None else stack_steps(finals)
+        return LocationSteps(location_attention, attention, variables, next_state)
+
+    def _weigh(self, query: torch.Tensor, state: AttentionState) -> _Weighting:
+        """Run the weighter over all steps: ``sigma_t`` and the three activated ``rho_t``."""
+        resized = F.relu(self.resize(query))  # [B, T, R]
+        hidden = state["hidden"]
+        hiddens: list[torch.Tensor] = []
+        for i in range(query.size(1)):
+            hidden = self.weighter(resized[:, i], hidden)
+            hiddens.append(hidden)
+        omega = stack_steps(hiddens)  # [B, T, H]
+        sigma = F.relu(self.sigma_layer(omega).squeeze(-1)) + self.min_sigma
+        rho = self.rho_layer(omega)  # [B, T, 3]
+        return _Weighting(
+            sigma=sigma * state["inverse_length"][:, None],
+            rho_previous=torch.sigmoid(rho[..., 0]),
+            rho_steps=softstair(rho[..., 1], self.staircase_sharpness),
+            rho_bias=torch.sigmoid(rho[..., 2]),
+            hidden=hidden,
+        )

@@ -1,0 +1,171 @@
+"""The Mix Attender (Dubois et al. 2020, §5.2, Figure 5).
+
+A convex combination of a content attention ``c_t`` (eq. 2–3) and the Location Attender's
+``lambda_t`` (§5.1)::
+
+    alpha_t = gamma_t lambda_t + (1 - gamma_t) c_t,    gamma_t = sigmoid(W_gamma q_t)
+
+The location attender's ``mean_alpha_{t-1}`` building block is the mean relative position of the
+*mixed* attention ``alpha_{t-1}``: that is what lets the noisy-start task work (content attention
+finds the token after "!", then location attention continues from there with "+1 step").
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnlab.attention.base import AttentionOutput, AttentionState, Attender, weighted_sum
+from attnlab.attention.content import (
+    AdditiveAttender,
+    MultiplicativeAttender,
+    ScaledDotAttender,
+    ScoringAttender,
+    advance_state,
+)
+from attnlab.attention.location import LocationAttender
+
+__all__ = ["CONTENT_ATTENDERS", "MixAttender"]
+
+CONTENT_ATTENDERS: dict[str, type[ScoringAttender]] = {
+    "additive": AdditiveAttender,
+    "multiplicative": MultiplicativeAttender,
+    "scaled_dot": ScaledDotAttender,
+}
+
+_SHARED_KEYS = ("step", "source_lengths")
+
+
+class MixAttender(Attender):
+    """Mix Attender (Dubois et al. 2020, §5.2): ``alpha_t = gamma_t lambda_t + (1 - gamma_t) c_t``.
+
+    ``gamma_t = sigmoid(W_gamma q_t)`` (``mix_layer``, ``query_dim -> 1``, default init) is the
+    weight of the location attention: ``gamma -> 1`` gives the Location Attender's ``lambda_t``,
+    ``gamma -> 0`` the content attention. The content attention is computed for all steps of a
+    call at once; the location recurrence then loops over the steps, each step's
+    ``mean_alpha_{t-1}`` being the mean relative position of the previous *mixed* attention.
+
+    State: a flat dict (as the base class documents), the sub-attenders' states stored under
+    prefixed keys: ``"step"`` and ``"source_lengths"`` (shared with both sub-attenders), the
+    Location Attender's own keys as ``"location.<key>"`` (``"location.hidden"``,
+    ``"location.previous_mean"``, ``"location.relative_positions"``, ``"location.step_size"``,
+    ``"location.inverse_length"``) and the content attender's as ``"content.<key>"`` (e.g.
+    ``"content.projected_keys"`` for the additive one). ``"location.previous_mean"`` holds the
+    mean position of the last mixed attention.
+
+    Variables: all of the Location Attender's (``"mu"``, ``"sigma"``, ``"rho_previous"``,
+    ``"rho_steps"``, ``"rho_bias"``, ``"previous_mean"``, ``"location_attention"``) plus
+    ``"mix_weight"`` (``gamma_t``, ``[batch, steps]``) and ``"content_attention"``
+    (``[batch, steps, source_len]``).
+
+    Options:
+        content: the content attender, one of ``"additive"``, ``"multiplicative"`` (default, as it
+            needs no ``query_dim == key_dim``) and ``"scaled_dot"``.
+        content_options: keyword options of the content attender (e.g. ``{"hidden_dim": 32}``).
+        location_options: keyword options of the :class:`LocationAttender`.
+    """
+
+    stateful = True
+
+    def __init__(
+        self,
+        query_dim: int,
+        key_dim: int,
+        value_dim: int | None = None,
+        *,
+        content: str = "multiplicative",
+        content_options: dict[str, Any] | None = None,
+        location_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(query_dim, key_dim, value_dim)
+        if content not in CONTENT_ATTENDERS:
+            raise ValueError(
+                f"{type(self).__name__}: unknown content attender {content!r}; "
+                f"choose one of {sorted(CONTENT_ATTENDERS)}"
+            )
+        self.content_name = content
+        self.content: ScoringAttender = _build(
+            CONTENT_ATTENDERS[content], query_dim, key_dim, value_dim, content_options
+        )
+        self.location: LocationAttender = _build(
+            LocationAttender, query_dim, key_dim, value_dim, location_options
+        )
+        self.mix_layer = nn.Linear(query_dim, 1)
+
+    def _init_state(
+        self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None, lengths: torch.Tensor
+    ) -> AttentionState:
+        return {
+            **_prefixed("location", self.location._init_state(keys, key_padding_mask, lengths)),
+            **_prefixed("content", self.content._init_state(keys, key_padding_mask, lengths)),
+        }
+
+    def _attend(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        state: AttentionState,
+    ) -> AttentionOutput:
+        content_state = _unprefixed("content", state)
+        content_attention = self.content.attention(query, keys, key_padding_mask, content_state)
+        mix_weight = torch.sigmoid(self.mix_layer(query)).squeeze(-1)  # [B, T]
+
+        def mix(i: int, location_attention: torch.Tensor) -> torch.Tensor:
+            gamma = mix_weight[:, i, None]
+            return gamma * location_attention + (1.0 - gamma) * content_attention[:, i]
+
+        steps = self.location.run(query, key_padding_mask, _unprefixed("location", state), mix)
+        next_state = advance_state(
+            state,
+            query.size(1),
+            **_prefixed("location", steps.state),
+            **_prefixed("content", advance_state(content_state, query.size(1))),
+        )
+        variables = {
+            **steps.variables,
+            "mix_weight": mix_weight,
+            "content_attention": content_attention,
+        }
+        return AttentionOutput(
+            glimpse=weighted_sum(steps.attention, values),
+            weights=steps.attention,
+            state=next_state,
+            variables=variables,
+        )
+
+
+def _prefixed(prefix: str, state: AttentionState) -> AttentionState:
+    """A sub-attender's own state entries under ``"<prefix>.<key>"`` (shared keys dropped)."""
+    return {f"{prefix}.{key}": value for key, value in state.items() if key not in _SHARED_KEYS}
+
+
+def _unprefixed(prefix: str, state: AttentionState) -> AttentionState:
+    """The sub-attender state stored under ``prefix``, with the shared keys put back."""
+    start = prefix + "."
+    sub = {key[len(start):]: value for key, value in state.items() if key.startswith(start)}
+    sub.update({key: state[key] for key in _SHARED_KEYS})
+    return sub
+
+
+def _build(
+    cls: type[Attender],
+    query_dim: int,
+    key_dim: int,
+    value_dim: int | None,
+    options: dict[str, Any] | None,
+) -> Any:
+    """``cls(query_dim, key_dim, value_dim, **options)``; unknown options raise ``ValueError``."""
+    options = dict(options or {})
+    skip = {"self", "query_dim", "key_dim", "value_dim"}
+    valid = [name for name in inspect.signature(cls.__init__).parameters if name not in skip]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"MixAttender: unknown option(s) {unknown} for {cls.__name__}; valid options: {valid}"
+        )
+    return cls(query_dim, key_dim, value_dim, **options)

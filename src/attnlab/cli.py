@@ -1,0 +1,205 @@
+"""The ``attnlab`` command line: train, evaluate, plot, multiseed, data, reproduce.
+
+Configs are YAML files (or the name of a built-in config, see ``attnlab configs``) followed by
+``key=value`` overrides, e.g. ``attnlab train lookup_mix training.epochs=5 model.attender=location``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from attnlab.config import ConfigError, apply_overrides, load_yaml
+
+EXIT_USAGE = 2
+
+
+def builtin_configs() -> dict[str, Path]:
+    folder = resources.files("attnlab.experiments") / "configs"
+    return {Path(entry.name).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".yaml")}
+
+
+def resolve_config(name_or_path: str, overrides: list[str]) -> dict[str, Any]:
+    """Load a config file (or built-in config by name) and apply ``key=value`` overrides."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        configs = builtin_configs()
+        if name_or_path not in configs:
+            raise ConfigError(
+                f"config {name_or_path!r} is neither a file nor a built-in config; built-in: {sorted(configs)}"
+            )
+        path = configs[name_or_path]
+    return apply_overrides(load_yaml(path), overrides)
+
+
+def _experiment(data: dict[str, Any]) -> Any:
+    from attnlab.experiments import lookup
+
+    experiments = {"lookup": lookup}
+    name = data.get("experiment", "lookup")
+    if name not in experiments:
+        raise ConfigError(f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(experiments)}")
+    return experiments[name]
+
+
+def _default_run_dir(config_arg: str) -> Path:
+    return Path("runs") / Path(config_arg).stem
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    data = resolve_config(args.config, args.overrides)
+    experiment = _experiment(data)
+    config = experiment.parse_config(data)
+    run_dir = Path(args.run_dir) if args.run_dir else _default_run_dir(args.config)
+    if args.overwrite:
+        _remove_run(run_dir)
+    results = experiment.train(config, run_dir, resume=args.resume)
+    _print_results(results, run_dir)
+
+
+def _remove_run(run_dir: Path) -> None:
+    """Delete an earlier run, refusing folders that are not run directories."""
+    if not run_dir.exists():
+        return
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"--overwrite: {run_dir} exists but is not a run directory (no config.yaml); not deleting it")
+    shutil.rmtree(run_dir)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from attnlab.experiments import lookup
+
+    results = lookup.evaluate(args.run_dir, data_files=args.data, checkpoint=args.checkpoint, device_name=args.device)
+    _print_results(results, Path(args.run_dir))
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from attnlab.experiments import lookup_plots
+
+    written = lookup_plots.plot_run(
+        args.run_dir, test_set=args.test_set, data_file=args.data, indices=args.index, device_name=args.device
+    )
+    for path in written:
+        print(path)
+
+
+def cmd_multiseed(args: argparse.Namespace) -> None:
+    from attnlab.experiments.multiseed import markdown_summary, run_seeds
+
+    data = resolve_config(args.config, args.overrides)
+    experiment = _experiment(data)
+
+    def train(seeded: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
+        return experiment.train(experiment.parse_config(seeded), run_dir, resume=(run_dir / "checkpoints" / "last.pt").exists())
+
+    out_dir = Path(args.out) if args.out else _default_run_dir(args.config)
+    aggregate = run_seeds(data, args.seeds, out_dir, train)
+    print(markdown_summary(aggregate))
+    print(f"\nper-seed runs and aggregate.{{json,csv,md}} in {out_dir}")
+
+
+def cmd_data(args: argparse.Namespace) -> None:
+    from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
+    from attnlab.tasks.tsv import write_tsv
+
+    spec = LookupTablesSpec(variant=args.variant, seed=args.seed)
+    out = Path(args.out)
+    for name, examples in generate_lookup_tables(spec).items():
+        write_tsv(out / f"{name}.tsv", examples)
+        print(f"{out / f'{name}.tsv'}: {len(examples)} examples")
+
+
+def cmd_configs(args: argparse.Namespace) -> None:
+    for name, path in sorted(builtin_configs().items()):
+        print(f"{name:30s} {path}")
+
+
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from attnlab.experiments.recipes import dubois2020
+
+    dubois2020.reproduce(
+        out_dir=Path(args.out), seeds=args.seeds, quick=args.quick, attenders=args.attenders, tasks=args.tasks
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnlab", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a model from a YAML config, then evaluate it")
+    train.add_argument("config", help="YAML file or built-in config name")
+    train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.epochs=5")
+    train.add_argument("--run-dir", help="output directory (default runs/<config name>)")
+    train.add_argument("--resume", action="store_true", help="continue from RUN_DIR/checkpoints/last.pt")
+    train.add_argument("--overwrite", action="store_true", help="delete an earlier run in RUN_DIR first")
+    train.set_defaults(handler=cmd_train)
+
+    evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test sets or on TSV files")
+    evaluate.add_argument("run_dir")
+    evaluate.add_argument("--data", nargs="+", help="machine-tasks TSV files to evaluate on")
+    evaluate.add_argument("--checkpoint", choices=["best", "last"])
+    evaluate.add_argument("--device", default="auto")
+    evaluate.set_defaults(handler=cmd_evaluate)
+
+    plot = commands.add_parser("plot", help="attention heatmaps, interpretable variables (Fig. 9) and curves")
+    plot.add_argument("run_dir")
+    plot.add_argument("--test-set", default=None, help="a test set of the run's config (default: the last)")
+    plot.add_argument("--data", help="a machine-tasks TSV file instead of a test set")
+    plot.add_argument("--index", type=int, nargs="+", default=[0], help="example indices to plot")
+    plot.add_argument("--device", default="auto")
+    plot.set_defaults(handler=cmd_plot)
+
+    multiseed = commands.add_parser("multiseed", help="train one config over several seeds; mean ± std")
+    multiseed.add_argument("config")
+    multiseed.add_argument("overrides", nargs="*")
+    multiseed.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    multiseed.add_argument("--out", help="output directory (default runs/<config name>)")
+    multiseed.set_defaults(handler=cmd_multiseed)
+
+    data = commands.add_parser("data", help="write generated Lookup Tables splits as machine-tasks TSV files")
+    data.add_argument("--variant", choices=["long", "reversed", "noisy"], default="long")
+    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--out", required=True)
+    data.set_defaults(handler=cmd_data)
+
+    configs = commands.add_parser("configs", help="list the built-in configs")
+    configs.set_defaults(handler=cmd_configs)
+
+    reproduce = commands.add_parser("reproduce", help="reproduce Dubois et al. 2020 (Figures 6-8, Table 3)")
+    reproduce.add_argument("--out", default="runs/dubois2020")
+    reproduce.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    reproduce.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
+    reproduce.add_argument("--attenders", nargs="+", default=None)
+    reproduce.add_argument("--tasks", nargs="+", default=None, choices=["long", "reversed", "noisy"])
+    reproduce.set_defaults(handler=cmd_reproduce)
+    return parser
+
+
+def _print_results(results: dict[str, dict[str, float]], run_dir: Path) -> None:
+    from attnlab.experiments.tables import format_table
+
+    print(format_table(results, ["seq_acc", "seq_acc_be", "attn_loss", "examples"]))
+    print(f"\nrun directory: {run_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from attnlab.errors import USER_ERRORS
+
+    args = build_parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except USER_ERRORS as error:
+        print(f"attnlab: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("attnlab: interrupted; resume a training run with --resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Typed configs: dataclasses loaded from YAML and overridden by ``key=value`` strings.
+
+Every component has a dataclass of its own; an experiment config nests them. Loading is strict:
+an unknown key is an error that names the key, where it was found and the valid keys; a value of
+the wrong type is an error that names the key and the expected type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config file or override does not match the config's schema."""
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``data`` with each ``dotted.key=value`` applied (values parsed as YAML)."""
+    result = _deep_copy(data)
+    for override in overrides:
+        if "=" not in override:
+            raise ConfigError(f"override {override!r} is not of the form key=value")
+        dotted, raw = override.split("=", 1)
+        keys = dotted.strip().split(".")
+        if not all(keys):
+            raise ConfigError(f"override {override!r} has an empty key")
+        node = result
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {override!r}: {key!r} is not a section")
+            node = child
+        try:
+            node[keys[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            node[keys[-1]] = raw
+    return result
+
+
+def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
+    """Build dataclass ``cls`` from a mapping, recursively and strictly."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__} {data!r}")
+    fields = {field.name: field for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}"
+        )
+    hints = typing.get_type_hints(cls)
+    values = {name: _convert(hints[name], value, f"{where}.{name}") for name, value in data.items()}
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The plain-data form of a config dataclass (for YAML/JSON)."""
+    return dataclasses.asdict(config)
+
+
+def save_yaml(data: dict[str, Any], path: str | Path) -> None:
+    from attnlab.io import atomic_write_text
+
+    atomic_write_text(Path(path), yaml.safe_dump(data, sort_keys=False))
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for option in (arg for arg in args if arg is not type(None)):
+            try:
+                return _convert(option, value, where)
+            except ConfigError as error:
+                errors.append(str(error))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} fits none of {hint}")
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where)  # type: ignore[arg-type]
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{where}: expected one of {list(args)}, got {value!r}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        item_hint = args[0] if args else Any
+        items = [_convert(item_hint, item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        value_hint = args[1] if len(args) == 2 else Any
+        return {key: _convert(value_hint, item, f"{where}.{key}") for key, item in value.items()}
+    return _convert_scalar(hint, value, where)
+
+
+def _convert_scalar(hint: Any, value: Any, where: str) -> Any:
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):
+        try:
+            return float(value)  # YAML reads "1e-3" as a string
+        except ValueError:
+            pass
+    if hint is int and isinstance(value, bool):
+        raise ConfigError(f"{where}: expected int, got {value!r}")
+    if isinstance(hint, type) and isinstance(value, hint):
+        return value
+    raise ConfigError(f"{where}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
+
+
+def _deep_copy(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: _deep_copy(value) if isinstance(value, dict) else value for key, value in data.items()}

@@ -1,0 +1,100 @@
+"""Sequence metrics of Dubois et al. 2020 (§6.2): seqAcc, seqAccBE and attnLoss.
+
+All functions take batch-first tensors:
+
+* ``predicted``: long ``[B, L]``, the decoded tokens; a sequence ends at its first ``<eos>``
+  (later positions are ignored);
+* ``target``: long ``[B, T]``, the gold tokens followed by ``<eos>`` and right-padded with
+  ``pad_id``;
+* ``attention``: float ``[B, L, S]``, the attention of each decoding step;
+* ``gold_attention``: long ``[B, T]``, the gold source index of each target token (``-1`` where
+  unknown or padding).
+
+Definitions (per example; the reported value is the mean over examples, in percent for the
+accuracies):
+
+* **seqAcc** — the whole output is right, its length included: the tokens up to and including
+  the model's first ``<eos>`` equal the target followed by ``<eos>``. An output with no ``<eos>``
+  is wrong.
+* **seqAccBE** ("before eos") — the tokens before the model's first ``<eos>`` (all tokens, if it
+  emits none) equal the target's first tokens: stopping too early is forgiven, any wrong token or
+  a token past the target's end is not. An output that stops at once counts as correct.
+* **attnLoss** — mean squared error, in token positions, between the expected attended position
+  ``sum_s alpha_ts * s`` and the gold position, averaged over the decoding steps before the
+  model's first ``<eos>`` for which a gold position exists (the ``<eos>`` step is excluded), then
+  over the examples that have at least one such step.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def output_lengths(predicted: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Number of tokens before the first ``<eos>`` (``L`` if none) and whether an ``<eos>`` came."""
+    is_eos = predicted == eos_id
+    has_eos = is_eos.any(dim=1)
+    first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), predicted.new_full(has_eos.shape, predicted.size(1)))
+    return first_eos, has_eos
+
+
+def target_lengths(target: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Number of target tokens excluding ``<eos>`` (the target includes exactly one ``<eos>``)."""
+    return (target != pad_id).sum(dim=1) - 1
+
+
+def sequence_correct(
+    predicted: torch.Tensor, target: torch.Tensor, *, eos_id: int, pad_id: int
+) -> torch.Tensor:
+    """Per-example seqAcc (bool ``[B]``)."""
+    length, has_eos = output_lengths(predicted, eos_id)
+    gold_length = target_lengths(target, pad_id)
+    prefix_ok = _prefix_matches(predicted, target, gold_length)
+    return has_eos & (length == gold_length) & prefix_ok
+
+
+def sequence_correct_before_eos(
+    predicted: torch.Tensor, target: torch.Tensor, *, eos_id: int, pad_id: int
+) -> torch.Tensor:
+    """Per-example seqAccBE (bool ``[B]``)."""
+    length, _ = output_lengths(predicted, eos_id)
+    gold_length = target_lengths(target, pad_id)
+    return (length <= gold_length) & _prefix_matches(predicted, target, length)
+
+
+def attention_squared_errors(
+    attention: torch.Tensor,
+    gold_attention: torch.Tensor,
+    predicted: torch.Tensor,
+    *,
+    eos_id: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-example mean squared position error and whether the example has any scored step."""
+    steps = min(attention.size(1), gold_attention.size(1))
+    positions = torch.arange(attention.size(2), device=attention.device, dtype=attention.dtype)
+    expected = (attention[:, :steps] * positions).sum(dim=-1)
+    gold = gold_attention[:, :steps]
+    length, _ = output_lengths(predicted, eos_id)
+    step_index = torch.arange(steps, device=attention.device).unsqueeze(0)
+    scored = (gold >= 0) & (step_index < length.unsqueeze(1))
+    squared = ((expected - gold.to(expected.dtype)) ** 2) * scored
+    counts = scored.sum(dim=1)
+    per_example = squared.sum(dim=1) / counts.clamp(min=1)
+    return per_example, counts > 0
+
+
+def _prefix_matches(predicted: torch.Tensor, target: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+    """Whether ``predicted[:length] == target[:length]`` for each row (False if either is too short)."""
+    width = max(predicted.size(1), target.size(1))
+    predicted = _pad_to(predicted, width, -1)
+    target = _pad_to(target, width, -2)
+    positions = torch.arange(width, device=predicted.device).unsqueeze(0)
+    in_prefix = positions < length.unsqueeze(1)
+    return ((predicted == target) | ~in_prefix).all(dim=1)
+
+
+def _pad_to(tokens: torch.Tensor, width: int, value: int) -> torch.Tensor:
+    if tokens.size(1) == width:
+        return tokens
+    padding = tokens.new_full((tokens.size(0), width - tokens.size(1)), value)
+    return torch.cat([tokens, padding], dim=1)

@@ -1,0 +1,96 @@
+"""Batched evaluation of sequence-to-sequence models: greedy decoding and the §6.2 metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from attnlab.evaluation.metrics import (
+    attention_squared_errors,
+    sequence_correct,
+    sequence_correct_before_eos,
+)
+from attnlab.models.seq2seq import RecurrentSeq2Seq
+from attnlab.tasks.examples import Seq2SeqBatch
+
+
+def default_max_length(source_len: int) -> int:
+    """Decoding budget: well beyond any target of a length-preserving task (2·S + 10)."""
+    return 2 * source_len + 10
+
+
+def teacher_forced_loss(model: RecurrentSeq2Seq, batch: Seq2SeqBatch) -> torch.Tensor:
+    """Mean token cross-entropy of the target (``<eos>`` included, padding excluded)."""
+    output = model(batch.source, batch.source_padding_mask, batch.target_input)
+    return F.cross_entropy(
+        output.logits.flatten(0, 1), batch.target_output.flatten(), ignore_index=model.pad_id
+    )
+
+
+@dataclass
+class _Totals:
+    examples: int = 0
+    correct: int = 0
+    correct_before_eos: int = 0
+    attention_error: float = 0.0
+    attention_examples: int = 0
+    loss: float = 0.0
+    tokens: int = 0
+
+    def metrics(self) -> dict[str, float]:
+        result = {
+            "seq_acc": 100.0 * self.correct / max(self.examples, 1),
+            "seq_acc_be": 100.0 * self.correct_before_eos / max(self.examples, 1),
+            "loss": self.loss / max(self.tokens, 1),
+            "examples": float(self.examples),
+        }
+        if self.attention_examples:
+            result["attn_loss"] = self.attention_error / self.attention_examples
+        return result
+
+
+@torch.no_grad()
+def evaluate_seq2seq(
+    model: RecurrentSeq2Seq,
+    batches: Iterable[Seq2SeqBatch],
+    device: torch.device,
+    *,
+    max_length: int | None = None,
+) -> dict[str, float]:
+    """seqAcc, seqAccBE (percent), attnLoss (squared positions) and teacher-forced loss.
+
+    ``max_length`` caps the number of decoded tokens (``<eos>`` included); by default
+    :func:`default_max_length` of each batch's source length.
+    """
+    model.eval()
+    totals = _Totals()
+    for batch in batches:
+        batch = batch.to(device)
+        _accumulate(model, batch, totals, max_length)
+    return totals.metrics()
+
+
+def _accumulate(
+    model: RecurrentSeq2Seq, batch: Seq2SeqBatch, totals: _Totals, max_length: int | None
+) -> None:
+    limit = max_length or default_max_length(batch.source.size(1))
+    decoded = model.greedy_decode(batch.source, batch.source_padding_mask, limit)
+    assert decoded.tokens is not None
+    ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
+    totals.examples += len(batch)
+    totals.correct += int(sequence_correct(decoded.tokens, batch.target_output, **ids).sum())
+    totals.correct_before_eos += int(
+        sequence_correct_before_eos(decoded.tokens, batch.target_output, **ids).sum()
+    )
+    if batch.gold_attention is not None:
+        errors, scored = attention_squared_errors(
+            decoded.attention, batch.gold_attention, decoded.tokens, eos_id=model.eos_id
+        )
+        totals.attention_error += float(errors[scored].sum())
+        totals.attention_examples += int(scored.sum())
+    tokens = int((batch.target_output != model.pad_id).sum())
+    totals.loss += float(teacher_forced_loss(model, batch)) * tokens
+    totals.tokens += tokens

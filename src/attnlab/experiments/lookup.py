@@ -1,0 +1,295 @@
+"""The Lookup Tables experiment (Dubois et al. 2020): config, training, evaluation and plots.
+
+Data come either from the generator (:mod:`attnlab.tasks.lookup`, Long / Reversed / Noisy-start
+Lookup Tables) or from files in the public machine-tasks TSV format (:mod:`attnlab.tasks.tsv`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from attnlab.config import ConfigError, from_dict, save_yaml, to_dict
+from attnlab.evaluation.seq2seq import evaluate_seq2seq, teacher_forced_loss
+from attnlab.experiments.runs import RunDirectory
+from attnlab.io import atomic_write_json
+from attnlab.models.seq2seq import RecurrentSeq2Seq
+from attnlab.tasks.batching import batches, encode_examples
+from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
+from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
+from attnlab.tasks.tsv import read_tsv
+from attnlab.tasks.vocab import Vocabulary, build_vocabularies
+from attnlab.training.checkpoint import check_model_spec, load_checkpoint, load_model_weights
+from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
+
+GENERATED_TEST_SETS = ("interpolation", "long1", "long2", "long3", "long4", "long5")
+
+
+@dataclass
+class LookupDataConfig:
+    """Where the examples come from: the generator (default) or machine-tasks TSV files.
+
+    With ``train_file`` set, the generator is not used: ``validation_file`` (or, if absent,
+    ``validation_size`` examples held out of the training file) validates, and ``test_files``
+    maps test-set names to files.
+    """
+
+    variant: Literal["long", "reversed", "noisy"] = "long"
+    seed: int = 0
+    validation_size: int = 500
+    interpolation_size: int = 3000
+    long_size: int = 5000
+    long_levels: int = 5
+    max_noise_tables: int = 10
+    train_file: str | None = None
+    validation_file: str | None = None
+    test_files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Seq2SeqModelConfig:
+    """The recurrent seq2seq of §6.3 (see :class:`attnlab.models.seq2seq.RecurrentSeq2Seq`)."""
+
+    attender: str = "mix"
+    attender_options: dict[str, Any] = field(default_factory=dict)
+    embedding_dim: int = 64
+    hidden_dim: int = 128
+    bottleneck_dropout: float = 0.5
+    residual: bool = True
+
+
+@dataclass
+class EvaluationConfig:
+    batch_size: int = 500
+    max_length: int | None = None
+    checkpoint: Literal["best", "last"] = "best"
+
+
+@dataclass
+class LookupExperimentConfig:
+    experiment: Literal["lookup"] = "lookup"
+    data: LookupDataConfig = field(default_factory=LookupDataConfig)
+    model: Seq2SeqModelConfig = field(default_factory=Seq2SeqModelConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+
+
+def parse_config(data: dict[str, Any], where: str = "config") -> LookupExperimentConfig:
+    return from_dict(LookupExperimentConfig, data, where)
+
+
+# ----------------------------------------------------------------------------------- data
+
+
+def load_splits(data: LookupDataConfig) -> dict[str, list[Seq2SeqExample]]:
+    """Train, validation and test splits, generated or read from files."""
+    if data.train_file is None:
+        return _generated_splits(data)
+    splits = {"train": read_tsv(data.train_file)}
+    if data.validation_file is not None:
+        splits["validation"] = read_tsv(data.validation_file)
+    else:
+        splits["train"], splits["validation"] = _hold_out(splits["train"], data.validation_size, data.seed)
+    for name, path in data.test_files.items():
+        splits[name] = read_tsv(path)
+    return splits
+
+
+def test_set_names(data: LookupDataConfig) -> list[str]:
+    if data.train_file is None:
+        return ["interpolation", *(f"long{level}" for level in range(1, data.long_levels + 1))]
+    return list(data.test_files)
+
+
+def _generated_splits(data: LookupDataConfig) -> dict[str, list[Seq2SeqExample]]:
+    try:
+        spec = LookupTablesSpec(
+            variant=data.variant,
+            seed=data.seed,
+            interpolation_size=data.interpolation_size,
+            validation_size=data.validation_size,
+            long_levels=data.long_levels,
+            long_size=data.long_size,
+            max_noise_tables=data.max_noise_tables,
+        )
+    except ValueError as error:
+        raise ConfigError(f"data: {error}") from None
+    return generate_lookup_tables(spec)
+
+
+def _hold_out(
+    examples: list[Seq2SeqExample], size: int, seed: int
+) -> tuple[list[Seq2SeqExample], list[Seq2SeqExample]]:
+    if not 0 < size < len(examples):
+        raise ConfigError(
+            f"data.validation_size={size} cannot be held out of {len(examples)} training examples; "
+            "give data.validation_file or a smaller data.validation_size"
+        )
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    held = set(order[:size])
+    train = [example for i, example in enumerate(examples) if i not in held]
+    return train, [examples[i] for i in sorted(held)]
+
+
+def _split_origin(data: LookupDataConfig, split: str) -> tuple[str, str]:
+    """Where a split's examples come from, and what to call one of them in error messages."""
+    files = {"train": data.train_file, "validation": data.validation_file, **data.test_files}
+    if files.get(split):
+        return str(files[split]), "line"
+    if data.train_file is not None and split == "validation":
+        return f"{data.train_file} (held-out validation)", "example"
+    return f"generated {split} split", "example"
+
+
+# ---------------------------------------------------------------------------------- model
+
+
+def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary) -> RecurrentSeq2Seq:
+    try:
+        return RecurrentSeq2Seq(
+            len(source),
+            len(target),
+            attender=model.attender,
+            attender_options=model.attender_options,
+            embedding_dim=model.embedding_dim,
+            hidden_dim=model.hidden_dim,
+            bottleneck_dropout=model.bottleneck_dropout,
+            residual=model.residual,
+            pad_id=target.pad_id,
+            sos_id=target.sos_id,
+            eos_id=target.eos_id,
+        )
+    except ValueError as error:
+        raise ConfigError(f"model: {error}") from None
+
+
+def model_spec(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
+    return {
+        "system": "lookup/recurrent_seq2seq",
+        "model": to_dict(model),
+        "vocabularies": {"source": source.to_dict(), "target": target.to_dict()},
+    }
+
+
+def model_from_checkpoint(path: Path, device: torch.device) -> tuple[RecurrentSeq2Seq, Vocabulary, Vocabulary]:
+    checkpoint = load_checkpoint(path, map_location=device)
+    spec = checkpoint.get("model_spec") or {}
+    if spec.get("system") != "lookup/recurrent_seq2seq":
+        raise ConfigError(f"{path} is not a Lookup Tables seq2seq checkpoint (system {spec.get('system')!r})")
+    model_config = from_dict(Seq2SeqModelConfig, spec["model"], f"{path}: model")
+    source = Vocabulary.from_dict(spec["vocabularies"]["source"])
+    target = Vocabulary.from_dict(spec["vocabularies"]["target"])
+    model = build_model(model_config, source, target)
+    check_model_spec(path, checkpoint, model_spec(model_config, source, target))
+    load_model_weights(path, model, checkpoint)
+    return model.to(device).eval(), source, target
+
+
+# ------------------------------------------------------------------------------- training
+
+
+class LookupTrainingTask:
+    """The :class:`~attnlab.training.trainer.TrainingTask` of the seq2seq experiments."""
+
+    def __init__(self, train: Any, validation: Any, config: LookupExperimentConfig, device: torch.device):
+        self.train = train
+        self.validation = validation
+        self.config = config
+        self.device = device
+
+    def train_batches(self, generator: torch.Generator):
+        for batch in batches(self.train, self.config.training.batch_size, shuffle=True, generator=generator):
+            yield batch.to(self.device)
+
+    def training_loss(self, model: torch.nn.Module, batch: Seq2SeqBatch) -> torch.Tensor:
+        return teacher_forced_loss(model, batch)  # type: ignore[arg-type]
+
+    def validate(self, model: torch.nn.Module) -> dict[str, float]:
+        metrics = evaluate_seq2seq(
+            model,  # type: ignore[arg-type]
+            batches(self.validation, self.config.evaluation.batch_size, shuffle=False),
+            self.device,
+            max_length=self.config.evaluation.max_length,
+        )
+        return {
+            "validation_loss": metrics["loss"],
+            "validation_seq_acc": metrics["seq_acc"],
+            **({"validation_attn_loss": metrics["attn_loss"]} if "attn_loss" in metrics else {}),
+        }
+
+
+def train(config: LookupExperimentConfig, run_dir: str | Path, *, resume: bool = False) -> dict[str, dict[str, float]]:
+    """Train, then evaluate the chosen checkpoint on every test set; returns the test metrics."""
+    run = RunDirectory(Path(run_dir))
+    if run.checkpoint("last").exists() and not resume:
+        raise ConfigError(f"{run.path} already holds a run; resume it with --resume or choose another run directory")
+    device = resolve_device(config.training.device)
+    splits = load_splits(config.data)
+    source_vocab, target_vocab = build_vocabularies(splits["train"])
+    encoded = {name: _encode(config.data, name, examples, source_vocab, target_vocab) for name, examples in splits.items()}
+    seed_everything(config.training.seed)
+    model = build_model(config.model, source_vocab, target_vocab).to(device)
+    run.path.mkdir(parents=True, exist_ok=True)
+    save_yaml(to_dict(config), run.config_file)
+    task = LookupTrainingTask(encoded["train"], encoded["validation"], config, device)
+    trainer = Trainer(model, task, config.training, run.path, model_spec(config.model, source_vocab, target_vocab))
+    if resume:
+        trainer.resume()
+    trainer.fit()
+    test_sets = {name: encoded[name] for name in test_set_names(config.data)}
+    return _evaluate_checkpoint(run, config, test_sets, device)
+
+
+def _encode(data: LookupDataConfig, split: str, examples: list[Seq2SeqExample], source: Vocabulary, target: Vocabulary):
+    origin, item_name = _split_origin(data, split)
+    if not examples:
+        raise ConfigError(f"the {split} split ({origin}) has no examples")
+    return encode_examples(examples, source, target, where_prefix=origin, item_name=item_name)
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def evaluate(
+    run_dir: str | Path,
+    *,
+    data_files: list[str] | None = None,
+    checkpoint: str | None = None,
+    device_name: str = "auto",
+) -> dict[str, dict[str, float]]:
+    """Evaluate a trained run on its configured test sets, or on the given TSV files."""
+    run = RunDirectory(Path(run_dir))
+    config = parse_config(run.load_config_data(), str(run.config_file))
+    if checkpoint is not None:
+        config.evaluation.checkpoint = checkpoint  # type: ignore[assignment]
+    device = resolve_device(device_name)
+    _, source_vocab, target_vocab = model_from_checkpoint(run.checkpoint(config.evaluation.checkpoint), device)
+    if data_files:
+        test_sets = {
+            Path(path).stem: encode_examples(read_tsv(path), source_vocab, target_vocab, where_prefix=path, item_name="line")
+            for path in data_files
+        }
+    else:
+        splits = load_splits(config.data)
+        names = test_set_names(config.data)
+        test_sets = {name: _encode(config.data, name, splits[name], source_vocab, target_vocab) for name in names}
+    return _evaluate_checkpoint(run, config, test_sets, device)
+
+
+def _evaluate_checkpoint(run: RunDirectory, config: LookupExperimentConfig, test_sets: dict[str, Any], device: torch.device) -> dict[str, dict[str, float]]:
+    path = run.checkpoint(config.evaluation.checkpoint)
+    model, _, _ = model_from_checkpoint(path, device)
+    results = {}
+    for name, dataset in test_sets.items():
+        results[name] = evaluate_seq2seq(
+            model, batches(dataset, config.evaluation.batch_size, shuffle=False), device,
+            max_length=config.evaluation.max_length,
+        )
+        atomic_write_json(run.eval_dir / f"{name}.json", {"test_set": name, "checkpoint": str(path), **results[name]})
+    atomic_write_json(run.eval_dir / "summary.json", results)
+    return results

@@ -1,0 +1,123 @@
+"""``attnlab plot``: attention heatmaps, the Figure 9 view and training curves of a Lookup Tables run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlab.config import ConfigError
+from attnlab.evaluation.seq2seq import default_max_length
+from attnlab.experiments import lookup
+from attnlab.experiments.runs import RunDirectory
+from attnlab.io import read_jsonl
+from attnlab.plotting import plot_attention_heatmap, plot_interpretable_variables, plot_training_curves
+from attnlab.tasks.batching import collate_examples
+from attnlab.tasks.examples import Seq2SeqExample
+from attnlab.tasks.tsv import read_tsv
+from attnlab.training.trainer import resolve_device
+
+ATTENTION_VARIABLES = ("content_attention", "location_attention")
+
+
+def plot_run(
+    run_dir: str | Path,
+    *,
+    test_set: str | None = None,
+    data_file: str | None = None,
+    indices: list[int] | None = None,
+    device_name: str = "auto",
+) -> list[Path]:
+    """Plot the decoded attention of some examples and the training curves; returns the files."""
+    run = RunDirectory(Path(run_dir))
+    config = lookup.parse_config(run.load_config_data(), str(run.config_file))
+    device = resolve_device(device_name)
+    model, source_vocab, target_vocab = lookup.model_from_checkpoint(
+        run.checkpoint(config.evaluation.checkpoint), device
+    )
+    name, examples = _examples(config, test_set, data_file)
+    chosen = _choose(examples, indices or [0], name)
+    batch = collate_examples(chosen, source_vocab, target_vocab).to(device)
+    decoded = model.greedy_decode(
+        batch.source, batch.source_padding_mask, config.evaluation.max_length or default_max_length(batch.source.size(1))
+    )
+    written = []
+    for row, (index, example) in enumerate(zip(indices or [0], chosen)):
+        written += _plot_example(run, name, index, example, decoded, row, target_vocab.decode)
+    history = read_jsonl(run.metrics_file)
+    if history:
+        keys = [key for key in ("train_loss", "validation_loss") if key in history[0]]
+        written.append(plot_training_curves(history, run.plots_dir / "training_curves.png", keys=keys))
+    return written
+
+
+def _examples(config: lookup.LookupExperimentConfig, test_set: str | None, data_file: str | None) -> tuple[str, list[Seq2SeqExample]]:
+    if data_file is not None:
+        return Path(data_file).stem, read_tsv(data_file)
+    names = lookup.test_set_names(config.data)
+    if not names:
+        raise ConfigError("the run has no test sets; give --data FILE.tsv")
+    name = test_set or names[-1]
+    if name not in names:
+        raise ConfigError(f"--test-set {name!r} is not a test set of this run; choose one of {names}")
+    return name, lookup.load_splits(config.data)[name]
+
+
+def _choose(examples: list[Seq2SeqExample], indices: list[int], name: str) -> list[Seq2SeqExample]:
+    bad = [index for index in indices if not 0 <= index < len(examples)]
+    if bad:
+        raise ConfigError(f"--index {bad} out of range: {name} has {len(examples)} examples (0..{len(examples) - 1})")
+    return [examples[index] for index in indices]
+
+
+def _plot_example(
+    run: RunDirectory,
+    name: str,
+    index: int,
+    example: Seq2SeqExample,
+    decoded,
+    row: int,
+    decode,
+) -> list[Path]:
+    assert decoded.tokens is not None
+    tokens = decoded.tokens[row]
+    steps = int((tokens != 0).sum())  # decoded tokens up to and including <eos>
+    output_tokens = decode(tokens[:steps].tolist())
+    source_tokens = list(example.source)
+    attention = decoded.attention[row, :steps, : len(source_tokens)].cpu().numpy()
+    gold = list(example.attention[:steps]) if example.attention else None
+    stem = run.plots_dir / f"{name}_{index}"
+    written = [
+        plot_attention_heatmap(
+            attention, source_tokens, output_tokens, stem.with_name(stem.name + "_attention.png"),
+            title=f"{name} #{index}", gold=_pad_gold(gold, steps),
+        )
+    ]
+    scalars = {
+        key: value[row, :steps].cpu().numpy()
+        for key, value in decoded.variables.items()
+        if value.dim() == 2 and key != "previous_mean"
+    }
+    if scalars:
+        panels = {key: _matrix(decoded.variables, key, row, steps, len(source_tokens)) for key in ATTENTION_VARIABLES}
+        written.append(
+            plot_interpretable_variables(
+                attention, scalars, source_tokens, output_tokens, stem.with_name(stem.name + "_variables.png"),
+                content=panels["content_attention"], location=panels["location_attention"],
+                title=f"{name} #{index}",
+            )
+        )
+    return written
+
+
+def _matrix(variables: dict[str, torch.Tensor], key: str, row: int, steps: int, width: int) -> np.ndarray | None:
+    if key not in variables:
+        return None
+    return variables[key][row, :steps, :width].cpu().numpy()
+
+
+def _pad_gold(gold: list[int] | None, steps: int) -> list[int | None] | None:
+    if gold is None:
+        return None
+    return [*gold, *([None] * (steps - len(gold)))][:steps]

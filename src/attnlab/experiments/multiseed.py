@@ -1,0 +1,105 @@
+"""Run one config over several seeds and report mean ± std per test set and metric."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attnlab.config import apply_overrides
+from attnlab.io import atomic_write_json, atomic_write_text
+
+Results = dict[str, dict[str, float]]
+"""Test set → metric → value, as written to ``eval/summary.json``."""
+
+
+def run_seeds(
+    config_data: dict[str, Any],
+    seeds: Sequence[int],
+    out_dir: str | Path,
+    train: Callable[[dict[str, Any], Path], Results],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Train ``config_data`` once per seed into ``out_dir/seed<N>`` and aggregate the results.
+
+    Seeds whose run already finished (``eval/summary.json`` exists) are not trained again, so an
+    interrupted multi-seed run continues where it stopped.
+    """
+    out_dir = Path(out_dir)
+    per_seed: dict[int, Results] = {}
+    for seed in seeds:
+        run_dir = out_dir / f"seed{seed}"
+        summary = run_dir / "eval" / "summary.json"
+        if summary.is_file():
+            per_seed[seed] = json.loads(summary.read_text())
+            continue
+        seeded = apply_overrides(config_data, [f"training.seed={seed}"])
+        per_seed[seed] = train(seeded, run_dir)
+    aggregate = aggregate_results(list(per_seed.values()))
+    write_aggregate(aggregate, out_dir, seeds=list(seeds))
+    return aggregate
+
+
+def aggregate_results(results: Sequence[Results]) -> dict[str, dict[str, dict[str, float]]]:
+    """Test set → metric → {mean, std, median, min, max, n} over runs (sample std; 0 for one run)."""
+    aggregate: dict[str, dict[str, dict[str, float]]] = {}
+    for test_set in _ordered_keys(results):
+        metrics = _ordered_keys([result[test_set] for result in results if test_set in result])
+        aggregate[test_set] = {}
+        for metric in metrics:
+            values = [result[test_set][metric] for result in results if metric in result.get(test_set, {})]
+            aggregate[test_set][metric] = summarize(values)
+    return aggregate
+
+
+def summarize(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": float(len(values)),
+    }
+
+
+def write_aggregate(
+    aggregate: Mapping[str, Mapping[str, Mapping[str, float]]], out_dir: Path, *, seeds: list[int]
+) -> None:
+    atomic_write_json(out_dir / "aggregate.json", {"seeds": seeds, "results": aggregate})
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["test_set", "metric", "mean", "std", "median", "min", "max", "n"])
+    for test_set, metrics in aggregate.items():
+        for metric, stats in metrics.items():
+            writer.writerow([test_set, metric, *(stats[key] for key in ("mean", "std", "median", "min", "max", "n"))])
+    atomic_write_text(out_dir / "aggregate.csv", buffer.getvalue())
+    atomic_write_text(out_dir / "aggregate.md", markdown_summary(aggregate) + "\n")
+
+
+def markdown_summary(
+    aggregate: Mapping[str, Mapping[str, Mapping[str, float]]],
+    metrics: Sequence[str] = ("seq_acc", "seq_acc_be", "attn_loss"),
+) -> str:
+    """Rows = test sets, columns = metrics, cells = mean ± std (n)."""
+    from attnlab.experiments.tables import format_table
+
+    rows = {
+        test_set: {metric: mean_std(values[metric]) for metric in metrics if metric in values}
+        for test_set, values in aggregate.items()
+    }
+    return format_table(rows, list(metrics), markdown=True)
+
+
+def mean_std(stats: Mapping[str, float]) -> str:
+    return f"{stats['mean']:.1f} ± {stats['std']:.1f}"
+
+
+def _ordered_keys(mappings: Sequence[Mapping[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for mapping in mappings:
+        keys.update(dict.fromkeys(mapping))
+    return list(keys)

@@ -1,0 +1,77 @@
+"""Atomic file writes: a reader never sees a half-written file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it goes.
+
+    The result gets the permissions of the file it replaces, or else those of a new file
+    (``0o666`` minus the umask) rather than ``mkstemp``'s private ``0o600``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _file_mode(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    try:
+        yield Path(temporary)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _file_mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0o022)  # reading the umask means setting it; restore at once
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    with atomic_path(path) as temporary:
+        temporary.write_text(text)
+
+
+def atomic_write_json(path: str | Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def atomic_save(path: str | Path, writer: Callable[[Path], None]) -> None:
+    """Call ``writer(temporary_path)`` and move the result into place."""
+    with atomic_path(path) as temporary:
+        writer(temporary)
+
+
+def atomic_torch_save(path: str | Path, obj: Any) -> None:
+    atomic_save(path, lambda temporary: torch.save(obj, temporary))
+
+
+def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
+    """Append one JSON line (a line is written whole by one ``write`` call)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,168 @@
+"""Recurrent encoder–decoder with a pluggable attender (Dubois et al. 2020, §6.3, Figure 2).
+
+Architecture (the paper's, which follows Hupkes et al. 2018): embeddings of size 64, a GRU encoder
+and decoder of hidden size 128, 50% dropout on the encoder–decoder bottleneck (the encoder's final
+state that initialises the decoder), a residual connection from the source embeddings to the
+encoder outputs, keys = values = encoder outputs, query = decoder state.
+
+Where the paper is silent:
+
+* The residual connection adds a linear projection of the embeddings when their size differs from
+  the hidden size (64 ≠ 128), ``e_s = GRU(x)_s + W_r x_s``.
+* Attention is applied after the decoder's recurrence (Luong et al. 2015): the decoder state
+  ``d_t`` is the query and the prediction comes from ``tanh(W_c [d_t; g_t])`` — the nonlinearity is
+  needed because a lookup ``t_i(x)`` is not additive in the previous output ``x`` (held in
+  ``d_t``) and the attended table ``t_i`` (held in ``g_t``). With the attention outside the
+  recurrence, teacher-forced training runs the decoder GRU over all steps in one fused call, and
+  stateless attenders attend for all steps at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnlab.attention import Attender, build_attender
+
+
+@dataclass
+class Seq2SeqOutput:
+    """Teacher-forced or decoded outputs, batch-first.
+
+    ``logits``: ``[B, T, V]``; ``attention``: ``[B, T, S]``; ``variables``: the attender's
+    interpretable variables, each ``[B, T]`` or ``[B, T, S]``; ``tokens`` (decoding only): the
+    greedy predictions ``[B, T]``.
+    """
+
+    logits: torch.Tensor
+    attention: torch.Tensor
+    variables: dict[str, torch.Tensor] = field(default_factory=dict)
+    tokens: torch.Tensor | None = None
+
+
+class RecurrentSeq2Seq(nn.Module):
+    """GRU encoder–decoder whose attender is chosen by name (see :mod:`attnlab.attention`)."""
+
+    def __init__(
+        self,
+        source_vocab_size: int,
+        target_vocab_size: int,
+        *,
+        attender: str = "mix",
+        attender_options: dict[str, Any] | None = None,
+        embedding_dim: int = 64,
+        hidden_dim: int = 128,
+        bottleneck_dropout: float = 0.5,
+        residual: bool = True,
+        pad_id: int = 0,
+        sos_id: int = 1,
+        eos_id: int = 2,
+    ) -> None:
+        super().__init__()
+        self.pad_id, self.sos_id, self.eos_id = pad_id, sos_id, eos_id
+        self.source_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
+        self.target_embedding = nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id)
+        self.encoder = nn.GRU(embedding_dim, hidden_dim, batch_first=True)
+        self.residual = _residual_projection(embedding_dim, hidden_dim) if residual else None
+        self.bottleneck_dropout = nn.Dropout(bottleneck_dropout)
+        self.decoder = nn.GRU(embedding_dim, hidden_dim, batch_first=True)
+        self.attender: Attender = build_attender(
+            attender, hidden_dim, hidden_dim, hidden_dim, **(attender_options or {})
+        )
+        self.combine = nn.Linear(2 * hidden_dim, hidden_dim)
+        self.generator = nn.Linear(hidden_dim, target_vocab_size)
+
+    def encode(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encoder outputs ``[B, S, H]`` (keys and values) and the decoder's initial state ``[1, B, H]``."""
+        embedded = self.source_embedding(source)
+        outputs, _ = self.encoder(embedded)
+        lengths = (~source_padding_mask).sum(dim=1)
+        # Right padding: the last real position's output is the final state of each sequence.
+        last = (lengths - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, outputs.size(-1))
+        final = outputs.gather(1, last).transpose(0, 1).contiguous()
+        if self.residual is not None:
+            outputs = outputs + self.residual(embedded)
+        return outputs, self.bottleneck_dropout(final)
+
+    def forward(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
+    ) -> Seq2SeqOutput:
+        """Teacher forcing: predict ``target_output`` from ``target_input`` (``<sos>`` + target)."""
+        memory, hidden = self.encode(source, source_padding_mask)
+        decoder_states, _ = self.decoder(self.target_embedding(target_input), hidden)
+        attended = self.attender(decoder_states, memory, memory, source_padding_mask)
+        logits = self._predict(decoder_states, attended.glimpse)
+        return Seq2SeqOutput(logits, attended.weights, attended.variables)
+
+    @torch.no_grad()
+    def greedy_decode(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, max_length: int
+    ) -> Seq2SeqOutput:
+        """Batched greedy decoding; each sequence stops at its own ``<eos>``.
+
+        Decoding ends when every sequence has produced ``<eos>`` or after ``max_length`` steps.
+        Positions after a sequence's ``<eos>`` hold the pad id (and zero attention).
+        """
+        memory, hidden = self.encode(source, source_padding_mask)
+        batch = source.size(0)
+        state = self.attender.initial_state(memory, source_padding_mask)
+        previous = torch.full((batch, 1), self.sos_id, dtype=torch.long, device=source.device)
+        finished = torch.zeros(batch, dtype=torch.bool, device=source.device)
+        steps: list[_DecodedStep] = []
+        for _ in range(max_length):
+            decoder_state, hidden = self.decoder(self.target_embedding(previous), hidden)
+            attended = self.attender(decoder_state, memory, memory, source_padding_mask, state)
+            state = attended.state
+            logits = self._predict(decoder_state, attended.glimpse)
+            tokens = self._best_tokens(logits).masked_fill(finished, self.pad_id)
+            steps.append(_DecodedStep(logits, attended.weights, tokens, ~finished, attended.variables))
+            finished = finished | (tokens == self.eos_id)
+            if bool(finished.all()):
+                break
+            previous = tokens.unsqueeze(1)
+        return _stack_steps(steps)
+
+    def _best_tokens(self, logits: torch.Tensor) -> torch.Tensor:
+        """Argmax over the vocabulary for ``[B, 1, V]`` logits, never ``<pad>`` or ``<sos>``."""
+        scores = logits.squeeze(1).clone()
+        scores[:, [self.pad_id, self.sos_id]] = float("-inf")
+        return scores.argmax(dim=-1)
+
+    def _predict(self, decoder_states: torch.Tensor, glimpse: torch.Tensor) -> torch.Tensor:
+        combined = torch.tanh(self.combine(torch.cat([decoder_states, glimpse], dim=-1)))
+        return self.generator(combined)
+
+
+def _residual_projection(embedding_dim: int, hidden_dim: int) -> nn.Module:
+    if embedding_dim == hidden_dim:
+        return nn.Identity()
+    return nn.Linear(embedding_dim, hidden_dim, bias=False)
+
+
+@dataclass
+class _DecodedStep:
+    logits: torch.Tensor  # [B, 1, V]
+    weights: torch.Tensor  # [B, 1, S]
+    tokens: torch.Tensor  # [B]
+    alive: torch.Tensor  # [B] bool: no <eos> before this step
+    variables: dict[str, torch.Tensor]
+
+
+def _stack_steps(steps: list[_DecodedStep]) -> Seq2SeqOutput:
+    alive = torch.stack([step.alive for step in steps], dim=1)
+    attention = torch.cat([step.weights for step in steps], dim=1) * alive.unsqueeze(-1)
+    variables = {
+        name: torch.cat([step.variables[name] for step in steps], dim=1)
+        for name in steps[0].variables
+    }
+    return Seq2SeqOutput(
+        logits=torch.cat([step.logits for step in steps], dim=1),
+        attention=attention,
+        variables=variables,
+        tokens=torch.stack([step.tokens for step in steps], dim=1),
+    )

@@ -1,0 +1,250 @@
+"""Metric curves over test sets and training curves (Dubois et al. 2020, Figures 6–8, Table 3).
+
+* :func:`plot_metric_by_test_set` reproduces Figures 6, 7 and 8: a metric (*seqAcc*,
+  *seqAccBE*, or the *attnLoss* of Table 3 with ``percent=False``) on the test sets in order
+  (``interpolation``, ``long1`` … ``long5``), one line per model, mean over runs with a ±1 std
+  band.
+* :func:`plot_training_curves` draws losses / metrics per epoch from a ``metrics.jsonl``-style
+  list of dicts.
+* :func:`format_mean_std` formats runs as ``"97.3 ± 1.2"`` for reports and tables (e.g. the cells
+  of Table 3).
+
+Standard deviations are sample standard deviations (``ddof=1``) over runs; a single run has a
+standard deviation of 0. Figures are written atomically, like those of
+:mod:`attnlab.plotting.attention`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import cycle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnlab.plotting.attention import (
+    PathLike,
+    _fmt_number,
+    _new_figure,
+    _output_format,
+    _save_figure,
+)
+
+__all__ = ["format_mean_std", "plot_metric_by_test_set", "plot_training_curves"]
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def _as_values(values: Any) -> np.ndarray:
+    """``values`` (an iterable of numbers, or one number) as a 1-D float array."""
+    if isinstance(values, np.ndarray):
+        array = values.astype(float, copy=False)
+    elif isinstance(values, Iterable) and not isinstance(values, (str, bytes)):
+        array = np.asarray(list(values), dtype=float)
+    else:
+        array = np.asarray(values, dtype=float)
+    return np.atleast_1d(array).ravel()
+
+
+def _mean_std(values: np.ndarray, ddof: int = 1) -> tuple[float, float]:
+    mean = float(values.mean())
+    std = float(values.std(ddof=ddof)) if values.size > ddof else 0.0
+    return mean, std
+
+
+def format_mean_std(values: Iterable[float] | np.ndarray, *, decimals: int = 1, ddof: int = 1) -> str:
+    """Format runs as ``"mean ± std"``, e.g. ``"97.3 ± 1.2"``; ``"n/a"`` when there are none.
+
+    Used for the cells of result tables such as Table 3 of Dubois et al. (2020).
+
+    Args:
+        values: the value of each run (any iterable of numbers, or a single number).
+        decimals: digits after the decimal point of both numbers.
+        ddof: delta degrees of freedom of the standard deviation (1: sample std). With no more
+            runs than ``ddof`` the standard deviation is reported as 0.
+    """
+    array = _as_values(values)
+    if array.size == 0:
+        return "n/a"
+    mean, std = _mean_std(array, ddof)
+    return f"{_fmt_number(mean, decimals)} ± {_fmt_number(std, decimals)}"
+
+
+def _runs_label(counts: Sequence[int]) -> str:
+    present = [count for count in counts if count > 0]
+    if not present:
+        return "no data"
+    low, high = min(present), max(present)
+    runs = "run" if high == 1 else "runs"
+    return f"{high} {runs}" if low == high else f"{low}–{high} runs"
+
+
+def plot_metric_by_test_set(
+    results: Mapping[str, Mapping[str, Sequence[float]]],
+    path: PathLike,
+    *,
+    metric_label: str,
+    test_sets: Sequence[str],
+    title: str | None = None,
+    percent: bool = True,
+    dpi: float = 150,
+) -> Path:
+    """Plot a metric per test set, one line per model (Dubois et al. 2020, Figures 6, 7 and 8).
+
+    Each point is the mean over runs, with a shaded ±1 standard deviation band; the legend gives
+    each model's number of runs (a range when it differs between test sets). The same function
+    plots the *attnLoss* of Table 3 with ``percent=False``.
+
+    Args:
+        results: model name → test set name → the metric of each run. Runs may differ in number
+            between test sets; a missing or empty test set leaves a gap in the line. Test sets
+            not listed in ``test_sets`` are ignored.
+        path: ``.png``, ``.pdf`` or ``.svg`` path; written atomically, parents created.
+        metric_label: y axis label, e.g. ``"seqAcc (%)"``.
+        test_sets: the x axis, in order, e.g. ``["interpolation", "long1", ..., "long5"]``.
+        title: optional axes title.
+        percent: the metric is a percentage: the y axis spans [0, 100] and the bands are
+            clipped to it.
+        dpi: resolution of raster output.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: ``results`` or ``test_sets`` is empty, a value is not finite, or the
+            extension is not supported.
+    """
+    _output_format(path)
+    test_sets = [str(name) for name in test_sets]
+    if not test_sets:
+        raise ValueError("test_sets must name at least one test set")
+    if not results:
+        raise ValueError("results must contain at least one model")
+
+    positions = np.arange(len(test_sets))
+    longest = max(len(name) for name in test_sets)
+    rotate = longest * len(test_sets) > 70
+    fig = _new_figure((max(5.5, 0.95 * len(test_sets) + 2.5), 4.2 + (0.5 if rotate else 0.0)))
+    ax = fig.add_subplot()
+    colors = cycle(f"C{i}" for i in range(10))
+    markers = cycle(_MARKERS)
+    for model, per_test_set in results.items():
+        means = np.full(len(test_sets), np.nan)
+        stds = np.full(len(test_sets), np.nan)
+        counts = [0] * len(test_sets)
+        for i, test_set in enumerate(test_sets):
+            values = _as_values(per_test_set.get(test_set, ()))
+            if values.size == 0:
+                continue
+            if not np.all(np.isfinite(values)):
+                raise ValueError(
+                    f"results[{model!r}][{test_set!r}] contains non-finite values: {values.tolist()}"
+                )
+            means[i], stds[i] = _mean_std(values)
+            counts[i] = int(values.size)
+        color = next(colors)
+        ax.plot(
+            positions,
+            means,
+            color=color,
+            marker=next(markers),
+            markersize=5,
+            linewidth=1.8,
+            label=f"{model} ({_runs_label(counts)})",
+        )
+        low, high = means - stds, means + stds
+        if percent:
+            low, high = np.clip(low, 0.0, 100.0), np.clip(high, 0.0, 100.0)
+        ax.fill_between(positions, low, high, color=color, alpha=0.18, linewidth=0)
+
+    ax.set_xticks(positions)
+    ax.set_xticklabels(test_sets, rotation=30 if rotate else 0, ha="right" if rotate else "center")
+    ax.set_xlim(-0.3, len(test_sets) - 0.7)
+    ax.set_xlabel("test set")
+    ax.set_ylabel(metric_label)
+    if percent:
+        ax.set_ylim(-3.0, 103.0)
+        ax.set_yticks(np.arange(0, 101, 20))
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="best", fontsize=9, framealpha=0.9)
+    if title:
+        ax.set_title(title)
+    return _save_figure(fig, path, dpi=dpi)
+
+
+def plot_training_curves(
+    history: Sequence[Mapping[str, Any]],
+    path: PathLike,
+    *,
+    keys: Sequence[str],
+    x_key: str = "epoch",
+    title: str | None = None,
+    logy: bool = False,
+    dpi: float = 150,
+) -> Path:
+    """Plot training curves, e.g. ``train_loss`` and ``validation_loss`` per epoch.
+
+    Training follows §6.3 of Dubois et al. (2020) (50 epochs of Adam); these curves are the
+    diagnostics behind Figures 6–8 rather than a figure of the paper.
+
+    Args:
+        history: ``metrics.jsonl``-style records, in order. A record lacking ``x_key`` or a key
+            is skipped for that key (so train and validation records may be interleaved).
+        path: ``.png``, ``.pdf`` or ``.svg`` path; written atomically, parents created.
+        keys: the record fields to draw, one line each.
+        x_key: the record field used as x (default ``"epoch"``).
+        title: optional axes title.
+        logy: logarithmic y axis (for losses spanning several orders of magnitude).
+        dpi: resolution of raster output.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: ``keys`` is empty, a key never appears together with ``x_key``, a value is
+            not a number, or the extension is not supported.
+    """
+    _output_format(path)
+    keys = [str(key) for key in keys]
+    if not keys:
+        raise ValueError("keys must name at least one field to plot")
+    series: dict[str, tuple[list[float], list[float]]] = {}
+    for key in keys:
+        xs: list[float] = []
+        ys: list[float] = []
+        for index, record in enumerate(history):
+            if key not in record or x_key not in record:
+                continue
+            try:
+                xs.append(float(record[x_key]))
+                ys.append(float(record[key]))
+            except (TypeError, ValueError) as error:
+                raise ValueError(
+                    f"history[{index}]: {x_key!r} and {key!r} must be numbers, got"
+                    f" {record[x_key]!r} and {record[key]!r}"
+                ) from error
+        if not xs:
+            available = sorted({str(name) for record in history for name in record})
+            raise ValueError(
+                f"no record of history has both {x_key!r} and {key!r}; fields present:"
+                f" {available}"
+            )
+        series[key] = (xs, ys)
+
+    fig = _new_figure((6.4, 4.2))
+    ax = fig.add_subplot()
+    for key, (xs, ys) in series.items():
+        ax.plot(xs, ys, marker="o" if len(xs) <= 60 else None, markersize=3, linewidth=1.6, label=key)
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(keys[0] if len(keys) == 1 else "value")
+    if logy:
+        ax.set_yscale("log")
+    if all(math.isclose(x, round(x)) for xs, _ in series.values() for x in xs):
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=9)
+    if title:
+        ax.set_title(title)
+    return _save_figure(fig, path, dpi=dpi)

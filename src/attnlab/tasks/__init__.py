@@ -1,0 +1,1 @@
+"""Task data: generators, loaders of the public file formats, vocabularies and batching."""

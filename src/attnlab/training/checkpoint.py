@@ -1,0 +1,83 @@
+"""Checkpoints: written atomically, read with ``torch.load(weights_only=True)``.
+
+A checkpoint is a plain dict of tensors and Python data:
+
+* ``format``: ``CHECKPOINT_FORMAT``;
+* ``model_spec``: everything needed to rebuild the model (its config and vocabularies); a
+  checkpoint is only loaded into a model built from an equal spec;
+* ``model``: the state dict; ``optimizer``: the optimizer's state dict (``last`` only);
+* ``epoch``: the number of finished epochs; ``best_validation_loss``; ``history``: one metrics
+  record per finished epoch;
+* ``rng``: the global torch (and CUDA) random states at the end of that epoch, so a resumed run
+  draws the same dropout masks as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnlab.io import atomic_torch_save
+
+CHECKPOINT_FORMAT = "attnlab-checkpoint-1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable or belongs to another model."""
+
+
+def save_checkpoint(path: str | Path, checkpoint: dict[str, Any]) -> None:
+    atomic_torch_save(path, {"format": CHECKPOINT_FORMAT, **checkpoint})
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as error:  # noqa: BLE001 - any unpickling failure means "not a checkpoint"
+        raise CheckpointError(f"{path} is not a readable attnlab checkpoint: {error}") from None
+    if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path} is not an attnlab checkpoint (format {CHECKPOINT_FORMAT})")
+    return checkpoint
+
+
+def check_model_spec(path: str | Path, checkpoint: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Raise if the checkpoint was written for a model whose spec differs from ``expected``."""
+    found = checkpoint.get("model_spec")
+    if found == expected:
+        return
+    if not isinstance(found, dict):
+        raise CheckpointError(f"{path} has no model spec; it was not written by this model")
+    differences = sorted(
+        key for key in set(found) | set(expected) if found.get(key) != expected.get(key)
+    )
+    raise CheckpointError(
+        f"{path} belongs to another model: its spec differs in {differences} "
+        f"(checkpoint: { {key: found.get(key) for key in differences if key != 'vocabularies'} }, "
+        f"expected: { {key: expected.get(key) for key in differences if key != 'vocabularies'} })"
+    )
+
+
+def load_model_weights(path: str | Path, model: torch.nn.Module, checkpoint: dict[str, Any]) -> None:
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except (KeyError, RuntimeError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise CheckpointError(f"{path}: weights do not fit the model: {first_line}") from None
+
+
+def capture_rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

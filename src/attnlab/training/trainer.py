@@ -1,0 +1,200 @@
+"""One training loop for every attnlab system.
+
+A system supplies a :class:`TrainingTask` (its batches, its loss, its validation); the
+:class:`Trainer` owns the optimisation (Adam, gradient clipping), seeding, the progress bar,
+metrics (``metrics.jsonl``), checkpoints (``checkpoints/best.pt`` by validation loss and
+``checkpoints/last.pt`` for resuming) and exact resume: a run interrupted at any point and resumed
+from ``last.pt`` ends with the same weights and metrics as an uninterrupted run on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from attnlab.io import atomic_write_text
+from attnlab.tasks.batching import epoch_generator
+from attnlab.training.checkpoint import (
+    capture_rng_state,
+    load_checkpoint,
+    load_model_weights,
+    check_model_spec,
+    restore_rng_state,
+    save_checkpoint,
+)
+
+
+@dataclass
+class TrainingConfig:
+    """Optimisation settings shared by all systems."""
+
+    epochs: int = 50
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    gradient_clip: float | None = 5.0
+    seed: int = 0
+    device: str = "auto"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+class TrainingTask(Protocol):
+    """What a system gives the trainer."""
+
+    def train_batches(self, generator: torch.Generator) -> Iterable[Any]:
+        """The epoch's training batches, shuffled with ``generator`` only."""
+
+    def training_loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        """The mean loss of ``batch`` (a scalar with a graph)."""
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        """Validation metrics; must contain ``validation_loss``."""
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when available, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available")
+    return device
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    def __init__(
+        self,
+        model: nn.Module,
+        task: TrainingTask,
+        config: TrainingConfig,
+        run_dir: str | Path,
+        model_spec: dict[str, Any],
+    ) -> None:
+        self.model = model
+        self.task = task
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.model_spec = model_spec
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+        self.history: list[dict[str, Any]] = []
+        self.best_validation_loss = math.inf
+        self.start_epoch = 0
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.run_dir / "checkpoints" / "last.pt"
+
+    @property
+    def best_checkpoint(self) -> Path:
+        return self.run_dir / "checkpoints" / "best.pt"
+
+    def resume(self) -> None:
+        """Continue from ``last.pt`` (weights, optimizer, history, RNG state)."""
+        checkpoint = load_checkpoint(self.last_checkpoint)
+        check_model_spec(self.last_checkpoint, checkpoint, self.model_spec)
+        load_model_weights(self.last_checkpoint, self.model, checkpoint)
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.history = list(checkpoint["history"])
+        self.best_validation_loss = float(checkpoint["best_validation_loss"])
+        self.start_epoch = int(checkpoint["epoch"])
+        restore_rng_state(checkpoint["rng"])
+
+    def fit(self) -> list[dict[str, Any]]:
+        """Train for the remaining epochs; returns the metrics history."""
+        for epoch in range(self.start_epoch, self.config.epochs):
+            started = time.perf_counter()
+            train_loss = self._train_epoch(epoch)
+            self.model.eval()
+            validation = self.task.validate(self.model)
+            record = {
+                "epoch": epoch + 1,
+                "train_loss": train_loss,
+                **validation,
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+            self.history.append(record)
+            self._save(epoch + 1, improved=validation["validation_loss"] < self.best_validation_loss)
+        return self.history
+
+    def _train_epoch(self, epoch: int) -> float:
+        self.model.train()
+        batches = self.task.train_batches(epoch_generator(self.config.seed, epoch))
+        progress = tqdm(
+            batches,
+            desc=f"epoch {epoch + 1}/{self.config.epochs}",
+            disable=not self.config.progress or None,
+            leave=False,
+            dynamic_ncols=True,
+        )
+        total, count = 0.0, 0
+        for batch in progress:
+            loss = self.task.training_loss(self.model, batch)
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise TrainingDiverged(
+                    f"training loss became {value} in epoch {epoch + 1}, batch {count + 1}; "
+                    f"stopped. The last good checkpoint is {self.last_checkpoint} "
+                    "(try a lower training.learning_rate or a training.gradient_clip)"
+                )
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.config.gradient_clip is not None:
+                nn.utils.clip_grad_norm_(self.model.parameters(), self.config.gradient_clip)
+            self.optimizer.step()
+            total += value
+            count += 1
+            progress.set_postfix(loss=f"{total / count:.4f}", refresh=False)
+        return total / max(count, 1)
+
+    def _save(self, epochs_done: int, improved: bool) -> None:
+        validation_loss = self.history[-1]["validation_loss"]
+        if improved:
+            self.best_validation_loss = validation_loss
+        checkpoint = {
+            "model_spec": self.model_spec,
+            "model": self.model.state_dict(),
+            "epoch": epochs_done,
+            "best_validation_loss": self.best_validation_loss,
+            "history": self.history,
+        }
+        if improved:
+            save_checkpoint(self.best_checkpoint, checkpoint)
+        save_checkpoint(
+            self.last_checkpoint,
+            {**checkpoint, "optimizer": self.optimizer.state_dict(), "rng": capture_rng_state()},
+        )
+        lines = "".join(_json_line(record) for record in self.history)
+        atomic_write_text(self.run_dir / "metrics.jsonl", lines)
+
+
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record) + "\n"

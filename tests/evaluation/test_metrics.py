@@ -1,0 +1,74 @@
+import pytest
+import torch
+
+from attnlab.evaluation.metrics import (
+    attention_squared_errors,
+    sequence_correct,
+    sequence_correct_before_eos,
+)
+
+PAD, EOS = 0, 2
+
+
+def _target(*rows):
+    width = max(len(row) for row in rows)
+    return torch.tensor([list(row) + [PAD] * (width - len(row)) for row in rows])
+
+
+def test_sequence_accuracy_requires_tokens_and_length():
+    target = _target([5, 6, 7, EOS], [5, 6, 7, EOS], [5, 6, 7, EOS], [5, 6, 7, EOS])
+    predicted = torch.tensor(
+        [
+            [5, 6, 7, EOS, PAD],  # right
+            [5, 6, EOS, PAD, PAD],  # stops early
+            [5, 6, 7, 7, EOS],  # too long
+            [5, 9, 7, EOS, PAD],  # wrong token
+        ]
+    )
+    correct = sequence_correct(predicted, target, eos_id=EOS, pad_id=PAD)
+    assert correct.tolist() == [True, False, False, False]
+
+
+def test_output_without_eos_is_wrong():
+    target = _target([5, 6, EOS])
+    predicted = torch.tensor([[5, 6]])
+    assert not sequence_correct(predicted, target, eos_id=EOS, pad_id=PAD).item()
+
+
+def test_sequence_accuracy_before_eos_forgives_early_stop_only():
+    target = _target([5, 6, 7, EOS], [5, 6, 7, EOS], [5, 6, 7, EOS], [5, 6, 7, EOS], [5, 6, 7, EOS])
+    predicted = torch.tensor(
+        [
+            [5, 6, 7, EOS, PAD],  # right
+            [5, 6, EOS, PAD, PAD],  # stops early: forgiven
+            [5, 6, 7, 7, EOS],  # token past the end: wrong
+            [5, 9, EOS, PAD, PAD],  # wrong token before eos
+            [EOS, PAD, PAD, PAD, PAD],  # stops at once: nothing wrong before eos
+        ]
+    )
+    correct = sequence_correct_before_eos(predicted, target, eos_id=EOS, pad_id=PAD)
+    assert correct.tolist() == [True, True, False, False, True]
+
+
+def test_attention_loss_is_squared_position_error_before_eos():
+    # One example, source length 4; the model decodes 3 tokens then <eos>.
+    attention = torch.zeros(1, 4, 4)
+    attention[0, 0, 0] = 1.0  # expected position 0, gold 0
+    attention[0, 1, 1] = 0.5
+    attention[0, 1, 3] = 0.5  # expected position 2, gold 1 -> error 1
+    attention[0, 2, 0] = 1.0  # expected position 0, gold 2 -> error 4
+    attention[0, 3, 3] = 1.0  # the <eos> step is not scored
+    gold = torch.tensor([[0, 1, 2, 3]])
+    predicted = torch.tensor([[5, 6, 7, EOS]])
+    errors, scored = attention_squared_errors(attention, gold, predicted, eos_id=EOS)
+    assert scored.tolist() == [True]
+    assert errors.item() == pytest.approx((0 + 1 + 4) / 3)
+
+
+def test_attention_loss_ignores_steps_without_gold():
+    attention = torch.zeros(1, 3, 3)
+    attention[0, :, 2] = 1.0
+    gold = torch.tensor([[2, -1, -1]])
+    predicted = torch.tensor([[5, 6, 7]])
+    errors, scored = attention_squared_errors(attention, gold, predicted, eos_id=EOS)
+    assert scored.item() and errors.item() == 0.0

@@ -1,0 +1,61 @@
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml
+
+
+@dataclass
+class Inner:
+    rate: float = 0.1
+    name: Literal["a", "b"] = "a"
+
+
+@dataclass
+class Outer:
+    epochs: int = 3
+    path: str | None = None
+    options: dict[str, int] = field(default_factory=dict)
+    inner: Inner = field(default_factory=Inner)
+
+
+def test_defaults_and_nested_values():
+    config = from_dict(Outer, {"epochs": 5, "inner": {"rate": 1}})
+    assert config == Outer(epochs=5, inner=Inner(rate=1.0))
+    assert isinstance(config.inner.rate, float)
+
+
+def test_unknown_key_names_it_and_lists_valid_keys():
+    with pytest.raises(ConfigError) as error:
+        from_dict(Outer, {"inner": {"rte": 0.2}})
+    message = str(error.value)
+    assert "config.inner" in message and "'rte'" in message and "'rate'" in message
+
+
+def test_wrong_type_names_key_and_expected_type():
+    with pytest.raises(ConfigError, match=r"config\.epochs: expected int, got 'many'"):
+        from_dict(Outer, {"epochs": "many"})
+    with pytest.raises(ConfigError, match=r"config\.inner\.name: expected one of \['a', 'b'\]"):
+        from_dict(Outer, {"inner": {"name": "c"}})
+
+
+def test_overrides_parse_yaml_values_and_create_sections():
+    data = apply_overrides({"epochs": 3}, ["epochs=7", "inner.rate=1e-3", "path=null", "options={x: 1}"])
+    config = from_dict(Outer, data)
+    assert config.epochs == 7 and config.inner.rate == pytest.approx(1e-3)
+    assert config.path is None and config.options == {"x": 1}
+
+
+def test_override_without_equals_is_an_error():
+    with pytest.raises(ConfigError, match="key=value"):
+        apply_overrides({}, ["epochs"])
+
+
+def test_load_yaml_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n- not a mapping\n")
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        load_yaml(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_yaml(tmp_path / "missing.yaml")
