@@ -16,6 +16,7 @@ from typing import Any
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 
 EXIT_USAGE = 2
+ATTENDER_NAMES = ("additive", "multiplicative", "scaled_dot", "transformer", "transformer_xl", "location", "mix")
 
 
 def builtin_configs() -> dict[str, Path]:
@@ -92,12 +93,9 @@ def cmd_multiseed(args: argparse.Namespace) -> None:
 
     data = resolve_config(args.config, args.overrides)
     experiment = _experiment(data)
-
-    def train(seeded: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
-        return experiment.train(experiment.parse_config(seeded), run_dir, resume=(run_dir / "checkpoints" / "last.pt").exists())
-
+    experiment.parse_config(data)  # fail on a bad config before the first seed runs
     out_dir = Path(args.out) if args.out else _default_run_dir(args.config)
-    aggregate = run_seeds(data, args.seeds, out_dir, train)
+    aggregate = run_seeds(data, args.seeds, out_dir, experiment.train_or_resume)
     print(markdown_summary(aggregate))
     print(f"\nper-seed runs and aggregate.{{json,csv,md}} in {out_dir}")
 
@@ -121,8 +119,12 @@ def cmd_configs(args: argparse.Namespace) -> None:
 def cmd_reproduce(args: argparse.Namespace) -> None:
     from attnlab.experiments.recipes import dubois2020
 
+    if args.report_only:
+        print(dubois2020.report(Path(args.out)))
+        return
     dubois2020.reproduce(
-        out_dir=Path(args.out), seeds=args.seeds, quick=args.quick, attenders=args.attenders, tasks=args.tasks
+        Path(args.out), args.seeds, quick=args.quick, attenders=args.attenders, tasks=args.tasks,
+        jobs=args.jobs, overrides=args.overrides,
     )
 
 
@@ -170,10 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     configs.set_defaults(handler=cmd_configs)
 
     reproduce = commands.add_parser("reproduce", help="reproduce Dubois et al. 2020 (Figures 6-8, Table 3)")
+    reproduce.add_argument("paper", choices=["dubois2020"])
+    reproduce.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     reproduce.add_argument("--out", default="runs/dubois2020")
+    reproduce.add_argument("--jobs", type=int, default=1, help="runs trained in parallel (one thread each)")
+    reproduce.add_argument("--report-only", action="store_true", help="rebuild figures and tables from finished runs")
     reproduce.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     reproduce.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
-    reproduce.add_argument("--attenders", nargs="+", default=None)
+    reproduce.add_argument("--attenders", nargs="+", default=None, choices=sorted(ATTENDER_NAMES))
     reproduce.add_argument("--tasks", nargs="+", default=None, choices=["long", "reversed", "noisy"])
     reproduce.set_defaults(handler=cmd_reproduce)
     return parser

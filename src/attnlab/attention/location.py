@@ -3,7 +3,7 @@
 A Gaussian attention over the *relative* positions ``r_s = s / (n_s - 1)`` of the real keys, whose
 mean is a gated combination of three building blocks::
 
-    omega_t  = GRUCell(ReLU(W_resize q_t), omega_{t-1})                 (the "weighter")
+    omega_t  = GRU(ReLU(W_resize q_t), omega_{t-1})                    (the "weighter")
     sigma_t  = (ReLU(W_sigma omega_t) + min_sigma) / n_s
     rho_t    = a(W_rho omega_t) = [sigmoid(.), softstair(.), sigmoid(.)]
     b_t      = [mean_alpha_{t-1}; 1 / (n_s - 1); 1]
@@ -50,6 +50,7 @@ __all__ = [
     "gaussian_attention",
     "leaky_clamp",
     "mean_position",
+    "padding_bias",
     "softstair",
     "stack_steps",
 ]
@@ -72,6 +73,17 @@ def softstair(x: torch.Tensor, sharpness: float = 20.0) -> torch.Tensor:
     return floor + torch.sigmoid(sharpness * (x - 0.5 - floor))
 
 
+def straight_through_softstair(x: torch.Tensor, sharpness: float = 20.0) -> torch.Tensor:
+    """:func:`softstair` in the forward pass, the identity's gradient in the backward pass.
+
+    The exact soft staircase has almost no gradient on its plateaus (about ``1e-3`` at an
+    integer for sharpness 20), so a step weight that starts on a plateau barely moves. A
+    straight-through gradient (Bengio et al. 2013) lets it cross plateaus while the forward
+    value stays (nearly) integer.
+    """
+    return x + (softstair(x, sharpness) - x).detach()
+
+
 def leaky_clamp(x: torch.Tensor, slope: float = 0.01) -> torch.Tensor:
     """``1 - leaky_relu(1 - leaky_relu(x, slope), slope)``: the identity on ``[0, 1]``, slope
     ``slope`` outside (Dubois §5.1: "a leaky clamping (2 leaky ReLUs)")."""
@@ -86,11 +98,26 @@ def gaussian_attention(
 ) -> torch.Tensor:
     """``lambda`` ``[batch, source_len]``: Gaussian PDF at ``relative_positions``, normalised.
 
-    ``mu`` and ``sigma`` are ``[batch]``. Computed as the masked softmax of the log-density (the
-    PDF's normalising constant cancels), so padding gets exactly 0 and real keys sum to 1.
+    ``mu`` and ``sigma`` are ``[batch]``. Computed as the softmax of the log-density (the PDF's
+    normalising constant cancels), so padding gets exactly 0 and real keys sum to 1.
     """
-    log_density = -0.5 * ((relative_positions - mu.unsqueeze(-1)) / sigma.unsqueeze(-1)) ** 2
-    return masked_softmax(log_density.unsqueeze(1), key_padding_mask).squeeze(1)
+    return _gaussian(mu, -0.5 / sigma**2, relative_positions, padding_bias(key_padding_mask, relative_positions))
+
+
+def padding_bias(key_padding_mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """``-inf`` on padding, 0 elsewhere: added to logits, it gives padding exactly zero weight."""
+    if key_padding_mask is None:
+        return torch.zeros_like(like)
+    return torch.zeros_like(like).masked_fill(key_padding_mask, float("-inf"))
+
+
+def _gaussian(
+    mu: torch.Tensor, neg_half_precision: torch.Tensor, positions: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
+    """Softmax over ``s`` of ``-(r_s - mu)^2 / (2 sigma^2)`` (+ the padding bias), few kernels."""
+    distance = positions - mu.unsqueeze(-1)
+    logits = torch.addcmul(bias, distance * distance, neg_half_precision.unsqueeze(-1))
+    return torch.softmax(logits, dim=-1)
 
 
 def stack_steps(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -131,6 +158,9 @@ class _Weighting:
     hidden: torch.Tensor  # omega of the last step, [batch, weighter_hidden_dim]
 
 
+STAIRCASES = {"exact": softstair, "straight_through": straight_through_softstair}
+
+
 class LocationAttender(Attender):
     """Location Attender (Dubois et al. 2020, §5.1, Figure 3; see the module docstring).
 
@@ -138,7 +168,7 @@ class LocationAttender(Attender):
     A call with several query steps loops over them (the recurrence needs it); the resize layer
     and the sigma / rho layers are applied to all steps at once.
 
-    Weighter layers: ``resize`` (``query_dim -> resize_dim``), ``weighter`` (GRU cell),
+    Weighter layers: ``resize`` (``query_dim -> resize_dim``), ``weighter`` (a one-layer GRU),
     ``sigma_layer`` (``-> 1``) and ``rho_layer`` (``-> 3``, outputs in the order
     ``[previous-mean gate, number of steps, bias gate]``).
 
@@ -188,6 +218,8 @@ class LocationAttender(Attender):
         staircase_sharpness: float = 20.0,
         clamp_slope: float = 0.01,
         learn_initial_hidden: bool = False,
+        staircase_gradient: str = "straight_through",
+        initial_rho: tuple[float, float, float] | None = (1.0, 1.0, -2.0),
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
@@ -204,12 +236,23 @@ class LocationAttender(Attender):
         self.staircase_sharpness = float(staircase_sharpness)
         self.clamp_slope = float(clamp_slope)
         self.resize = nn.Linear(query_dim, resize_dim)
-        self.weighter = nn.GRUCell(resize_dim, weighter_hidden_dim)
+        self.weighter = nn.GRU(resize_dim, weighter_hidden_dim, batch_first=True)
         self.sigma_layer = nn.Linear(weighter_hidden_dim, 1)
         self.rho_layer = nn.Linear(weighter_hidden_dim, 3)
         self.initial_hidden: nn.Parameter | None = (
             nn.Parameter(torch.zeros(weighter_hidden_dim)) if learn_initial_hidden else None
         )
+        if staircase_gradient not in STAIRCASES:
+            raise ValueError(
+                f"{name}: option staircase_gradient must be one of {sorted(STAIRCASES)}, "
+                f"got {staircase_gradient!r}"
+            )
+        self.staircase = STAIRCASES[staircase_gradient]
+        if initial_rho is not None:
+            if len(initial_rho) != 3:
+                raise ValueError(f"{name}: option initial_rho needs 3 values, got {initial_rho!r}")
+            with torch.no_grad():
+                self.rho_layer.bias.copy_(torch.tensor(initial_rho, dtype=self.rho_layer.bias.dtype))
 
     # ----------------------------------------------------------------------------------- state
 
@@ -278,7 +321,9 @@ class LocationAttender(Attender):
         """
         weighting = self._weigh(query, state)
         positions = state["relative_positions"]
-        partial_mu = weighting.rho_steps * state["step_size"][:, None] + weighting.rho_bias
+        bias = padding_bias(key_padding_mask, positions)
+        neg_half_precision = -0.5 / weighting.sigma**2  # [B, T]
+        partial_mu = torch.addcmul(weighting.rho_bias, weighting.rho_steps, state["step_size"][:, None])
         previous = state["previous_mean"]
         mus: list[torch.Tensor] = []
         previous_means: list[torch.Tensor] = []
@@ -286,9 +331,10 @@ class LocationAttender(Attender):
         finals: list[torch.Tensor] = []
         for i in range(query.size(1)):
             mu = leaky_clamp(
-                weighting.rho_previous[:, i] * previous + partial_mu[:, i], self.clamp_slope
+                torch.addcmul(partial_mu[:, i], weighting.rho_previous[:, i], previous),
+                self.clamp_slope,
             )
-            lam = gaussian_attention(mu, weighting.sigma[:, i], positions, key_padding_mask)
+            lam = _gaussian(mu, neg_half_precision[:, i], positions, bias)
             final = lam if mixer is None else mixer(i, lam)
             previous_means.append(previous)
             previous = mean_position(final, positions)
@@ -314,18 +360,16 @@ class LocationAttender(Attender):
     def _weigh(self, query: torch.Tensor, state: AttentionState) -> _Weighting:
         """Run the weighter over all steps: ``sigma_t`` and the three activated ``rho_t``."""
         resized = F.relu(self.resize(query))  # [B, T, R]
-        hidden = state["hidden"]
-        hiddens: list[torch.Tensor] = []
-        for i in range(query.size(1)):
-            hidden = self.weighter(resized[:, i], hidden)
-            hiddens.append(hidden)
-        omega = stack_steps(hiddens)  # [B, T, H]
+        # The weighter's input does not depend on the attention, so one fused GRU call covers
+        # all steps; only mu's dependence on the previous attention needs a Python loop.
+        omega, last = self.weighter(resized, state["hidden"].unsqueeze(0).contiguous())  # [B, T, H]
+        hidden = last.squeeze(0)
         sigma = F.relu(self.sigma_layer(omega).squeeze(-1)) + self.min_sigma
         rho = self.rho_layer(omega)  # [B, T, 3]
         return _Weighting(
             sigma=sigma * state["inverse_length"][:, None],
             rho_previous=torch.sigmoid(rho[..., 0]),
-            rho_steps=softstair(rho[..., 1], self.staircase_sharpness),
+            rho_steps=self.staircase(rho[..., 1], self.staircase_sharpness),
             rho_bias=torch.sigmoid(rho[..., 2]),
             hidden=hidden,
         )

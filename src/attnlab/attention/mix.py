@@ -116,8 +116,8 @@ class MixAttender(Attender):
         mix_weight = torch.sigmoid(self.mix_layer(query)).squeeze(-1)  # [B, T]
 
         def mix(i: int, location_attention: torch.Tensor) -> torch.Tensor:
-            gamma = mix_weight[:, i, None]
-            return gamma * location_attention + (1.0 - gamma) * content_attention[:, i]
+            # gamma * lambda + (1 - gamma) * content, in one kernel
+            return torch.lerp(content_attention[:, i], location_attention, mix_weight[:, i, None])
 
         steps = self.location.run(query, key_padding_mask, _unprefixed("location", state), mix)
         next_state = advance_state(

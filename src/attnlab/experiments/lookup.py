@@ -23,7 +23,7 @@ from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
 from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary, build_vocabularies
-from attnlab.training.checkpoint import check_model_spec, load_checkpoint, load_model_weights
+from attnlab.training.checkpoint import CheckpointError, check_model_spec, load_checkpoint, load_model_weights
 from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
 
 GENERATED_TEST_SETS = ("interpolation", "long1", "long2", "long3", "long4", "long5")
@@ -176,11 +176,16 @@ def model_spec(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary
     }
 
 
-def model_from_checkpoint(path: Path, device: torch.device) -> tuple[RecurrentSeq2Seq, Vocabulary, Vocabulary]:
+def model_from_checkpoint(
+    path: Path, device: torch.device, expected: Seq2SeqModelConfig | None = None
+) -> tuple[RecurrentSeq2Seq, Vocabulary, Vocabulary]:
+    """Rebuild the model a checkpoint was written for; with ``expected``, it must be that model."""
     checkpoint = load_checkpoint(path, map_location=device)
     spec = checkpoint.get("model_spec") or {}
     if spec.get("system") != "lookup/recurrent_seq2seq":
-        raise ConfigError(f"{path} is not a Lookup Tables seq2seq checkpoint (system {spec.get('system')!r})")
+        raise CheckpointError(f"{path} is not a Lookup Tables seq2seq checkpoint (system {spec.get('system')!r})")
+    if expected is not None:
+        check_model_spec(path, {"model_spec": spec["model"]}, to_dict(expected))
     model_config = from_dict(Seq2SeqModelConfig, spec["model"], f"{path}: model")
     source = Vocabulary.from_dict(spec["vocabularies"]["source"])
     target = Vocabulary.from_dict(spec["vocabularies"]["target"])
@@ -245,6 +250,13 @@ def train(config: LookupExperimentConfig, run_dir: str | Path, *, resume: bool =
     return _evaluate_checkpoint(run, config, test_sets, device)
 
 
+def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
+    """Train a run from plain config data, resuming it if it was interrupted (for sweeps)."""
+    config = parse_config(config_data)
+    resume = RunDirectory(run_dir).checkpoint("last").exists()
+    return train(config, run_dir, resume=resume)
+
+
 def _encode(data: LookupDataConfig, split: str, examples: list[Seq2SeqExample], source: Vocabulary, target: Vocabulary):
     origin, item_name = _split_origin(data, split)
     if not examples:
@@ -268,7 +280,7 @@ def evaluate(
     if checkpoint is not None:
         config.evaluation.checkpoint = checkpoint  # type: ignore[assignment]
     device = resolve_device(device_name)
-    _, source_vocab, target_vocab = model_from_checkpoint(run.checkpoint(config.evaluation.checkpoint), device)
+    _, source_vocab, target_vocab = model_from_checkpoint(run.checkpoint(config.evaluation.checkpoint), device, config.model)
     if data_files:
         test_sets = {
             Path(path).stem: encode_examples(read_tsv(path), source_vocab, target_vocab, where_prefix=path, item_name="line")
@@ -283,7 +295,7 @@ def evaluate(
 
 def _evaluate_checkpoint(run: RunDirectory, config: LookupExperimentConfig, test_sets: dict[str, Any], device: torch.device) -> dict[str, dict[str, float]]:
     path = run.checkpoint(config.evaluation.checkpoint)
-    model, _, _ = model_from_checkpoint(path, device)
+    model, _, _ = model_from_checkpoint(path, device, config.model)
     results = {}
     for name, dataset in test_sets.items():
         results[name] = evaluate_seq2seq(

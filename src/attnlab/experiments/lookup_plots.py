@@ -34,7 +34,7 @@ def plot_run(
     config = lookup.parse_config(run.load_config_data(), str(run.config_file))
     device = resolve_device(device_name)
     model, source_vocab, target_vocab = lookup.model_from_checkpoint(
-        run.checkpoint(config.evaluation.checkpoint), device
+        run.checkpoint(config.evaluation.checkpoint), device, config.model
     )
     name, examples = _examples(config, test_set, data_file)
     chosen = _choose(examples, indices or [0], name)

@@ -1,0 +1,195 @@
+"""Reproduce Dubois et al. 2020: every attender × the three Lookup Tables tasks × seeds.
+
+Writes, under ``out_dir``:
+
+* ``<task>/<attender>/seed<N>/``: one run directory per run (see :mod:`attnlab.experiments.runs`);
+* ``<task>/<attender>/aggregate.{json,csv,md}``: mean ± std over the seeds;
+* ``figure6_seqacc_long.png`` / ``figure7_seqaccbe_long.png``: seqAcc / seqAccBE on the Long Lookup
+  Tables per test set (the paper shows the Location Attender and the best baseline, Transformer);
+* ``figure8_seqaccbe_reversed.png`` / ``figure8_seqaccbe_noisy.png``: seqAccBE on the Reversed and
+  Noisy-start tasks (the paper shows the Mix Attender and the best baseline);
+* ``table3_attnloss.md``: attnLoss per attender and test set, averaged over the three tasks and
+  the seeds (Table 3);
+* ``results.md``: every task × attender × test set, seqAcc / seqAccBE / attnLoss, mean ± std.
+
+Runs that finished are skipped and interrupted ones resume, so the recipe can be stopped and
+started again. ``report`` rebuilds the figures and tables from the run directories alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from attnlab.config import apply_overrides
+from attnlab.experiments import lookup
+from attnlab.experiments.multiseed import aggregate_results, mean_std, run_seeds, write_aggregate
+from attnlab.experiments.tables import format_table
+from attnlab.io import atomic_write_text
+from attnlab.plotting import plot_metric_by_test_set
+
+ATTENDERS = ("additive", "multiplicative", "scaled_dot", "transformer", "transformer_xl", "location", "mix")
+TASKS = ("long", "reversed", "noisy")
+TEST_SETS = ("interpolation", "long1", "long2", "long3", "long4", "long5")
+
+PAPER_TABLE3 = {
+    "scaled_dot": (5.3, 6.3, 8.1, 10.2, 12.6, 15.4),
+    "multiplicative": (3.1, 4.6, 6.3, 7.9, 9.9, 12.4),
+    "additive": (3.1, 8.4, 15.6, 22.2, 28.7, 34.8),
+    "transformer": (2.8, 3.5, 6.1, 9.1, 11.7, 13.9),
+    "transformer_xl": (3.0, 3.9, 5.3, 7.1, 9.1, 11.4),
+    "mix": (2.1, 2.2, 2.9, 4.1, 5.3, 6.7),
+}
+"""Dubois et al. 2020, Table 3: attnLoss averaged over the three tasks and 5 runs."""
+
+QUICK_OVERRIDES = (
+    "training.epochs=1",
+    "data.long_size=200",
+    "data.interpolation_size=500",
+    "data.validation_size=200",
+)
+
+
+def base_config() -> dict[str, Any]:
+    from attnlab.cli import resolve_config
+
+    return resolve_config("lookup", [])
+
+
+def cell_config(task: str, attender: str, quick: bool, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    cell = [f"data.variant={task}", f"model.attender={attender}", "training.progress=false"]
+    return apply_overrides(base_config(), [*cell, *(QUICK_OVERRIDES if quick else ()), *overrides])
+
+
+def reproduce(
+    out_dir: Path,
+    seeds: Sequence[int],
+    *,
+    quick: bool = False,
+    attenders: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    jobs: int = 1,
+    overrides: Sequence[str] = (),
+) -> None:
+    """Train every missing run of the grid, then write the figures and tables."""
+    cells = [(task, attender) for task in (tasks or TASKS) for attender in (attenders or ATTENDERS)]
+    arguments = [(out_dir, task, attender, list(seeds), quick, list(overrides)) for task, attender in cells]
+    if jobs <= 1:
+        for argument in arguments:
+            _run_cell(*argument)
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_single_thread) as pool:
+            for future in [pool.submit(_run_cell, *argument) for argument in arguments]:
+                future.result()
+    print(report(out_dir))
+
+
+def _single_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def _run_cell(out_dir: Path, task: str, attender: str, seeds: list[int], quick: bool, overrides: list[str]) -> None:
+    config = cell_config(task, attender, quick, overrides)
+    print(f"== {task} / {attender}: seeds {seeds}", flush=True)
+    run_seeds(config, seeds, out_dir / task / attender, lookup.train_or_resume)
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def collect(out_dir: Path) -> dict[str, dict[str, list[dict[str, dict[str, float]]]]]:
+    """task → attender → one test-set summary per finished seed."""
+    found: dict[str, dict[str, list[dict[str, dict[str, float]]]]] = {}
+    for summary in sorted(out_dir.glob("*/*/seed*/eval/summary.json")):
+        task, attender = summary.parts[-5], summary.parts[-4]
+        found.setdefault(task, {}).setdefault(attender, []).append(json.loads(summary.read_text()))
+    return found
+
+
+def report(out_dir: Path) -> str:
+    """Write figures 6–8, Table 3 and ``results.md`` from the run directories; return the markdown."""
+    runs = collect(out_dir)
+    if not runs:
+        return f"no finished runs under {out_dir}"
+    for task, by_attender in runs.items():
+        for attender, results in by_attender.items():
+            seeds = sorted(int(p.name[4:]) for p in (out_dir / task / attender).glob("seed*") if (p / "eval" / "summary.json").is_file())
+            write_aggregate(aggregate_results(results), out_dir / task / attender, seeds=seeds)
+    _figures(runs, out_dir)
+    table3 = _table3(runs)
+    atomic_write_text(out_dir / "table3_attnloss.md", table3 + "\n")
+    text = "\n\n".join([_results_table(runs), table3])
+    atomic_write_text(out_dir / "results.md", text + "\n")
+    return text
+
+
+def _metric_values(results: list[dict[str, dict[str, float]]], metric: str) -> dict[str, list[float]]:
+    return {name: [r[name][metric] for r in results if name in r and metric in r[name]] for name in TEST_SETS}
+
+
+def _figures(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]], out_dir: Path) -> None:
+    figures = [
+        ("long", "seq_acc", "seqAcc (%)", "figure6_seqacc_long.png"),
+        ("long", "seq_acc_be", "seqAccBE (%)", "figure7_seqaccbe_long.png"),
+        ("reversed", "seq_acc_be", "seqAccBE (%)", "figure8_seqaccbe_reversed.png"),
+        ("noisy", "seq_acc_be", "seqAccBE (%)", "figure8_seqaccbe_noisy.png"),
+        ("reversed", "seq_acc", "seqAcc (%)", "seqacc_reversed.png"),
+        ("noisy", "seq_acc", "seqAcc (%)", "seqacc_noisy.png"),
+    ]
+    for task, metric, label, name in figures:
+        if task not in runs:
+            continue
+        series = {attender: _metric_values(results, metric) for attender, results in runs[task].items()}
+        plot_metric_by_test_set(series, out_dir / name, metric_label=label, test_sets=TEST_SETS, title=f"{task} lookup tables")
+
+
+def _results_table(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]]) -> str:
+    sections = []
+    for task, by_attender in runs.items():
+        for metric, label in (("seq_acc", "seqAcc"), ("seq_acc_be", "seqAccBE"), ("attn_loss", "attnLoss")):
+            rows = {}
+            for attender in _ordered(by_attender):
+                values = _metric_values(by_attender[attender], metric)
+                n = len(by_attender[attender])
+                rows[f"{attender} (n={n})"] = {name: _mean_std(values[name]) for name in TEST_SETS if values[name]}
+            sections.append(f"#### {task}: {label}\n\n" + format_table(rows, TEST_SETS, markdown=True))
+    return "\n\n".join(sections)
+
+
+def _table3(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]]) -> str:
+    """attnLoss averaged over the tasks present (mean over tasks of the mean over seeds)."""
+    attenders = _ordered({attender for by_attender in runs.values() for attender in by_attender})
+    rows: dict[str, dict[str, object]] = {}
+    for attender in attenders:
+        cells = {}
+        for index, name in enumerate(TEST_SETS):
+            means = []
+            for by_attender in runs.values():
+                values = _metric_values(by_attender.get(attender, []), "attn_loss")[name]
+                if values:
+                    means.append(sum(values) / len(values))
+            if means:
+                paper = PAPER_TABLE3.get(attender)
+                cells[name] = f"{sum(means) / len(means):.1f}" + (f" ({paper[index]})" if paper else "")
+        rows[attender] = cells
+    tasks = ", ".join(runs)
+    header = f"#### Table 3: attnLoss averaged over tasks ({tasks}); paper's value in parentheses\n\n"
+    text = header + format_table(rows, TEST_SETS, markdown=True)
+    return text
+
+
+def _mean_std(values: list[float]) -> str:
+    from attnlab.experiments.multiseed import summarize
+
+    return mean_std(summarize(values))
+
+
+def _ordered(attenders: Any) -> list[str]:
+    return [name for name in ATTENDERS if name in attenders] + sorted(set(attenders) - set(ATTENDERS))

@@ -1,0 +1,88 @@
+"""Bad input gives one clear line on stderr, exit status 2, and no half-written run."""
+
+import shutil
+
+import pytest
+
+from attnlab.cli import main
+
+
+def _fails(argv, capsys, *fragments):
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("attnlab: error:") and "Traceback" not in error
+    for fragment in fragments:
+        assert fragment in error, error
+    return error
+
+
+def test_unknown_attender(tmp_path, tiny_overrides, capsys):
+    run = tmp_path / "run"
+    argv = ["train", "lookup", *tiny_overrides(**{"model.attender": "nope"}), "--run-dir", str(run)]
+    _fails(argv, capsys, "unknown attender 'nope'", "location", "mix")
+    assert not run.exists()
+
+
+def test_unknown_attender_option(tmp_path, tiny_overrides, capsys):
+    argv = ["train", "lookup", *tiny_overrides(**{"model.attender_options": "{min_sigmaa: 1}", "model.attender": "location"})]
+    _fails(argv + ["--run-dir", str(tmp_path / "run")], capsys, "min_sigmaa", "min_sigma")
+
+
+def test_unknown_config_key_lists_valid_keys(tmp_path, tiny_overrides, capsys):
+    argv = ["train", "lookup", *tiny_overrides(), "training.epoch=3", "--run-dir", str(tmp_path / "run")]
+    _fails(argv, capsys, "config.training", "'epoch'", "'epochs'")
+
+
+def test_unknown_builtin_config(capsys):
+    _fails(["train", "no_such_config"], capsys, "no_such_config", "lookup")
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("000 t1 .\t000 110\n000 t2 .\n", "line 2"),
+        ("000 t1 .\t000 110\t0 1 9\n", "line 1"),
+        ("000 t1 .\t000 110\t0 1\n", "line 1"),
+        ("", "empty"),
+    ],
+)
+def test_malformed_training_file(tmp_path, lookup_files, tiny_overrides, capsys, content, expected):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(content)
+    run = tmp_path / "run"
+    argv = ["train", "lookup", *tiny_overrides(**{"data.train_file": bad}), "--run-dir", str(run)]
+    _fails(argv, capsys, str(bad), expected)
+    assert not run.exists()
+
+
+def test_token_unseen_in_training_at_evaluation(tmp_path, tiny_overrides, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "lookup", *tiny_overrides(**{"training.epochs": 1}), "--run-dir", str(run)]) == 0
+    unseen = tmp_path / "unseen.tsv"
+    unseen.write_text("000 t1 .\t000 110\n000 t9 .\t000 110\n")
+    _fails(["evaluate", str(run), "--data", str(unseen)], capsys, str(unseen), "line 2", "'t9'")
+
+
+def test_checkpoint_from_another_model(tmp_path, tiny_overrides, capsys):
+    small, large = tmp_path / "small", tmp_path / "large"
+    assert main(["train", "lookup", *tiny_overrides(**{"training.epochs": 1}), "--run-dir", str(small)]) == 0
+    overrides = tiny_overrides(**{"training.epochs": 1, "model.hidden_dim": 48})
+    assert main(["train", "lookup", *overrides, "--run-dir", str(large)]) == 0
+    capsys.readouterr()
+    shutil.copy(large / "checkpoints" / "best.pt", small / "checkpoints" / "best.pt")
+    _fails(["evaluate", str(small)], capsys, "best.pt", "hidden_dim")
+
+
+def test_not_a_checkpoint(tmp_path, tiny_overrides, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "lookup", *tiny_overrides(**{"training.epochs": 1}), "--run-dir", str(run)]) == 0
+    (run / "checkpoints" / "best.pt").write_text("garbage")
+    _fails(["evaluate", str(run)], capsys, "best.pt", "not a readable attnlab checkpoint")
+
+
+def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path, tiny_overrides, capsys):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("important")
+    _fails(["train", "lookup", *tiny_overrides(), "--run-dir", str(precious), "--overwrite"], capsys, "not a run directory")
+    assert (precious / "thesis.tex").read_text() == "important"
