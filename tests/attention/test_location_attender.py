@@ -238,10 +238,39 @@ def test_invalid_options_raise(options):
         LocationAttender(D, D, **options)
 
 
-def test_default_initialisation_is_sensible(source, make_queries):
-    """With PyTorch's default init the gates are near 0.5 and the staircase near 0 steps."""
-    output = location()(make_queries(4, 1), source.keys, source.values, source.mask)
+def test_default_initialisation_walks_one_word_per_step(source, make_queries):
+    """The default initial_rho starts near a one-word step from the previous attention."""
+    attender = location()
+    with torch.no_grad():
+        attender.rho_layer.weight.zero_()  # isolate the initial biases from the random weights
+    v = attender(make_queries(4, 3), source.keys, source.values, source.mask).variables
+    torch.testing.assert_close(v["rho_steps"], torch.full_like(v["rho_steps"], 1.0), atol=1e-3, rtol=0)
+    torch.testing.assert_close(v["rho_previous"], torch.full_like(v["rho_previous"], torch.sigmoid(torch.tensor(1.0)).item()))
+    torch.testing.assert_close(v["rho_bias"], torch.full_like(v["rho_bias"], torch.sigmoid(torch.tensor(-2.0)).item()))
+
+
+def test_initial_rho_none_keeps_pytorch_initialisation(source, make_queries):
+    """initial_rho=None: gates near 0.5 and the staircase near 0 steps."""
+    attender = location(initial_rho=None)
+    output = attender(make_queries(4, 1), source.keys, source.values, source.mask)
     v = output.variables
     assert torch.all((v["rho_steps"] > -0.5) & (v["rho_steps"] < 0.5))
     assert torch.all((v["mu"] > 0.2) & (v["mu"] < 0.9))
     assert torch.isfinite(output.weights).all()
+
+
+def test_staircase_gradient_options():
+    x = torch.tensor([0.0, 1.1, -0.9], requires_grad=True)
+    straight = location().staircase
+    straight(x, 20.0).sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(3))  # straight-through: identity gradient
+    x.grad = None
+    exact = location(staircase_gradient="exact").staircase
+    value = exact(x, 20.0)
+    value.sum().backward()
+    assert torch.all(x.grad < 1e-2)  # the exact staircase is nearly flat off the half-integers
+    torch.testing.assert_close(value, straight(x, 20.0).detach())
+    with pytest.raises(ValueError, match="staircase_gradient"):
+        location(staircase_gradient="round")
+    with pytest.raises(ValueError, match="initial_rho"):
+        location(initial_rho=(1.0, 2.0))
