@@ -90,7 +90,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"evaluation examples, the first of the {EVAL_SPLIT} split (default 2000)")
     parser.add_argument("--eval-batch-size", type=int, default=500,
                         help="evaluation batch size (default 500, attnlab's evaluation default)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats per model (default 3)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per model (default 5)")
     parser.add_argument("--stat", choices=["best", "median"], default="best",
                         help="how to summarise the repeats (default: best, i.e. the shortest time)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
@@ -196,20 +196,35 @@ def time_evaluation(contender: Contender, eval_batches: list) -> float:
 
 
 def check_batched_decoding(contender: Contender, batch) -> tuple[bool, str]:
-    """Count calls during one decoding: one ``greedy_decode`` per batch, steps on the whole batch."""
+    """Count calls during one evaluation: one ``greedy_decode`` call for the batch, and inside
+    it one decoder (and attender) call per decoded step, each on the whole batch."""
     model = contender.model.eval()
     is_reference = contender.name == REFERENCE
     recurrent = model.decoder.cell if is_reference else model.decoder
     calls: dict[str, list[int]] = {"greedy_decode": [], "decoder": [], "attender": []}
-    hooks = [recurrent.register_forward_pre_hook(lambda _m, inputs: calls["decoder"].append(inputs[0].size(0)))]
+    steps: list[int] = []
+    decoding = [False]
+
+    def recorder(name: str):
+        def hook(_module, inputs):
+            if decoding[0]:
+                calls[name].append(inputs[0].size(0))
+        return hook
+
+    hooks = [recurrent.register_forward_pre_hook(recorder("decoder"))]
     if not is_reference:
-        hooks.append(model.attender.register_forward_pre_hook(
-            lambda _m, inputs: calls["attender"].append(inputs[0].size(0))))
+        hooks.append(model.attender.register_forward_pre_hook(recorder("attender")))
     decode = model.greedy_decode
 
     def counting_decode(source, *args, **kwargs):
         calls["greedy_decode"].append(source.size(0))
-        return decode(source, *args, **kwargs)
+        decoding[0] = True
+        try:
+            output = decode(source, *args, **kwargs)
+        finally:
+            decoding[0] = False
+        steps.append((output if isinstance(output, torch.Tensor) else output.tokens).size(1))
+        return output
 
     model.greedy_decode = counting_decode
     try:
@@ -222,17 +237,24 @@ def check_batched_decoding(contender: Contender, batch) -> tuple[bool, str]:
         for hook in hooks:
             hook.remove()
     size, limit = len(batch), default_max_length(batch.source.size(1))
-    per_step = calls["decoder"] + calls["attender"]
-    # Teacher-forced loss in evaluation calls the decoder once more (attnlab: all steps at once;
-    # the reference: once per target position), so compare against steps + target length.
-    extra = 1 if not is_reference else batch.target_input.size(1)
     ok = (
         calls["greedy_decode"] == [size]
-        and 1 <= len(calls["decoder"]) <= limit + extra
-        and all(n == size for n in per_step)
+        and 1 <= steps[0] <= limit
+        and len(calls["decoder"]) == steps[0]
+        and (is_reference or len(calls["attender"]) == steps[0])
+        and all(n == size for n in calls["decoder"] + calls["attender"])
     )
-    return ok, (f"greedy_decode called {len(calls['greedy_decode'])}x for 1 batch of {size}; "
+    return ok, (f"1 batch of {size}: {len(calls['greedy_decode'])} greedy_decode call, {steps[0]} steps, "
                 f"{len(calls['decoder'])} decoder calls, all on {size} examples")
+
+
+def first_rows(batch, n: int):
+    """The first ``n`` examples of ``batch`` (same padded widths)."""
+    return type(batch)(
+        source=batch.source[:n], source_padding_mask=batch.source_padding_mask[:n],
+        target_input=batch.target_input[:n], target_output=batch.target_output[:n],
+        gold_attention=None if batch.gold_attention is None else batch.gold_attention[:n],
+    )
 
 
 def summarise(times: list[float], stat: str) -> float:
@@ -278,6 +300,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{machine['threads']} threads; load average at start "
           f"{' '.join(f'{x:.2f}' for x in machine['load_average_at_start'] or [])}")
 
+    load = machine["load_average_at_start"]
+    if load and load[0] > 0.5 and machine["threads"] > 1:
+        print(f"warning: the 1-minute load average is {load[0]:.2f} on {machine['usable_cpus']} CPUs: other "
+              f"processes compete for the cores, and with {machine['threads']} threads torch's parallel "
+              "regions wait for descheduled threads, so absolute timings can be several times slower and "
+              "noisier (the ratios, measured side by side, suffer less); --threads 1 is steadier")
     source_vocab, target_vocab, train_batches, eval_batches = load_data(args)
     n_train = sum(len(b) for b in train_batches[WARMUP_BATCHES:])
     n_eval = sum(len(b) for b in eval_batches)
@@ -295,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
 
     batched: dict[str, tuple[bool, str]] = {}
     for contender in contenders:
-        batched[contender.name] = check_batched_decoding(contender, eval_batches[0])
+        batched[contender.name] = check_batched_decoding(contender, first_rows(eval_batches[0], args.batch_size))
 
     started = time.perf_counter()
     for repeat in range(args.repeats):

@@ -16,12 +16,22 @@ from typing import Any
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 
 EXIT_USAGE = 2
-ATTENDER_NAMES = ("additive", "multiplicative", "scaled_dot", "transformer", "transformer_xl", "location", "mix")
+ATTENDER_NAMES = (
+    "additive",
+    "multiplicative",
+    "scaled_dot",
+    "transformer",
+    "transformer_xl",
+    "location",
+    "mix",
+)
 
 
 def builtin_configs() -> dict[str, Path]:
     folder = resources.files("attnlab.experiments") / "configs"
-    return {Path(entry.name).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".yaml")}
+    return {
+        Path(entry.name).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".yaml")
+    }
 
 
 def resolve_config(name_or_path: str, overrides: list[str]) -> dict[str, Any]:
@@ -31,7 +41,8 @@ def resolve_config(name_or_path: str, overrides: list[str]) -> dict[str, Any]:
         configs = builtin_configs()
         if name_or_path not in configs:
             raise ConfigError(
-                f"config {name_or_path!r} is neither a file nor a built-in config; built-in: {sorted(configs)}"
+                f"config {name_or_path!r} is neither a file nor a built-in config; "
+                f"built-in: {sorted(configs)}"
             )
         path = configs[name_or_path]
     return apply_overrides(load_yaml(path), overrides)
@@ -43,7 +54,9 @@ def _experiment(data: dict[str, Any]) -> Any:
     experiments = {"lookup": lookup}
     name = data.get("experiment", "lookup")
     if name not in experiments:
-        raise ConfigError(f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(experiments)}")
+        raise ConfigError(
+            f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(experiments)}"
+        )
     return experiments[name]
 
 
@@ -67,14 +80,18 @@ def _remove_run(run_dir: Path) -> None:
     if not run_dir.exists():
         return
     if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"--overwrite: {run_dir} exists but is not a run directory (no config.yaml); not deleting it")
+        raise ConfigError(
+            f"--overwrite: {run_dir} exists but is not a run directory (no config.yaml); not deleting it"
+        )
     shutil.rmtree(run_dir)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from attnlab.experiments import lookup
 
-    results = lookup.evaluate(args.run_dir, data_files=args.data, checkpoint=args.checkpoint, device_name=args.device)
+    results = lookup.evaluate(
+        args.run_dir, data_files=args.data, checkpoint=args.checkpoint, device_name=args.device
+    )
     _print_results(results, Path(args.run_dir))
 
 
@@ -123,8 +140,13 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
         print(dubois2020.report(Path(args.out)))
         return
     dubois2020.reproduce(
-        Path(args.out), args.seeds, quick=args.quick, attenders=args.attenders, tasks=args.tasks,
-        jobs=args.jobs, overrides=args.overrides,
+        Path(args.out),
+        args.seeds,
+        quick=args.quick,
+        attenders=args.attenders,
+        tasks=args.tasks,
+        jobs=args.jobs,
+        overrides=args.overrides,
     )
 
 
@@ -176,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     reproduce.add_argument("--out", default="runs/dubois2020")
     reproduce.add_argument("--jobs", type=int, default=1, help="runs trained in parallel (one thread each)")
-    reproduce.add_argument("--report-only", action="store_true", help="rebuild figures and tables from finished runs")
+    reproduce.add_argument(
+        "--report-only", action="store_true", help="rebuild figures and tables from finished runs"
+    )
     reproduce.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     reproduce.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
     reproduce.add_argument("--attenders", nargs="+", default=None, choices=sorted(ATTENDER_NAMES))

@@ -68,9 +68,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     fields = {field.name: field for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}"
-        )
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
     hints = typing.get_type_hints(cls)
     values = {name: _convert(hints[name], value, f"{where}.{name}") for name, value in data.items()}
     try:

@@ -9,9 +9,9 @@ import torch
 
 from attnlab.attention import (
     ATTENDERS,
+    Attender,
     AttentionOutput,
     AttentionState,
-    Attender,
     build_attender,
 )
 
@@ -152,8 +152,7 @@ def test_padding_does_not_change_real_positions(name, make_source, make_queries)
 def test_float32_inputs_give_float32_outputs(name, make_source, make_queries):
     attender = build(name).float()
     source = make_source(dtype=torch.float32)
-    output = attender(make_queries(4, 2, dtype=torch.float32), source.keys, source.values,
-                      source.mask)
+    output = attender(make_queries(4, 2, dtype=torch.float32), source.keys, source.values, source.mask)
     assert output.weights.dtype == output.glimpse.dtype == torch.float32
     assert torch.isfinite(output.glimpse).all()
 
@@ -207,9 +206,7 @@ def test_value_dim_defaults_to_key_dim(name, source, make_queries):
     assert output.glimpse.shape == (4, 1, KEY_DIM)
 
 
-@pytest.mark.parametrize(
-    "name", ["additive", "multiplicative", "transformer_xl", "location", "mix"]
-)
+@pytest.mark.parametrize("name", ["additive", "multiplicative", "transformer_xl", "location", "mix"])
 def test_query_dim_may_differ_from_key_dim(name, make_source, make_queries):
     attender = build_attender(name, 3, KEY_DIM, VALUE_DIM).double()
     source = make_source()

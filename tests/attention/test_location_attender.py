@@ -201,7 +201,12 @@ def test_single_key_sequences_get_all_the_weight(make_source, make_queries):
 def test_initial_state_layout(source):
     state = location(weighter_hidden_dim=7).initial_state(source.keys, source.mask)
     assert set(state) == {
-        "step", "source_lengths", "hidden", "previous_mean", "relative_positions", "step_size",
+        "step",
+        "source_lengths",
+        "hidden",
+        "previous_mean",
+        "relative_positions",
+        "step_size",
         "inverse_length",
     }
     assert state["hidden"].shape == (4, 7) and torch.all(state["hidden"] == 0)
@@ -230,8 +235,13 @@ def test_option_sizes(source, make_queries):
 
 @pytest.mark.parametrize(
     "options",
-    [{"min_sigma": 0.0}, {"resize_dim": 0}, {"staircase_sharpness": -1.0}, {"clamp_slope": 1.0},
-     {"clamp_slope": -0.1}],
+    [
+        {"min_sigma": 0.0},
+        {"resize_dim": 0},
+        {"staircase_sharpness": -1.0},
+        {"clamp_slope": 1.0},
+        {"clamp_slope": -0.1},
+    ],
 )
 def test_invalid_options_raise(options):
     with pytest.raises(ValueError, match="option"):
@@ -245,8 +255,12 @@ def test_default_initialisation_walks_one_word_per_step(source, make_queries):
         attender.rho_layer.weight.zero_()  # isolate the initial biases from the random weights
     v = attender(make_queries(4, 3), source.keys, source.values, source.mask).variables
     torch.testing.assert_close(v["rho_steps"], torch.full_like(v["rho_steps"], 1.0), atol=1e-3, rtol=0)
-    torch.testing.assert_close(v["rho_previous"], torch.full_like(v["rho_previous"], torch.sigmoid(torch.tensor(1.0)).item()))
-    torch.testing.assert_close(v["rho_bias"], torch.full_like(v["rho_bias"], torch.sigmoid(torch.tensor(-2.0)).item()))
+    torch.testing.assert_close(
+        v["rho_previous"], torch.full_like(v["rho_previous"], torch.sigmoid(torch.tensor(1.0)).item())
+    )
+    torch.testing.assert_close(
+        v["rho_bias"], torch.full_like(v["rho_bias"], torch.sigmoid(torch.tensor(-2.0)).item())
+    )
 
 
 def test_initial_rho_none_keeps_pytorch_initialisation(source, make_queries):

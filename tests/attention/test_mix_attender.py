@@ -30,8 +30,7 @@ def padded_positions(lengths: tuple[int, ...], source_len: int) -> torch.Tensor:
     return positions
 
 
-@pytest.mark.parametrize(("logit", "variable"), [(BIG, "location_attention"),
-                                                 (-BIG, "content_attention")])
+@pytest.mark.parametrize(("logit", "variable"), [(BIG, "location_attention"), (-BIG, "content_attention")])
 def test_mix_weight_selects_location_or_content(logit, variable, source, make_queries):
     attender = mix()
     set_mix_weight(attender, logit)
@@ -100,8 +99,11 @@ def test_content_option(content, source, make_queries):
 
 
 def test_sub_attender_options_pass_through(source):
-    attender = mix(content="additive", content_options={"hidden_dim": 3},
-                   location_options={"weighter_hidden_dim": 4, "min_sigma": 0.5})
+    attender = mix(
+        content="additive",
+        content_options={"hidden_dim": 3},
+        location_options={"weighter_hidden_dim": 4, "min_sigma": 0.5},
+    )
     assert isinstance(attender.content, AdditiveAttender) and attender.content.hidden_dim == 3
     assert attender.location.weighter.hidden_size == 4 and attender.location.min_sigma == 0.5
     assert isinstance(mix(content="scaled_dot").content, ScaledDotAttender)
@@ -110,16 +112,20 @@ def test_sub_attender_options_pass_through(source):
 def test_state_layout(source):
     state = mix(content="additive").initial_state(source.keys, source.mask)
     assert set(state) == {
-        "step", "source_lengths", "content.projected_keys", "location.hidden",
-        "location.previous_mean", "location.relative_positions", "location.step_size",
+        "step",
+        "source_lengths",
+        "content.projected_keys",
+        "location.hidden",
+        "location.previous_mean",
+        "location.relative_positions",
+        "location.step_size",
         "location.inverse_length",
     }
 
 
 @pytest.mark.parametrize(
     "options",
-    [{"content": "location"}, {"content_options": {"bogus": 1}},
-     {"location_options": {"hidden": 3}}],
+    [{"content": "location"}, {"content_options": {"bogus": 1}}, {"location_options": {"hidden": 3}}],
 )
 def test_bad_options_raise(options):
     with pytest.raises(ValueError, match="unknown"):

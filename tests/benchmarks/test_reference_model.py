@@ -104,4 +104,6 @@ def test_same_greedy_decoding(reference):
 def test_load_rejects_another_attender(reference):
     mix = RecurrentSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, attender="mix")
     with pytest.raises(KeyError, match="not a scaled-dot"):
-        reference.load_attnlab_state_dict(reference.ReferenceSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB), mix.state_dict())
+        reference.load_attnlab_state_dict(
+            reference.ReferenceSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB), mix.state_dict()
+        )

@@ -24,7 +24,11 @@ def test_unknown_attender(tmp_path, tiny_overrides, capsys):
 
 
 def test_unknown_attender_option(tmp_path, tiny_overrides, capsys):
-    argv = ["train", "lookup", *tiny_overrides(**{"model.attender_options": "{min_sigmaa: 1}", "model.attender": "location"})]
+    argv = [
+        "train",
+        "lookup",
+        *tiny_overrides(**{"model.attender_options": "{min_sigmaa: 1}", "model.attender": "location"}),
+    ]
     _fails(argv + ["--run-dir", str(tmp_path / "run")], capsys, "min_sigmaa", "min_sigma")
 
 
@@ -84,5 +88,9 @@ def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path, tiny_overrides, 
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "thesis.tex").write_text("important")
-    _fails(["train", "lookup", *tiny_overrides(), "--run-dir", str(precious), "--overwrite"], capsys, "not a run directory")
+    _fails(
+        ["train", "lookup", *tiny_overrides(), "--run-dir", str(precious), "--overwrite"],
+        capsys,
+        "not a run directory",
+    )
     assert (precious / "thesis.tex").read_text() == "important"

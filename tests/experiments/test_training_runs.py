@@ -20,7 +20,9 @@ def _final_weights(run_dir):
     return load_checkpoint(run_dir / "checkpoints" / "last.pt")["model"]
 
 
-def test_run_directory_holds_config_metrics_checkpoints_and_evaluation(lookup_files, tiny_config, tiny_overrides, tmp_path):
+def test_run_directory_holds_config_metrics_checkpoints_and_evaluation(
+    lookup_files, tiny_config, tiny_overrides, tmp_path
+):
     results = lookup.train(tiny_config(), tmp_path / "run")
     run = tmp_path / "run"
     assert set(results) == {"interpolation", "long1"}
@@ -33,7 +35,9 @@ def test_run_directory_holds_config_metrics_checkpoints_and_evaluation(lookup_fi
     assert 0.0 <= summary["interpolation"]["seq_acc"] <= 100.0
 
 
-def test_resume_after_interruption_matches_uninterrupted_run(lookup_files, tiny_config, tiny_overrides, tmp_path, monkeypatch):
+def test_resume_after_interruption_matches_uninterrupted_run(
+    lookup_files, tiny_config, tiny_overrides, tmp_path, monkeypatch
+):
     uninterrupted = lookup.train(tiny_config(), tmp_path / "full")
 
     # Interrupt the second run in the middle of its second epoch.
@@ -60,7 +64,9 @@ def test_resume_after_interruption_matches_uninterrupted_run(lookup_files, tiny_
     assert [record["epoch"] for record in history] == [1, 2, 3]
 
 
-def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(lookup_files, tiny_config, tiny_overrides, tmp_path, monkeypatch):
+def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(
+    lookup_files, tiny_config, tiny_overrides, tmp_path, monkeypatch
+):
     calls = {"n": 0}
     original = lookup.teacher_forced_loss
 

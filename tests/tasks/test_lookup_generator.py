@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from functools import lru_cache
+from functools import cache
 from itertools import product
 
 import pytest
@@ -26,7 +26,7 @@ POOL_SPLITS = ("train", "validation", "interpolation")
 LONG_SPLITS = tuple(f"long{j}" for j in range(1, 6))
 
 
-@lru_cache(maxsize=None)
+@cache
 def splits(variant: str) -> dict[str, list[Seq2SeqExample]]:
     """The default splits of ``variant``, generated once per test session."""
     return generate_lookup_tables(LookupTablesSpec(variant=variant))
@@ -62,9 +62,7 @@ def test_pool_splits_partition_all_compositions(variant: str) -> None:
     spec = LookupTablesSpec(variant=variant)
     bits = [format(i, "03b") for i in range(8)]
     names = [f"t{i}" for i in range(1, 7)]
-    everything = {
-        (inp, *tables) for k in range(1, 5) for tables in product(names, repeat=k) for inp in bits
-    }
+    everything = {(inp, *tables) for k in range(1, 5) for tables in product(names, repeat=k) for inp in bits}
     assert len(everything) == spec.pool_size
     parts = {name: compositions(variant, name) for name in POOL_SPLITS}
     for name, comps in parts.items():
@@ -269,13 +267,22 @@ def test_output_independent_of_process_and_hash_seed() -> None:
 
 def test_small_configuration() -> None:
     spec = LookupTablesSpec(
-        n_tables=2, n_bits=2, train_max_tables=2, interpolation_size=4, validation_size=2,
-        long_levels=2, long_size=32,
+        n_tables=2,
+        n_bits=2,
+        train_max_tables=2,
+        interpolation_size=4,
+        validation_size=2,
+        long_levels=2,
+        long_size=32,
     )
     data = generate_lookup_tables(spec)
     assert spec.pool_size == 4 * (2 + 4)
     assert {k: len(v) for k, v in data.items()} == {
-        "train": 18, "validation": 2, "interpolation": 4, "long1": 32, "long2": 32,
+        "train": 18,
+        "validation": 2,
+        "interpolation": 4,
+        "long1": 32,
+        "long2": 32,
     }
     assert all(len(ex.source[0]) == 2 for ex in data["train"])
     assert set(compositions_of(data["long1"])) == {
@@ -298,8 +305,10 @@ def compositions_of(examples: list[Seq2SeqExample]) -> list[tuple[str, ...]]:
         ({"interpolation_size": 20_000}, "exceeds the 12,384 pairs with 2..4 tables that exist"),
         ({"validation_size": 9_385}, "exceeds the 9,384 pairs"),
         ({"long_size": 70_000}, "exceeds the 62,208 pairs with 5 tables"),
-        ({"n_bits": 1, "n_tables": 3, "interpolation_size": 0, "validation_size": 0,
-          "long_size": 1}, "only 2 bijections exist"),
+        (
+            {"n_bits": 1, "n_tables": 3, "interpolation_size": 0, "validation_size": 0, "long_size": 1},
+            "only 2 bijections exist",
+        ),
         ({"train_max_tables": 9}, "at most 2,000,000 are supported"),
     ],
 )

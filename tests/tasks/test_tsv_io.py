@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 import attnlab.io
-
-from attnlab.tasks import tsv
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
 from attnlab.tasks.tsv import DataFileNotFoundError, DataFormatError, read_tsv, write_tsv
@@ -73,9 +71,18 @@ def _write(tmp_path: Path, text: str | bytes, name: str = "data.tsv") -> Path:
         ("a\t \n", 1, "empty target; expected space-separated tokens"),
         ("a b\tx\t0 one\n", 1, "attention index 'one' is not an integer"),
         ("a b\tx\t0 1.5\n", 1, "attention index '1.5' is not an integer"),
-        ("a b\tx y\t0 1\n", 1, "expected 3 attention indices (one per target token plus one for <eos>, len(target) = 2), found 2"),
+        (
+            "a b\tx y\t0 1\n",
+            1,
+            "expected 3 attention indices (one per target token plus one for <eos>, "
+            "len(target) = 2), found 2",
+        ),
         ("a b\tx\t0 1 1\n", 1, "expected 2 attention indices"),
-        ("a\tx\nb\tz\nc d\ty\t0 2\n", 3, "attention index 2 out of range; expected 0..1 (the source has 2 tokens)"),
+        (
+            "a\tx\nb\tz\nc d\ty\t0 2\n",
+            3,
+            "attention index 2 out of range; expected 0..1 (the source has 2 tokens)",
+        ),
         ("a b\tx\t-1 0\n", 1, "attention index -1 out of range"),
         ("a b\tx <eos>\n", 1, "the target contains the reserved token '<eos>' (<eos> is implicit"),
         ("a <pad>\tx\n", 1, "the source contains the reserved token '<pad>'"),

@@ -36,9 +36,9 @@ def test_target_specials_and_ids() -> None:
 def test_source_vocabulary_has_no_sos_or_eos() -> None:
     vocab = Vocabulary.build([["a"]])
     with pytest.raises(ValueError, match="this vocabulary has no <sos> token"):
-        vocab.sos_id
+        _ = vocab.sos_id
     with pytest.raises(ValueError, match="has no <eos> token"):
-        vocab.eos_id
+        _ = vocab.eos_id
 
 
 def test_unknown_token_error_names_token_and_place() -> None:

@@ -1,6 +1,6 @@
 """Reusable attention mechanisms. Every attender shares the interface of :mod:`attnlab.attention.base`."""
 
-from attnlab.attention.base import AttentionOutput, AttentionState, Attender, masked_softmax
+from attnlab.attention.base import Attender, AttentionOutput, AttentionState, masked_softmax
 from attnlab.attention.registry import ATTENDERS, build_attender
 
 __all__ = [

@@ -27,6 +27,7 @@ caller wants.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,8 +126,7 @@ class Attender(nn.Module):
         name = type(self).__name__
         if keys.dim() != 3 or keys.size(-1) != self.key_dim:
             raise ValueError(
-                f"{name}: keys must be [batch, source_len, key_dim={self.key_dim}], "
-                f"got {tuple(keys.shape)}"
+                f"{name}: keys must be [batch, source_len, key_dim={self.key_dim}], got {tuple(keys.shape)}"
             )
         if keys.size(1) == 0:
             raise ValueError(f"{name}: keys have source_len 0; there is nothing to attend to")
@@ -140,6 +140,28 @@ class Attender(nn.Module):
         if bool(key_padding_mask.all(dim=1).any()):
             empty = key_padding_mask.all(dim=1).nonzero().flatten().tolist()
             raise ValueError(f"{name}: sequences {empty} are all padding; each needs a real key")
+
+
+def option_names(cls: type[Attender]) -> list[str]:
+    """The keyword options of attender class ``cls`` beyond its dimensions."""
+    skip = {"self", "query_dim", "key_dim", "value_dim"}
+    return [name for name in inspect.signature(cls.__init__).parameters if name not in skip]
+
+
+def construct(
+    cls: type[Attender],
+    query_dim: int,
+    key_dim: int,
+    value_dim: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """``cls(query_dim, key_dim, value_dim, **options)``; unknown options raise ``ValueError``."""
+    options = dict(options or {})
+    valid = option_names(cls)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for {cls.__name__}; valid options: {valid}")
+    return cls(query_dim, key_dim, value_dim, **options)
 
 
 def _source_lengths(keys: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:

@@ -26,9 +26,9 @@ import torch
 from torch import nn
 
 from attnlab.attention.base import (
+    Attender,
     AttentionOutput,
     AttentionState,
-    Attender,
     masked_softmax,
     weighted_sum,
 )
@@ -69,9 +69,7 @@ class ScoringAttender(Attender):
     weights without computing a glimpse (the Mix Attender uses it for its content part).
     """
 
-    def score(
-        self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState
-    ) -> torch.Tensor:
+    def score(self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState) -> torch.Tensor:
         """Unnormalised scores ``[batch, steps, source_len]`` for ``query [batch, steps, dim]``."""
         raise NotImplementedError
 
@@ -134,9 +132,7 @@ class AdditiveAttender(ScoringAttender):
     ) -> AttentionState:
         return {"projected_keys": self.key_layer(keys)}
 
-    def score(
-        self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState
-    ) -> torch.Tensor:
+    def score(self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState) -> torch.Tensor:
         projected_keys = state["projected_keys"].unsqueeze(1)  # [B, 1, S, H]
         projected_query = self.query_layer(query).unsqueeze(2)  # [B, T, 1, H]
         return self.energy_layer(torch.tanh(projected_keys + projected_query)).squeeze(-1)
@@ -155,9 +151,7 @@ class MultiplicativeAttender(ScoringAttender):
         super().__init__(query_dim, key_dim, value_dim)
         self.query_layer = nn.Linear(query_dim, key_dim, bias=False)
 
-    def score(
-        self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState
-    ) -> torch.Tensor:
+    def score(self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState) -> torch.Tensor:
         return torch.bmm(self.query_layer(query), keys.transpose(1, 2))
 
 
@@ -175,9 +169,7 @@ class ScaledDotAttender(ScoringAttender):
         super().__init__(query_dim, key_dim, value_dim)
         self.scale = 1.0 / math.sqrt(key_dim)
 
-    def score(
-        self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState
-    ) -> torch.Tensor:
+    def score(self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState) -> torch.Tensor:
         return torch.bmm(query * self.scale, keys.transpose(1, 2))
 
 

@@ -34,10 +34,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.attention.base import (
+    Attender,
     AttentionOutput,
     AttentionState,
-    Attender,
-    masked_softmax,
     weighted_sum,
 )
 from attnlab.attention.content import advance_state, check_positive
@@ -101,7 +100,9 @@ def gaussian_attention(
     ``mu`` and ``sigma`` are ``[batch]``. Computed as the softmax of the log-density (the PDF's
     normalising constant cancels), so padding gets exactly 0 and real keys sum to 1.
     """
-    return _gaussian(mu, -0.5 / sigma**2, relative_positions, padding_bias(key_padding_mask, relative_positions))
+    return _gaussian(
+        mu, -0.5 / sigma**2, relative_positions, padding_bias(key_padding_mask, relative_positions)
+    )
 
 
 def padding_bias(key_padding_mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -351,9 +352,7 @@ class LocationAttender(Attender):
             "previous_mean": stack_steps(previous_means),
             "location_attention": location_attention,
         }
-        next_state = advance_state(
-            state, query.size(1), hidden=weighting.hidden, previous_mean=previous
-        )
+        next_state = advance_state(state, query.size(1), hidden=weighting.hidden, previous_mean=previous)
         attention = location_attention if mixer is None else stack_steps(finals)
         return LocationSteps(location_attention, attention, variables, next_state)
 

@@ -12,13 +12,12 @@ finds the token after "!", then location attention continues from there with "+1
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 from torch import nn
 
-from attnlab.attention.base import AttentionOutput, AttentionState, Attender, weighted_sum
+from attnlab.attention.base import Attender, AttentionOutput, AttentionState, construct, weighted_sum
 from attnlab.attention.content import (
     AdditiveAttender,
     MultiplicativeAttender,
@@ -87,10 +86,10 @@ class MixAttender(Attender):
                 f"choose one of {sorted(CONTENT_ATTENDERS)}"
             )
         self.content_name = content
-        self.content: ScoringAttender = _build(
+        self.content: ScoringAttender = construct(
             CONTENT_ATTENDERS[content], query_dim, key_dim, value_dim, content_options
         )
-        self.location: LocationAttender = _build(
+        self.location: LocationAttender = construct(
             LocationAttender, query_dim, key_dim, value_dim, location_options
         )
         self.mix_layer = nn.Linear(query_dim, 1)
@@ -147,25 +146,6 @@ def _prefixed(prefix: str, state: AttentionState) -> AttentionState:
 def _unprefixed(prefix: str, state: AttentionState) -> AttentionState:
     """The sub-attender state stored under ``prefix``, with the shared keys put back."""
     start = prefix + "."
-    sub = {key[len(start):]: value for key, value in state.items() if key.startswith(start)}
+    sub = {key[len(start) :]: value for key, value in state.items() if key.startswith(start)}
     sub.update({key: state[key] for key in _SHARED_KEYS})
     return sub
-
-
-def _build(
-    cls: type[Attender],
-    query_dim: int,
-    key_dim: int,
-    value_dim: int | None,
-    options: dict[str, Any] | None,
-) -> Any:
-    """``cls(query_dim, key_dim, value_dim, **options)``; unknown options raise ``ValueError``."""
-    options = dict(options or {})
-    skip = {"self", "query_dim", "key_dim", "value_dim"}
-    valid = [name for name in inspect.signature(cls.__init__).parameters if name not in skip]
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"MixAttender: unknown option(s) {unknown} for {cls.__name__}; valid options: {valid}"
-        )
-    return cls(query_dim, key_dim, value_dim, **options)

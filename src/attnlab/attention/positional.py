@@ -73,9 +73,7 @@ def encode_source_positions(
     ``batch x source_len x dim`` sines.
     """
     batch, source_len = keys.shape[:2]
-    table = sinusoidal_encoding(
-        torch.arange(source_len, device=keys.device, dtype=keys.dtype), dim
-    )
+    table = sinusoidal_encoding(torch.arange(source_len, device=keys.device, dtype=keys.dtype), dim)
     if key_padding_mask is None:
         return table.expand(batch, source_len, dim)
     return table[source_positions(keys, key_padding_mask).long()]
@@ -114,9 +112,7 @@ class TransformerAttender(ScoringAttender):
         encodings = encode_source_positions(keys, key_padding_mask, self.key_dim)
         return {"positioned_keys": keys + encodings}
 
-    def score(
-        self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState
-    ) -> torch.Tensor:
+    def score(self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState) -> torch.Tensor:
         steps = step_positions(state, query.size(1), like=query)
         positioned_query = query + sinusoidal_encoding(steps, self.query_dim)  # [B, T, d]
         return torch.bmm(positioned_query * self.scale, state["positioned_keys"].transpose(1, 2))
@@ -172,18 +168,12 @@ class TransformerXLAttender(ScoringAttender):
     ) -> AttentionState:
         return {
             "projected_keys": self.key_layer(keys),
-            "source_encodings": encode_source_positions(
-                keys, key_padding_mask, self.encoding_dim
-            ),
+            "source_encodings": encode_source_positions(keys, key_padding_mask, self.encoding_dim),
         }
 
-    def score(
-        self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState
-    ) -> torch.Tensor:
+    def score(self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState) -> torch.Tensor:
         projected_query = self.query_layer(query)  # [B, T, A]
-        content = torch.bmm(
-            projected_query + self.content_bias, state["projected_keys"].transpose(1, 2)
-        )
+        content = torch.bmm(projected_query + self.content_bias, state["projected_keys"].transpose(1, 2))
         # z_t = W_R^T (W_q q_t + v), so that z_t^T R = (W_q q_t + v)^T W_R R.
         position_query = (projected_query + self.position_bias) @ self.position_layer.weight
         steps = step_positions(state, query.size(1), like=query)

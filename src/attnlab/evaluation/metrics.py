@@ -34,7 +34,9 @@ def output_lengths(predicted: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, 
     """Number of tokens before the first ``<eos>`` (``L`` if none) and whether an ``<eos>`` came."""
     is_eos = predicted == eos_id
     has_eos = is_eos.any(dim=1)
-    first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), predicted.new_full(has_eos.shape, predicted.size(1)))
+    first_eos = torch.where(
+        has_eos, is_eos.int().argmax(dim=1), predicted.new_full(has_eos.shape, predicted.size(1))
+    )
     return first_eos, has_eos
 
 

@@ -183,7 +183,9 @@ def model_from_checkpoint(
     checkpoint = load_checkpoint(path, map_location=device)
     spec = checkpoint.get("model_spec") or {}
     if spec.get("system") != "lookup/recurrent_seq2seq":
-        raise CheckpointError(f"{path} is not a Lookup Tables seq2seq checkpoint (system {spec.get('system')!r})")
+        raise CheckpointError(
+            f"{path} is not a Lookup Tables seq2seq checkpoint (system {spec.get('system')!r})"
+        )
     if expected is not None:
         check_model_spec(path, {"model_spec": spec["model"]}, to_dict(expected))
     model_config = from_dict(Seq2SeqModelConfig, spec["model"], f"{path}: model")
@@ -228,21 +230,30 @@ class LookupTrainingTask:
         }
 
 
-def train(config: LookupExperimentConfig, run_dir: str | Path, *, resume: bool = False) -> dict[str, dict[str, float]]:
+def train(
+    config: LookupExperimentConfig, run_dir: str | Path, *, resume: bool = False
+) -> dict[str, dict[str, float]]:
     """Train, then evaluate the chosen checkpoint on every test set; returns the test metrics."""
     run = RunDirectory(Path(run_dir))
     if run.checkpoint("last").exists() and not resume:
-        raise ConfigError(f"{run.path} already holds a run; resume it with --resume or choose another run directory")
+        raise ConfigError(
+            f"{run.path} already holds a run; resume it with --resume or choose another run directory"
+        )
     device = resolve_device(config.training.device)
     splits = load_splits(config.data)
     source_vocab, target_vocab = build_vocabularies(splits["train"])
-    encoded = {name: _encode(config.data, name, examples, source_vocab, target_vocab) for name, examples in splits.items()}
+    encoded = {
+        name: _encode(config.data, name, examples, source_vocab, target_vocab)
+        for name, examples in splits.items()
+    }
     seed_everything(config.training.seed)
     model = build_model(config.model, source_vocab, target_vocab).to(device)
     run.path.mkdir(parents=True, exist_ok=True)
     save_yaml(to_dict(config), run.config_file)
     task = LookupTrainingTask(encoded["train"], encoded["validation"], config, device)
-    trainer = Trainer(model, task, config.training, run.path, model_spec(config.model, source_vocab, target_vocab))
+    trainer = Trainer(
+        model, task, config.training, run.path, model_spec(config.model, source_vocab, target_vocab)
+    )
     if resume:
         trainer.resume()
     trainer.fit()
@@ -257,7 +268,9 @@ def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dic
     return train(config, run_dir, resume=resume)
 
 
-def _encode(data: LookupDataConfig, split: str, examples: list[Seq2SeqExample], source: Vocabulary, target: Vocabulary):
+def _encode(
+    data: LookupDataConfig, split: str, examples: list[Seq2SeqExample], source: Vocabulary, target: Vocabulary
+):
     origin, item_name = _split_origin(data, split)
     if not examples:
         raise ConfigError(f"the {split} split ({origin}) has no examples")
@@ -280,28 +293,40 @@ def evaluate(
     if checkpoint is not None:
         config.evaluation.checkpoint = checkpoint  # type: ignore[assignment]
     device = resolve_device(device_name)
-    _, source_vocab, target_vocab = model_from_checkpoint(run.checkpoint(config.evaluation.checkpoint), device, config.model)
+    _, source_vocab, target_vocab = model_from_checkpoint(
+        run.checkpoint(config.evaluation.checkpoint), device, config.model
+    )
     if data_files:
         test_sets = {
-            Path(path).stem: encode_examples(read_tsv(path), source_vocab, target_vocab, where_prefix=path, item_name="line")
+            Path(path).stem: encode_examples(
+                read_tsv(path), source_vocab, target_vocab, where_prefix=path, item_name="line"
+            )
             for path in data_files
         }
     else:
         splits = load_splits(config.data)
         names = test_set_names(config.data)
-        test_sets = {name: _encode(config.data, name, splits[name], source_vocab, target_vocab) for name in names}
+        test_sets = {
+            name: _encode(config.data, name, splits[name], source_vocab, target_vocab) for name in names
+        }
     return _evaluate_checkpoint(run, config, test_sets, device)
 
 
-def _evaluate_checkpoint(run: RunDirectory, config: LookupExperimentConfig, test_sets: dict[str, Any], device: torch.device) -> dict[str, dict[str, float]]:
+def _evaluate_checkpoint(
+    run: RunDirectory, config: LookupExperimentConfig, test_sets: dict[str, Any], device: torch.device
+) -> dict[str, dict[str, float]]:
     path = run.checkpoint(config.evaluation.checkpoint)
     model, _, _ = model_from_checkpoint(path, device, config.model)
     results = {}
     for name, dataset in test_sets.items():
         results[name] = evaluate_seq2seq(
-            model, batches(dataset, config.evaluation.batch_size, shuffle=False), device,
+            model,
+            batches(dataset, config.evaluation.batch_size, shuffle=False),
+            device,
             max_length=config.evaluation.max_length,
         )
-        atomic_write_json(run.eval_dir / f"{name}.json", {"test_set": name, "checkpoint": str(path), **results[name]})
+        atomic_write_json(
+            run.eval_dir / f"{name}.json", {"test_set": name, "checkpoint": str(path), **results[name]}
+        )
     atomic_write_json(run.eval_dir / "summary.json", results)
     return results

@@ -40,7 +40,9 @@ def plot_run(
     chosen = _choose(examples, indices or [0], name)
     batch = collate_examples(chosen, source_vocab, target_vocab).to(device)
     decoded = model.greedy_decode(
-        batch.source, batch.source_padding_mask, config.evaluation.max_length or default_max_length(batch.source.size(1))
+        batch.source,
+        batch.source_padding_mask,
+        config.evaluation.max_length or default_max_length(batch.source.size(1)),
     )
     written = []
     for row, (index, example) in enumerate(zip(indices or [0], chosen)):
@@ -52,7 +54,9 @@ def plot_run(
     return written
 
 
-def _examples(config: lookup.LookupExperimentConfig, test_set: str | None, data_file: str | None) -> tuple[str, list[Seq2SeqExample]]:
+def _examples(
+    config: lookup.LookupExperimentConfig, test_set: str | None, data_file: str | None
+) -> tuple[str, list[Seq2SeqExample]]:
     if data_file is not None:
         return Path(data_file).stem, read_tsv(data_file)
     names = lookup.test_set_names(config.data)
@@ -67,7 +71,9 @@ def _examples(config: lookup.LookupExperimentConfig, test_set: str | None, data_
 def _choose(examples: list[Seq2SeqExample], indices: list[int], name: str) -> list[Seq2SeqExample]:
     bad = [index for index in indices if not 0 <= index < len(examples)]
     if bad:
-        raise ConfigError(f"--index {bad} out of range: {name} has {len(examples)} examples (0..{len(examples) - 1})")
+        raise ConfigError(
+            f"--index {bad} out of range: {name} has {len(examples)} examples (0..{len(examples) - 1})"
+        )
     return [examples[index] for index in indices]
 
 
@@ -90,8 +96,12 @@ def _plot_example(
     stem = run.plots_dir / f"{name}_{index}"
     written = [
         plot_attention_heatmap(
-            attention, source_tokens, output_tokens, stem.with_name(stem.name + "_attention.png"),
-            title=f"{name} #{index}", gold=_pad_gold(gold, steps),
+            attention,
+            source_tokens,
+            output_tokens,
+            stem.with_name(stem.name + "_attention.png"),
+            title=f"{name} #{index}",
+            gold=_pad_gold(gold, steps),
         )
     ]
     scalars = {
@@ -99,19 +109,31 @@ def _plot_example(
         for key, value in decoded.variables.items()
         if value.dim() == 2 and key != "previous_mean"
     }
+    if "sigma" in scalars:  # shown before the division by n_s, as in Figure 9 (sigma = min_sigma)
+        scalars["sigma"] = scalars["sigma"] * len(source_tokens)
     if scalars:
-        panels = {key: _matrix(decoded.variables, key, row, steps, len(source_tokens)) for key in ATTENTION_VARIABLES}
+        panels = {
+            key: _matrix(decoded.variables, key, row, steps, len(source_tokens))
+            for key in ATTENTION_VARIABLES
+        }
         written.append(
             plot_interpretable_variables(
-                attention, scalars, source_tokens, output_tokens, stem.with_name(stem.name + "_variables.png"),
-                content=panels["content_attention"], location=panels["location_attention"],
+                attention,
+                scalars,
+                source_tokens,
+                output_tokens,
+                stem.with_name(stem.name + "_variables.png"),
+                content=panels["content_attention"],
+                location=panels["location_attention"],
                 title=f"{name} #{index}",
             )
         )
     return written
 
 
-def _matrix(variables: dict[str, torch.Tensor], key: str, row: int, steps: int, width: int) -> np.ndarray | None:
+def _matrix(
+    variables: dict[str, torch.Tensor], key: str, row: int, steps: int, width: int
+) -> np.ndarray | None:
     if key not in variables:
         return None
     return variables[key][row, :steps, :width].cpu().numpy()

@@ -75,7 +75,9 @@ def write_aggregate(
     writer.writerow(["test_set", "metric", "mean", "std", "median", "min", "max", "n"])
     for test_set, metrics in aggregate.items():
         for metric, stats in metrics.items():
-            writer.writerow([test_set, metric, *(stats[key] for key in ("mean", "std", "median", "min", "max", "n"))])
+            writer.writerow(
+                [test_set, metric, *(stats[key] for key in ("mean", "std", "median", "min", "max", "n"))]
+            )
     atomic_write_text(out_dir / "aggregate.csv", buffer.getvalue())
     atomic_write_text(out_dir / "aggregate.md", markdown_summary(aggregate) + "\n")
 

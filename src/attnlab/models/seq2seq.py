@@ -157,8 +157,7 @@ def _stack_steps(steps: list[_DecodedStep]) -> Seq2SeqOutput:
     alive = torch.stack([step.alive for step in steps], dim=1)
     attention = torch.cat([step.weights for step in steps], dim=1) * alive.unsqueeze(-1)
     variables = {
-        name: torch.cat([step.variables[name] for step in steps], dim=1)
-        for name in steps[0].variables
+        name: torch.cat([step.variables[name] for step in steps], dim=1) for name in steps[0].variables
     }
     return Seq2SeqOutput(
         logits=torch.cat([step.logits for step in steps], dim=1),

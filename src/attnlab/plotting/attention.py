@@ -24,6 +24,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -159,9 +160,7 @@ def _fmt_number(value: float, decimals: int) -> str:
 def _as_matrix(name: str, weights: Any) -> np.ndarray:
     array = np.asarray(weights, dtype=float)
     if array.ndim != 2:
-        raise ValueError(
-            f"{name} must be a 2-D array [target steps, source tokens], got shape {array.shape}"
-        )
+        raise ValueError(f"{name} must be a 2-D array [target steps, source tokens], got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{name} must not be empty, got shape {array.shape}")
     return array
@@ -188,18 +187,14 @@ def _check_gold(gold: Sequence[int | None] | None, steps: int, sources: int) -> 
         return [None] * steps
     gold_list = list(gold)
     if len(gold_list) != steps:
-        raise ValueError(
-            f"gold has {len(gold_list)} entries but the attention has {steps} target steps"
-        )
+        raise ValueError(f"gold has {len(gold_list)} entries but the attention has {steps} target steps")
     checked: list[int | None] = []
     for step, index in enumerate(gold_list):
         if index is None or int(index) < 0:  # -1 marks "unknown" (Seq2SeqBatch.gold_attention)
             checked.append(None)
             continue
         if int(index) >= sources:
-            raise ValueError(
-                f"gold[{step}] = {int(index)} is out of range for {sources} source tokens"
-            )
+            raise ValueError(f"gold[{step}] = {int(index)} is out of range for {sources} source tokens")
         checked.append(int(index))
     return checked
 
@@ -218,14 +213,33 @@ def _color_limits(*matrices: np.ndarray, vmax: float | None) -> tuple[float, flo
 # --------------------------------------------------------------------------------------------
 
 
-def _panel_inches(count: int) -> tuple[float, float]:
-    """(cell size, panel size) in inches for ``count`` rows or columns."""
-    cell = min(_CELL_INCHES, _MAX_PANEL_INCHES / max(count, 1))
-    return cell, cell * count
+@dataclass(frozen=True)
+class _Geometry:
+    """Sizes (inches / points) of a heatmap panel with square cells."""
+
+    cell: float
+    width: float
+    height: float
+    fontsize: float
+    rotate_sources: bool
+    label_height: float  # extra height taken by the source tick labels
 
 
-def _tick_fontsize(cell_inches: float) -> float:
-    return float(np.clip(cell_inches * 72 * 0.55, 5.0, 10.0))
+def _geometry(steps: int, source_tokens: Sequence[str]) -> _Geometry:
+    sources = len(source_tokens)
+    cell = min(_CELL_INCHES, _MAX_PANEL_INCHES / max(sources, steps, 1))
+    fontsize = float(np.clip(cell * 72 * 0.55, 5.0, 10.0))
+    longest = max((len(str(token)) for token in source_tokens), default=0)
+    label_inches = longest * fontsize * 0.62 / 72
+    rotate = label_inches > cell * 0.95
+    return _Geometry(
+        cell=cell,
+        width=cell * sources,
+        height=cell * steps,
+        fontsize=fontsize,
+        rotate_sources=rotate,
+        label_height=label_inches if rotate else fontsize / 72,
+    )
 
 
 def _draw_heatmap(
@@ -239,6 +253,7 @@ def _draw_heatmap(
     cmap: str,
     title: str | None,
     fontsize: float,
+    rotate_sources: bool,
 ) -> AxesImage:
     steps, sources = weights.shape
     image = ax.imshow(
@@ -251,17 +266,13 @@ def _draw_heatmap(
     )
     ax.set_xticks(np.arange(sources))
     ax.set_yticks(np.arange(steps))
-    source_labels = [str(token) for token in source_tokens]
-    longest = max((len(label) for label in source_labels), default=0)
-    # Rotate the source labels when the longest one would not fit in its column.
-    rotate = longest * fontsize * 0.62 > _panel_inches(sources)[0] * 72 * 0.95
     ax.set_xticklabels(
-        source_labels,
+        [str(token) for token in source_tokens],
         fontsize=fontsize,
-        rotation=90 if rotate else 0,
+        rotation=90 if rotate_sources else 0,
     )
     ax.set_yticklabels([str(token) for token in output_tokens], fontsize=fontsize)
-    ax.set_ylabel("output tokens (decoding steps)", fontsize=fontsize + 1)
+    ax.set_ylabel("output tokens", fontsize=fontsize + 1)
     # Thin grid between cells keeps rows/columns distinguishable when weights are spread out.
     ax.set_xticks(np.arange(sources + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(steps + 1) - 0.5, minor=True)
@@ -339,10 +350,8 @@ def plot_attention_heatmap(
     steps, sources = matrix.shape
     gold_checked = _check_gold(gold, steps, sources)
 
-    cell_w, width = _panel_inches(sources)
-    cell_h, height = _panel_inches(steps)
-    fontsize = _tick_fontsize(min(cell_w, cell_h))
-    fig = _new_figure((max(width + 2.4, 4.0), max(height + 1.6, 3.0)))
+    geo = _geometry(steps, source_tokens)
+    fig = _new_figure((max(geo.width + 2.4, 4.0), max(geo.height + geo.label_height + 1.3, 3.0)))
     ax = fig.add_subplot()
     image = _draw_heatmap(
         ax,
@@ -353,11 +362,12 @@ def plot_attention_heatmap(
         limits=_color_limits(matrix, vmax=vmax),
         cmap=cmap,
         title=title,
-        fontsize=fontsize,
+        fontsize=geo.fontsize,
+        rotate_sources=geo.rotate_sources,
     )
     colorbar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
-    colorbar.ax.tick_params(labelsize=fontsize)
-    colorbar.set_label("attention weight", fontsize=fontsize)
+    colorbar.ax.tick_params(labelsize=geo.fontsize)
+    colorbar.set_label("attention weight", fontsize=geo.fontsize)
     return _save_figure(fig, path, dpi=dpi)
 
 
@@ -388,15 +398,12 @@ def _draw_variable_table(
     ax.set_axis_off()
     names = list(variables)
     cell_text = [
-        [_fmt_number(float(variables[name][step]), 2) for name in names]
-        for step in range(len(output_tokens))
+        [_fmt_number(float(variables[name][step]), 2) for name in names] for step in range(len(output_tokens))
     ]
     row_labels = [f"{step}: {token}" for step, token in enumerate(output_tokens)]
     col_labels = [VARIABLE_LABELS.get(name, name) for name in names]
     described = [name for name in names if name in _VARIABLE_DESCRIPTIONS]
-    key_lines = [
-        f"{VARIABLE_LABELS[name]}: {_VARIABLE_DESCRIPTIONS[name]}" for name in described
-    ]
+    key_lines = [f"{VARIABLE_LABELS[name]}: {_VARIABLE_DESCRIPTIONS[name]}" for name in described]
     # Reserve the bottom of the axes for the key, one short line per described variable.
     key_fontsize = max(fontsize - 1, 5.0)
     key_inches = (len(key_lines) * key_fontsize * 1.45 + 6) / 72 if key_lines else 0.0
@@ -496,23 +503,24 @@ def plot_interpretable_variables(
         bottom.append((name, array))
     checked_variables = _as_variables(variables, steps)
 
-    cell_w, heat_w = _panel_inches(sources)
-    cell_h, heat_h = _panel_inches(steps)
-    fontsize = _tick_fontsize(min(cell_w, cell_h))
-    table_fontsize = float(np.clip(cell_h * 72 * 0.5, 5.0, 10.0))
+    geo = _geometry(steps, source_tokens)
+    fontsize = geo.fontsize
+    heat_w, heat_h = geo.width, geo.height + geo.label_height
+    table_fontsize = float(np.clip(geo.cell * 72 * 0.5, 5.0, 10.0))
     row_label_w = 0.09 * max(len(f"{i}: {tok}") for i, tok in enumerate(output_tokens)) + 0.3
     table_w = max(0.68 * len(checked_variables) + row_label_w, 3.2)
     panel_w = max(heat_w + 2.2, 3.8)
     n_key = sum(name in _VARIABLE_DESCRIPTIONS for name in checked_variables)
-    top_h = max(heat_h + 1.6, 3.2, 0.26 * (steps + 1) + 0.25 * n_key + 0.8)
-    bottom_h = max(heat_h + 1.6, 3.0) if bottom else 0.0
-    fig = _new_figure((panel_w + max(table_w, panel_w if len(bottom) == 2 else 0), top_h + bottom_h))
+    top_h = max(heat_h + 1.3, 3.2, 0.26 * (steps + 1) + 0.25 * n_key + 0.8)
+    bottom_h = max(heat_h + 1.3, 3.0) if bottom else 0.0
+    right_w = max(table_w, panel_w if len(bottom) == 2 else 0.0)
+    fig = _new_figure((panel_w + right_w, top_h + bottom_h))
     limits = _color_limits(final_matrix, *(m for _, m in bottom), vmax=None)
 
     if bottom:
-        grid = fig.add_gridspec(2, 2, height_ratios=(top_h, bottom_h))
+        grid = fig.add_gridspec(2, 2, height_ratios=(top_h, bottom_h), width_ratios=(panel_w, right_w))
     else:
-        grid = fig.add_gridspec(1, 2)
+        grid = fig.add_gridspec(1, 2, width_ratios=(panel_w, right_w))
     heat_ax = fig.add_subplot(grid[0, 0])
     image = _draw_heatmap(
         heat_ax,
@@ -524,6 +532,7 @@ def plot_interpretable_variables(
         cmap=cmap,
         title="final attention",
         fontsize=fontsize,
+        rotate_sources=geo.rotate_sources,
     )
     colorbar = fig.colorbar(image, ax=heat_ax, fraction=0.05, pad=0.02)
     colorbar.ax.tick_params(labelsize=fontsize)
@@ -550,6 +559,7 @@ def plot_interpretable_variables(
             cmap=cmap,
             title=f"{name} attention",
             fontsize=fontsize,
+            rotate_sources=geo.rotate_sources,
         )
         colorbar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
         colorbar.ax.tick_params(labelsize=fontsize)

@@ -124,9 +124,11 @@ def plot_metric_by_test_set(
         raise ValueError("results must contain at least one model")
 
     positions = np.arange(len(test_sets))
+    width = max(5.5, 0.95 * len(test_sets) + 2.5)
+    # Rotate the tick labels when the longest (about 0.075 in per character) would not fit.
     longest = max(len(name) for name in test_sets)
-    rotate = longest * len(test_sets) > 70
-    fig = _new_figure((max(5.5, 0.95 * len(test_sets) + 2.5), 4.2 + (0.5 if rotate else 0.0)))
+    rotate = longest * 0.075 > 0.95 * (width - 1.5) / len(test_sets)
+    fig = _new_figure((width, 4.2 + (0.5 if rotate else 0.0)))
     ax = fig.add_subplot()
     colors = cycle(f"C{i}" for i in range(10))
     markers = cycle(_MARKERS)
@@ -228,8 +230,7 @@ def plot_training_curves(
         if not xs:
             available = sorted({str(name) for record in history for name in record})
             raise ValueError(
-                f"no record of history has both {x_key!r} and {key!r}; fields present:"
-                f" {available}"
+                f"no record of history has both {x_key!r} and {key!r}; fields present: {available}"
             )
         series[key] = (xs, ys)
 
@@ -238,7 +239,10 @@ def plot_training_curves(
     for key, (xs, ys) in series.items():
         ax.plot(xs, ys, marker="o" if len(xs) <= 60 else None, markersize=3, linewidth=1.6, label=key)
     ax.set_xlabel(x_key)
-    ax.set_ylabel(keys[0] if len(keys) == 1 else "value")
+    if len(keys) == 1:
+        ax.set_ylabel(keys[0])
+    else:
+        ax.set_ylabel("loss" if all("loss" in key for key in keys) else "value")
     if logy:
         ax.set_yscale("log")
     if all(math.isclose(x, round(x)) for xs, _ in series.values() for x in xs):

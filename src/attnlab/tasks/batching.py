@@ -53,7 +53,7 @@ class EncodedDataset:
     def __len__(self) -> int:
         return self.source.size(0)
 
-    def to(self, device: torch.device | str) -> "EncodedDataset":
+    def to(self, device: torch.device | str) -> EncodedDataset:
         """The same data on ``device`` (e.g. to batch directly on the GPU)."""
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return EncodedDataset(
@@ -144,9 +144,7 @@ def _check_attention(example: Seq2SeqExample) -> None:
             f"(len(target) + 1, the last for <eos>), got {len(attention)}"
         )
     if attention and not 0 <= min(attention) <= max(attention) < len(example.source):
-        raise _ExampleError(
-            f"gold attention {list(attention)} out of range 0..{len(example.source) - 1}"
-        )
+        raise _ExampleError(f"gold attention {list(attention)} out of range 0..{len(example.source) - 1}")
 
 
 def _padded(rows: list[Sequence[int]], lengths: np.ndarray, width: int, fill: int) -> np.ndarray:
@@ -211,9 +209,7 @@ def collate(dataset: EncodedDataset, indices: torch.Tensor | Sequence[int]) -> S
     """
     index = torch.as_tensor(indices, dtype=torch.long, device=dataset.source.device)
     if index.ndim != 1 or index.numel() == 0:
-        raise ValueError(
-            f"collate needs a non-empty 1-D list of indices, got shape {tuple(index.shape)}"
-        )
+        raise ValueError(f"collate needs a non-empty 1-D list of indices, got shape {tuple(index.shape)}")
     source_lengths = dataset.source_lengths[index]
     width_s = int(source_lengths.max())
     width_t = int(dataset.target_lengths[index].max())
@@ -238,9 +234,7 @@ def collate_examples(
     return collate(dataset, torch.arange(len(dataset)))
 
 
-def batch_order(
-    n: int, *, shuffle: bool, generator: torch.Generator | None = None
-) -> torch.Tensor:
+def batch_order(n: int, *, shuffle: bool, generator: torch.Generator | None = None) -> torch.Tensor:
     """Row order of one pass: ``0 … n-1``, or a permutation drawn from ``generator`` alone."""
     if not shuffle:
         return torch.arange(n)

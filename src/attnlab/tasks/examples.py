@@ -39,7 +39,7 @@ class Seq2SeqBatch:
     target_output: torch.Tensor
     gold_attention: torch.Tensor | None
 
-    def to(self, device: torch.device | str) -> "Seq2SeqBatch":
+    def to(self, device: torch.device | str) -> Seq2SeqBatch:
         return Seq2SeqBatch(
             source=self.source.to(device),
             source_padding_mask=self.source_padding_mask.to(device),

@@ -405,9 +405,7 @@ class _ExampleMaker:
         return tuple([names[draw_table()] for _ in range(self.draw_count())])
 
 
-def _make_split(
-    spec: LookupTablesSpec, name: str, compositions: list[Composition]
-) -> list[Seq2SeqExample]:
+def _make_split(spec: LookupTablesSpec, name: str, compositions: list[Composition]) -> list[Seq2SeqExample]:
     make = _ExampleMaker(spec, f"noise/{name}")
     return [make(c) for c in compositions]
 

@@ -89,16 +89,13 @@ def _parse_line(path: str | os.PathLike[str], number: int, line: str) -> Seq2Seq
     if line.endswith("\r"):
         line = line[:-1]
     if not line.strip():
-        raise DataFormatError(
-            path, number, "blank line; blank lines are only allowed at the end of the file"
-        )
+        raise DataFormatError(path, number, "blank line; blank lines are only allowed at the end of the file")
     columns = line.split("\t")
     if len(columns) not in (2, 3):
         raise DataFormatError(
             path,
             number,
-            f"expected 2 or 3 tab-separated columns (source, target[, attention]), "
-            f"found {len(columns)}",
+            f"expected 2 or 3 tab-separated columns (source, target[, attention]), found {len(columns)}",
         )
     source = _parse_tokens(path, number, columns[0], "source", _RESERVED_IN_SOURCE)
     target = _parse_tokens(path, number, columns[1], "target", _RESERVED_IN_TARGET)
@@ -117,9 +114,7 @@ def _parse_tokens(
     for token in tokens:
         if token in reserved:
             detail = " (<eos> is implicit, do not write it)" if token == EOS_TOKEN else ""
-            raise DataFormatError(
-                path, number, f"the {what} contains the reserved token {token!r}{detail}"
-            )
+            raise DataFormatError(path, number, f"the {what} contains the reserved token {token!r}{detail}")
     return tokens
 
 
@@ -204,9 +199,7 @@ def _format_tokens(
         raise DataFormatError(path, number, f"cannot write an empty {what}")
     for token in tokens:
         if not isinstance(token, str) or not token or token.split() != [token]:
-            raise DataFormatError(
-                path, number, f"{what} token {token!r} is empty or contains whitespace"
-            )
+            raise DataFormatError(path, number, f"{what} token {token!r} is empty or contains whitespace")
         if token in reserved:
             raise DataFormatError(path, number, f"the {what} contains the reserved token {token!r}")
     return " ".join(tokens)

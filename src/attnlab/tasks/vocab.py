@@ -27,7 +27,7 @@ _FORMAT_VERSION = 1
 class UnknownTokenError(ValueError):
     """A token to encode is not in the vocabulary (it was not seen in the training data)."""
 
-    def __init__(self, token: str, where: str, vocabulary: "Vocabulary") -> None:
+    def __init__(self, token: str, where: str, vocabulary: Vocabulary) -> None:
         self.token = token
         self.where = where
         self.vocabulary = vocabulary
@@ -48,8 +48,7 @@ class Vocabulary:
         _check_specials(specials)
         if tuple(tokens[: len(specials)]) != specials:
             raise ValueError(
-                f"a vocabulary must start with its special tokens {specials}, "
-                f"got {tokens[: len(specials)]}"
+                f"a vocabulary must start with its special tokens {specials}, got {tokens[: len(specials)]}"
             )
         ids = {token: index for index, token in enumerate(tokens)}
         if len(ids) != len(tokens):
@@ -67,7 +66,7 @@ class Vocabulary:
     @classmethod
     def build(
         cls, token_sequences: Iterable[Iterable[str]], specials: Sequence[str] = SOURCE_SPECIALS
-    ) -> "Vocabulary":
+    ) -> Vocabulary:
         """Vocabulary of every token in ``token_sequences``: specials first, then sorted tokens.
 
         A data token equal to one of ``specials`` is an error (it would be silently merged).
@@ -91,7 +90,7 @@ class Vocabulary:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Vocabulary":
+    def from_dict(cls, data: Mapping[str, Any]) -> Vocabulary:
         """Rebuild a vocabulary saved by :meth:`to_dict`."""
         if not isinstance(data, Mapping) or "tokens" not in data or "specials" not in data:
             raise ValueError("not a saved vocabulary: expected a mapping with 'tokens', 'specials'")

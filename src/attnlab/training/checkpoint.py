@@ -52,9 +52,7 @@ def check_model_spec(path: str | Path, checkpoint: dict[str, Any], expected: dic
         return
     if not isinstance(found, dict):
         raise CheckpointError(f"{path} has no model spec; it was not written by this model")
-    differences = sorted(
-        key for key in set(found) | set(expected) if found.get(key) != expected.get(key)
-    )
+    differences = sorted(key for key in set(found) | set(expected) if found.get(key) != expected.get(key))
     raise CheckpointError(
         f"{path} belongs to another model: its spec differs in {differences} "
         f"(checkpoint: { {key: found.get(key) for key in differences if key != 'vocabularies'} }, "

@@ -27,9 +27,9 @@ from attnlab.io import atomic_write_text
 from attnlab.tasks.batching import epoch_generator
 from attnlab.training.checkpoint import (
     capture_rng_state,
+    check_model_spec,
     load_checkpoint,
     load_model_weights,
-    check_model_spec,
     restore_rng_state,
     save_checkpoint,
 )

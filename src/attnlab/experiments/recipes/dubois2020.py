@@ -95,7 +95,9 @@ def _single_thread() -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
 
 
-def _run_cell(out_dir: Path, task: str, attender: str, seeds: list[int], quick: bool, overrides: list[str]) -> None:
+def _run_cell(
+    out_dir: Path, task: str, attender: str, seeds: list[int], quick: bool, overrides: list[str]
+) -> None:
     config = cell_config(task, attender, quick, overrides)
     print(f"== {task} / {attender}: seeds {seeds}", flush=True)
     run_seeds(config, seeds, out_dir / task / attender, lookup.train_or_resume)
@@ -120,7 +122,11 @@ def report(out_dir: Path) -> str:
         return f"no finished runs under {out_dir}"
     for task, by_attender in runs.items():
         for attender, results in by_attender.items():
-            seeds = sorted(int(p.name[4:]) for p in (out_dir / task / attender).glob("seed*") if (p / "eval" / "summary.json").is_file())
+            seeds = sorted(
+                int(p.name[4:])
+                for p in (out_dir / task / attender).glob("seed*")
+                if (p / "eval" / "summary.json").is_file()
+            )
             write_aggregate(aggregate_results(results), out_dir / task / attender, seeds=seeds)
     _figures(runs, out_dir)
     table3 = _table3(runs)
@@ -147,7 +153,9 @@ def _figures(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]], out_
         if task not in runs:
             continue
         series = {attender: _metric_values(results, metric) for attender, results in runs[task].items()}
-        plot_metric_by_test_set(series, out_dir / name, metric_label=label, test_sets=TEST_SETS, title=f"{task} lookup tables")
+        plot_metric_by_test_set(
+            series, out_dir / name, metric_label=label, test_sets=TEST_SETS, title=f"{task} lookup tables"
+        )
 
 
 def _results_table(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]]) -> str:
@@ -158,7 +166,9 @@ def _results_table(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]]
             for attender in _ordered(by_attender):
                 values = _metric_values(by_attender[attender], metric)
                 n = len(by_attender[attender])
-                rows[f"{attender} (n={n})"] = {name: _mean_std(values[name]) for name in TEST_SETS if values[name]}
+                rows[f"{attender} (n={n})"] = {
+                    name: _mean_std(values[name]) for name in TEST_SETS if values[name]
+                }
             sections.append(f"#### {task}: {label}\n\n" + format_table(rows, TEST_SETS, markdown=True))
     return "\n\n".join(sections)
 

@@ -1,0 +1,296 @@
+"""Tests of attnlab.plotting (figures 6–9 and table 3 of Dubois et al. 2020)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.image import imread
+
+from attnlab.plotting import (
+    format_mean_std,
+    plot_attention_heatmap,
+    plot_interpretable_variables,
+    plot_metric_by_test_set,
+    plot_training_curves,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SOURCE = ["000", "t1", "t1", "t2", "."]
+OUTPUT = ["000", "110", "110", "100", "<eos>"]
+GOLD = [0, 1, 2, 3, 4]
+DPI = 60  # low resolution keeps the suite fast; the layout is the same
+TEST_SETS = ["interpolation", "long1", "long2", "long3", "long4", "long5"]
+
+
+def _diagonal(size: int = 5, sharpness: float = 4.0) -> np.ndarray:
+    distance = np.abs(np.arange(size)[:, None] - np.arange(size)[None, :])
+    weights = np.exp(-sharpness * distance)
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def _variables(steps: int = 5) -> dict[str, np.ndarray]:
+    return {
+        "mu": np.linspace(0.0, 1.0, steps),
+        "sigma": np.full(steps, 0.054),
+        "rho_previous": np.array([0.0] + [1.0] * (steps - 1)),
+        "rho_steps": np.ones(steps),
+        "rho_bias": np.zeros(steps),
+        "mix_weight": np.linspace(0.9, 0.99, steps),
+    }
+
+
+def _assert_png(path: Path) -> None:
+    assert path.is_file()
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    assert len(data) > 1024
+    image = imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def _only_file(directory: Path) -> list[str]:
+    return sorted(entry.name for entry in directory.iterdir())
+
+
+# ------------------------------------------------------------------ valid PNG output
+
+
+def test_heatmap_writes_png(tmp_path: Path) -> None:
+    out = plot_attention_heatmap(
+        _diagonal(), SOURCE, OUTPUT, tmp_path / "heatmap.png", title="diag", gold=GOLD, dpi=DPI
+    )
+    assert out == tmp_path / "heatmap.png"
+    _assert_png(out)
+
+
+def test_interpretable_variables_writes_png(tmp_path: Path) -> None:
+    final = _diagonal()
+    out = plot_interpretable_variables(
+        final,
+        _variables(),
+        SOURCE,
+        OUTPUT,
+        str(tmp_path / "fig9.png"),
+        content=_diagonal(sharpness=1.0),
+        location=final,
+        title="Figure 9",
+        gold=GOLD,
+        dpi=DPI,
+    )
+    assert out == tmp_path / "fig9.png"
+    _assert_png(out)
+
+
+def test_interpretable_variables_without_bottom_row(tmp_path: Path) -> None:
+    out = plot_interpretable_variables(
+        _diagonal(), {"mu": np.linspace(0, 1, 5)}, SOURCE, OUTPUT, tmp_path / "top_only.png", dpi=DPI
+    )
+    _assert_png(out)
+
+
+def test_metric_by_test_set_writes_png(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    results = {
+        "location": {name: list(100 - 5 * i + rng.normal(0, 2, 10)) for i, name in enumerate(TEST_SETS)},
+        # different numbers of runs per test set, one missing test set
+        "transformer": {"interpolation": [100.0] * 10, "long1": [60.0, 70.0, 40.0], "long3": [0.0]},
+    }
+    out = plot_metric_by_test_set(
+        results, tmp_path / "fig6.png", metric_label="seqAcc (%)", test_sets=TEST_SETS, title="t", dpi=DPI
+    )
+    _assert_png(out)
+    loss = plot_metric_by_test_set(
+        {"mix": {name: [2.0 + i, 3.0 + i] for i, name in enumerate(TEST_SETS)}},
+        tmp_path / "table3.png",
+        metric_label="attnLoss",
+        test_sets=TEST_SETS,
+        percent=False,
+        dpi=DPI,
+    )
+    _assert_png(loss)
+
+
+def test_training_curves_writes_png(tmp_path: Path) -> None:
+    history: list[dict[str, float]] = []
+    for epoch in range(1, 11):
+        history.append({"epoch": epoch, "train_loss": 1.0 / epoch})
+        if epoch % 2 == 0:
+            history.append({"epoch": epoch, "validation_loss": 1.2 / epoch})
+    history.append({"step": 3})  # lacks every key: skipped
+    out = plot_training_curves(
+        history, tmp_path / "curves.png", keys=["train_loss", "validation_loss"], dpi=DPI
+    )
+    _assert_png(out)
+
+
+def test_other_formats_by_extension(tmp_path: Path) -> None:
+    pdf = plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "a.pdf", dpi=DPI)
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    svg = plot_training_curves(
+        [{"epoch": 1, "loss": 1.0}, {"epoch": 2, "loss": 0.5}], tmp_path / "b.SVG", keys=["loss"], dpi=DPI
+    )
+    assert b"<svg" in svg.read_bytes()[:2000]
+    with pytest.raises(ValueError, match="extension"):
+        plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "c.jpg", dpi=DPI)
+    with pytest.raises(ValueError, match="extension"):
+        plot_metric_by_test_set(
+            {"m": {"long1": [1.0]}}, tmp_path / "noext", metric_label="x", test_sets=["long1"], dpi=DPI
+        )
+    assert _only_file(tmp_path) == ["a.pdf", "b.SVG"]
+
+
+def test_creates_missing_parent_directories(tmp_path: Path) -> None:
+    out = plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "a" / "b" / "h.png", dpi=DPI)
+    _assert_png(out)
+
+
+# ------------------------------------------------------------------ content reflects the data
+
+
+def test_heatmap_pixels_depend_on_weights(tmp_path: Path) -> None:
+    first = plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "one.png", dpi=DPI)
+    second = plot_attention_heatmap(_diagonal()[::-1], SOURCE, OUTPUT, tmp_path / "two.png", dpi=DPI)
+    again = plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "three.png", dpi=DPI)
+    one, two, three = imread(first), imread(second), imread(again)
+    assert one.shape == two.shape
+    assert not np.array_equal(one, two)
+    assert np.array_equal(one, three)  # deterministic: nothing leaks between calls
+
+
+def test_gold_markers_change_pixels(tmp_path: Path) -> None:
+    plain = imread(plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "p.png", dpi=DPI))
+    gold = imread(
+        plot_attention_heatmap(
+            _diagonal(), SOURCE, OUTPUT, tmp_path / "g.png", gold=[0, -1, 2, 3, 4], dpi=DPI
+        )
+    )
+    assert plain.shape != gold.shape or not np.array_equal(plain, gold)
+
+
+def test_no_pyplot_figures_leak(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
+    plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "h.png", dpi=DPI)
+    plot_training_curves([{"epoch": 1, "loss": 1.0}], tmp_path / "t.png", keys=["loss"], dpi=DPI)
+    assert plt.get_fignums() == before
+
+
+# ------------------------------------------------------------------ validation
+
+
+def test_heatmap_shape_errors(tmp_path: Path) -> None:
+    target = tmp_path / "h.png"
+    with pytest.raises(ValueError, match=r"5 rows .* 4 output_tokens"):
+        plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT[:4], target, dpi=DPI)
+    with pytest.raises(ValueError, match=r"5 columns .* 6 source_tokens"):
+        plot_attention_heatmap(_diagonal(), SOURCE + ["x"], OUTPUT, target, dpi=DPI)
+    with pytest.raises(ValueError, match="2-D"):
+        plot_attention_heatmap(np.ones(5), SOURCE, OUTPUT, target, dpi=DPI)
+    with pytest.raises(ValueError, match="gold has 4 entries"):
+        plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, target, gold=[0, 1, 2, 3], dpi=DPI)
+    with pytest.raises(ValueError, match=r"gold\[2\] = 5 is out of range"):
+        plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, target, gold=[0, 1, 5, 3, 4], dpi=DPI)
+    assert not target.exists()
+
+
+def test_interpretable_variables_shape_errors(tmp_path: Path) -> None:
+    target = tmp_path / "v.png"
+    final = _diagonal()
+    with pytest.raises(ValueError, match=r"content attention has shape \(4, 5\)"):
+        plot_interpretable_variables(final, _variables(), SOURCE, OUTPUT, target, content=final[:4], dpi=DPI)
+    with pytest.raises(ValueError, match=r"location attention has shape \(5, 4\)"):
+        plot_interpretable_variables(
+            final, _variables(), SOURCE, OUTPUT, target, location=final[:, :4], dpi=DPI
+        )
+    bad = _variables()
+    bad["sigma"] = np.ones(3)
+    with pytest.raises(ValueError, match=r"variable 'sigma' must have shape \(5,\)"):
+        plot_interpretable_variables(final, bad, SOURCE, OUTPUT, target, dpi=DPI)
+    with pytest.raises(ValueError, match="at least one"):
+        plot_interpretable_variables(final, {}, SOURCE, OUTPUT, target, dpi=DPI)
+    with pytest.raises(ValueError, match="output_tokens"):
+        plot_interpretable_variables(final, _variables(), SOURCE, OUTPUT[:-1], target, dpi=DPI)
+    assert not target.exists()
+
+
+def test_curve_errors(tmp_path: Path) -> None:
+    target = tmp_path / "c.png"
+    with pytest.raises(ValueError, match="non-finite"):
+        plot_metric_by_test_set(
+            {"m": {"long1": [1.0, float("nan")]}}, target, metric_label="x", test_sets=["long1"], dpi=DPI
+        )
+    with pytest.raises(ValueError, match="test_sets"):
+        plot_metric_by_test_set({"m": {}}, target, metric_label="x", test_sets=[], dpi=DPI)
+    with pytest.raises(ValueError, match="validation_loss"):
+        plot_training_curves([{"epoch": 1, "train_loss": 1.0}], target, keys=["validation_loss"], dpi=DPI)
+    assert not target.exists()
+
+
+# ------------------------------------------------------------------ atomic writes
+
+
+def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
+    # Every function saves through the same atomic writer; the cheap figures exercise it.
+    plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "h.png", dpi=DPI)
+    plot_metric_by_test_set(
+        {"m": {"long1": [1.0, 2.0]}}, tmp_path / "m.png", metric_label="x", test_sets=["long1"], dpi=DPI
+    )
+    plot_training_curves([{"epoch": 1, "loss": 1.0}], tmp_path / "t.png", keys=["loss"], dpi=DPI)
+    assert _only_file(tmp_path) == ["h.png", "m.png", "t.png"]
+    # Overwriting an existing file also goes through a temporary file.
+    plot_attention_heatmap(_diagonal()[::-1], SOURCE, OUTPUT, tmp_path / "h.png", dpi=DPI)
+    assert _only_file(tmp_path) == ["h.png", "m.png", "t.png"]
+
+
+def test_written_file_permissions_follow_umask(tmp_path: Path) -> None:
+    out = plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "h.png", dpi=DPI)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_failed_save_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_savefig(self: Figure, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Figure, "savefig", broken_savefig)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "h.png", dpi=DPI)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        plot_training_curves([{"epoch": 1, "loss": 1.0}], tmp_path / "t.png", keys=["loss"], dpi=DPI)
+    assert _only_file(tmp_path) == []
+
+
+def test_failed_save_keeps_previous_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "h.png", dpi=DPI)
+    before = target.read_bytes()
+
+    def broken_savefig(self: Figure, fname: object, *args: object, **kwargs: object) -> None:
+        fname.write(b"partial garbage")  # type: ignore[attr-defined]
+        raise OSError("no space left")
+
+    monkeypatch.setattr(Figure, "savefig", broken_savefig)
+    with pytest.raises(OSError, match="no space left"):
+        plot_attention_heatmap(_diagonal()[::-1], SOURCE, OUTPUT, target, dpi=DPI)
+    assert target.read_bytes() == before
+    assert _only_file(tmp_path) == ["h.png"]
+
+
+# ------------------------------------------------------------------ format_mean_std
+
+
+def test_format_mean_std() -> None:
+    assert format_mean_std([96.0, 97.0, 98.9]) == "97.3 ± 1.5"
+    assert format_mean_std(np.array([97.3, 97.3])) == "97.3 ± 0.0"
+    assert format_mean_std([]) == "n/a"
+    assert format_mean_std(np.array([])) == "n/a"
+    assert format_mean_std([5.0]) == "5.0 ± 0.0"
+    assert format_mean_std([1.0, 2.0], decimals=2) == "1.50 ± 0.71"
+    assert format_mean_std([1.0, 2.0], ddof=0) == "1.5 ± 0.5"
+    assert format_mean_std(x for x in (2.0, 4.0)) == "3.0 ± 1.4"
+    assert format_mean_std([-0.01, 0.01]) == "0.0 ± 0.0"
