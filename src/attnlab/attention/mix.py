@@ -114,9 +114,12 @@ class MixAttender(Attender):
         content_attention = self.content.attention(query, keys, key_padding_mask, content_state)
         mix_weight = torch.sigmoid(self.mix_layer(query)).squeeze(-1)  # [B, T]
 
+        contents = content_attention.unbind(1)
+        gammas = mix_weight.unsqueeze(-1).unbind(1)
+
         def mix(i: int, location_attention: torch.Tensor) -> torch.Tensor:
             # gamma * lambda + (1 - gamma) * content, in one kernel
-            return torch.lerp(content_attention[:, i], location_attention, mix_weight[:, i, None])
+            return torch.lerp(contents[i], location_attention, gammas[i])
 
         steps = self.location.run(query, key_padding_mask, _unprefixed("location", state), mix)
         next_state = advance_state(

@@ -74,6 +74,9 @@ class RecurrentSeq2Seq(nn.Module):
         )
         self.combine = nn.Linear(2 * hidden_dim, hidden_dim)
         self.generator = nn.Linear(hidden_dim, target_vocab_size)
+        never_predicted = torch.zeros(target_vocab_size)
+        never_predicted[[pad_id, sos_id]] = float("-inf")
+        self.register_buffer("never_predicted", never_predicted, persistent=False)
 
     def encode(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor
@@ -129,9 +132,7 @@ class RecurrentSeq2Seq(nn.Module):
 
     def _best_tokens(self, logits: torch.Tensor) -> torch.Tensor:
         """Argmax over the vocabulary for ``[B, 1, V]`` logits, never ``<pad>`` or ``<sos>``."""
-        scores = logits.squeeze(1).clone()
-        scores[:, [self.pad_id, self.sos_id]] = float("-inf")
-        return scores.argmax(dim=-1)
+        return (logits.squeeze(1) + self.never_predicted).argmax(dim=-1)
 
     def _predict(self, decoder_states: torch.Tensor, glimpse: torch.Tensor) -> torch.Tensor:
         combined = torch.tanh(self.combine(torch.cat([decoder_states, glimpse], dim=-1)))
