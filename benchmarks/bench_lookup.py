@@ -32,9 +32,10 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -81,18 +82,40 @@ class Contender:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--attenders", nargs="+", default=list(ATTENDERS), choices=list(ATTENDERS),
-                        metavar="NAME", help=f"attnlab attenders to time (default: all: {' '.join(ATTENDERS)})")
+    parser.add_argument(
+        "--attenders",
+        nargs="+",
+        default=list(ATTENDERS),
+        choices=list(ATTENDERS),
+        metavar="NAME",
+        help=f"attnlab attenders to time (default: {' '.join(ATTENDERS)})",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="training batch size (default 64)")
-    parser.add_argument("--train-batches", type=int, default=40,
-                        help=f"timed training batches per repeat, after {WARMUP_BATCHES} warm-up batches (default 40)")
-    parser.add_argument("--eval-examples", type=int, default=2000,
-                        help=f"evaluation examples, the first of the {EVAL_SPLIT} split (default 2000)")
-    parser.add_argument("--eval-batch-size", type=int, default=500,
-                        help="evaluation batch size (default 500, attnlab's evaluation default)")
+    parser.add_argument(
+        "--train-batches",
+        type=int,
+        default=40,
+        help=f"timed training batches per repeat, after {WARMUP_BATCHES} warm-up batches (default 40)",
+    )
+    parser.add_argument(
+        "--eval-examples",
+        type=int,
+        default=2000,
+        help=f"evaluation examples, the first of the {EVAL_SPLIT} split (default 2000)",
+    )
+    parser.add_argument(
+        "--eval-batch-size",
+        type=int,
+        default=500,
+        help="evaluation batch size (default 500, attnlab's evaluation default)",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per model (default 5)")
-    parser.add_argument("--stat", choices=["best", "median"], default="best",
-                        help="how to summarise the repeats (default: best, i.e. the shortest time)")
+    parser.add_argument(
+        "--stat",
+        choices=["best", "median"],
+        default="best",
+        help="how to summarise the repeats (default: best, i.e. the shortest time)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the results here")
     args = parser.parse_args(argv)
@@ -127,21 +150,32 @@ def load_data(args: argparse.Namespace):
 def build_contenders(args, source_vocab, target_vocab) -> tuple[list[Contender], int, int]:
     """attnlab's models (one per attender) and the reference; returns the two parameter counts."""
     contenders = []
-    attnlab_loss = lambda model, batch: teacher_forced_loss(model, batch)  # noqa: E731
-    attnlab_eval = lambda model, eval_batches: evaluate_seq2seq(model, eval_batches, torch.device("cpu"))  # noqa: E731
+
+    def attnlab_eval(model, eval_batches):
+        return evaluate_seq2seq(model, eval_batches, torch.device("cpu"))
+
     for name in args.attenders:
         torch.manual_seed(0)
         model = build_model(Seq2SeqModelConfig(attender=name), source_vocab, target_vocab)
-        contenders.append(Contender(name, model, attnlab_loss, attnlab_eval))
+        contenders.append(Contender(name, model, teacher_forced_loss, attnlab_eval))
     # The reference starts from the weights of attnlab's scaled-dot model.
     torch.manual_seed(0)
     twin = build_model(Seq2SeqModelConfig(attender="scaled_dot"), source_vocab, target_vocab)
     reference = ReferenceSeq2Seq(
-        len(source_vocab), len(target_vocab), embedding_dim=64, hidden_dim=128, dropout=0.5,
-        pad_id=target_vocab.pad_id, sos_id=target_vocab.sos_id, eos_id=target_vocab.eos_id,
+        len(source_vocab),
+        len(target_vocab),
+        embedding_dim=64,
+        hidden_dim=128,
+        dropout=0.5,
+        pad_id=target_vocab.pad_id,
+        sos_id=target_vocab.sos_id,
+        eos_id=target_vocab.eos_id,
     )
     load_attnlab_state_dict(reference, twin.state_dict())
-    reference_loss = lambda model, b: model.loss(b.source, b.source_padding_mask, b.target_input, b.target_output)  # noqa: E731
+
+    def reference_loss(model, b):
+        return model.loss(b.source, b.source_padding_mask, b.target_input, b.target_output)
+
     contenders.append(Contender(REFERENCE, reference, reference_loss, reference_evaluate))
     twin_count = sum(p.numel() for p in twin.parameters())
     reference_count = sum(p.numel() for p in reference.parameters())
@@ -209,6 +243,7 @@ def check_batched_decoding(contender: Contender, batch) -> tuple[bool, str]:
         def hook(_module, inputs):
             if decoding[0]:
                 calls[name].append(inputs[0].size(0))
+
         return hook
 
     hooks = [recurrent.register_forward_pre_hook(recorder("decoder"))]
@@ -244,15 +279,19 @@ def check_batched_decoding(contender: Contender, batch) -> tuple[bool, str]:
         and (is_reference or len(calls["attender"]) == steps[0])
         and all(n == size for n in calls["decoder"] + calls["attender"])
     )
-    return ok, (f"1 batch of {size}: {len(calls['greedy_decode'])} greedy_decode call, {steps[0]} steps, "
-                f"{len(calls['decoder'])} decoder calls, all on {size} examples")
+    return ok, (
+        f"1 batch of {size}: {len(calls['greedy_decode'])} greedy_decode call, {steps[0]} steps, "
+        f"{len(calls['decoder'])} decoder calls, all on {size} examples"
+    )
 
 
 def first_rows(batch, n: int):
     """The first ``n`` examples of ``batch`` (same padded widths)."""
     return type(batch)(
-        source=batch.source[:n], source_padding_mask=batch.source_padding_mask[:n],
-        target_input=batch.target_input[:n], target_output=batch.target_output[:n],
+        source=batch.source[:n],
+        source_padding_mask=batch.source_padding_mask[:n],
+        target_input=batch.target_input[:n],
+        target_output=batch.target_output[:n],
         gold_attention=None if batch.gold_attention is None else batch.gold_attention[:n],
     )
 
@@ -279,10 +318,32 @@ def machine_description(args: argparse.Namespace) -> dict[str, Any]:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "cpu_busy_before_start": cpu_busy_fraction(),
     }
 
 
-def ratio_line(label: str, value: float | None, comparison: str, target: float, missing: str) -> tuple[str, bool | None]:
+def cpu_busy_fraction(seconds: float = 0.5) -> float | None:
+    """Fraction of all CPUs' time spent busy over ``seconds`` while this process sleeps (Linux)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle  # user..steal (guest time is already in user)
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    total = total1 - total0
+    return None if total <= 0 else 1.0 - (idle1 - idle0) / total
+
+
+def ratio_line(
+    label: str, value: float | None, comparison: str, target: float, missing: str
+) -> tuple[str, bool | None]:
     if value is None:
         return f"{label}: skipped ({missing})", None
     ok = value >= target if comparison == ">=" else value <= target
@@ -295,35 +356,51 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     machine = machine_description(args)
     print(f"attnlab Lookup Tables benchmark, {machine['date']}")
-    print(f"machine: {machine['cpu_count']} CPUs ({machine['usable_cpus']} usable), {machine['cpu']}, "
-          f"{machine['platform']}; python {machine['python']}, torch {machine['torch']}, "
-          f"{machine['threads']} threads; load average at start "
-          f"{' '.join(f'{x:.2f}' for x in machine['load_average_at_start'] or [])}")
-
+    print(
+        f"machine: {machine['cpu_count']} CPUs ({machine['usable_cpus']} usable), {machine['cpu']}, "
+        f"{machine['platform']}; python {machine['python']}, torch {machine['torch']}, "
+        f"{machine['threads']} thread{'s' if machine['threads'] != 1 else ''}"
+    )
+    busy = machine["cpu_busy_before_start"]
     load = machine["load_average_at_start"]
-    if load and load[0] > 0.5 and machine["threads"] > 1:
-        print(f"warning: the 1-minute load average is {load[0]:.2f} on {machine['usable_cpus']} CPUs: other "
-              f"processes compete for the cores, and with {machine['threads']} threads torch's parallel "
-              "regions wait for descheduled threads, so absolute timings can be several times slower and "
-              "noisier (the ratios, measured side by side, suffer less); --threads 1 is steadier")
+    busy_text = "?" if busy is None else f"{100 * busy:.0f}%"
+    print(
+        f"other load: CPUs {busy_text} busy in the 0.5 s before the start; "
+        f"load average {' '.join(f'{x:.2f}' for x in load or [])}"
+    )
+
+    if busy is not None and busy > 0.25 and machine["threads"] > 1:
+        print(
+            f"warning: other processes kept the CPUs {100 * busy:.0f}% busy just before the start; with "
+            f"{machine['threads']} threads, torch's parallel regions wait for descheduled threads, so "
+            "absolute timings can be several times slower and noisier (the ratios, measured side by "
+            "side, suffer less); --threads 1 is steadier on a busy machine"
+        )
     source_vocab, target_vocab, train_batches, eval_batches = load_data(args)
     n_train = sum(len(b) for b in train_batches[WARMUP_BATCHES:])
     n_eval = sum(len(b) for b in eval_batches)
-    print(f"data: generated Long Lookup Tables; training {args.train_batches} batches of {args.batch_size} "
-          f"(after {WARMUP_BATCHES} warm-up batches, source length <= {max(b.source.size(1) for b in train_batches)}); "
-          f"evaluation {n_eval} {EVAL_SPLIT} examples in batches of {args.eval_batch_size} "
-          f"(source length {eval_batches[0].source.size(1)}, decoding <= "
-          f"{default_max_length(eval_batches[0].source.size(1))} steps); {args.repeats} repeats, {args.stat} reported")
+    train_width = max(b.source.size(1) for b in train_batches)
+    eval_width = eval_batches[0].source.size(1)
+    repeats = f"{args.repeats} repeat{'s' if args.repeats != 1 else ''}"
+    print(
+        f"data: generated Long Lookup Tables; training {args.train_batches} batches of {args.batch_size} "
+        f"(after {WARMUP_BATCHES} warm-up batches, source length <= {train_width}); "
+        f"evaluation {n_eval} {EVAL_SPLIT} examples in batches of {args.eval_batch_size} "
+        f"(source length {eval_width}, decoding <= {default_max_length(eval_width)} steps); "
+        f"{repeats}, {args.stat} reported"
+    )
 
     contenders, twin_count, reference_count = build_contenders(args, source_vocab, target_vocab)
     print(f"parameters: attnlab scaled_dot {twin_count:,}, reference {reference_count:,}")
     assert twin_count == reference_count, (
         f"the reference ({reference_count} parameters) is not the same architecture as attnlab's "
-        f"scaled-dot model ({twin_count})")
+        f"scaled-dot model ({twin_count})"
+    )
 
     batched: dict[str, tuple[bool, str]] = {}
     for contender in contenders:
-        batched[contender.name] = check_batched_decoding(contender, first_rows(eval_batches[0], args.batch_size))
+        sample = first_rows(eval_batches[0], args.batch_size)
+        batched[contender.name] = check_batched_decoding(contender, sample)
 
     started = time.perf_counter()
     for repeat in range(args.repeats):
@@ -341,37 +418,53 @@ def main(argv: list[str] | None = None) -> int:
     for contender in contenders:
         name = contender.name
         train_speed, eval_speed = n_train / train_time[name], n_eval / eval_time[name]
-        rows.append({
-            "model": name if name == REFERENCE else f"attnlab {name}",
-            "parameters": contender.parameters,
-            "train_examples_per_s": train_speed,
-            "eval_examples_per_s": eval_speed,
-            "train_time_vs_scaled_dot": (train_time[name] / train_time["scaled_dot"]
-                                         if "scaled_dot" in train_time else None),
-            "train_speed_vs_reference": train_speed / ref_train,
-            "eval_speed_vs_reference": eval_speed / ref_eval,
-            "decode_steps_per_batch": contender.decode_steps,
-            "eval_seq_acc": contender.eval_metrics.get("seq_acc"),
-            "train_times_s": contender.train_times,
-            "eval_times_s": contender.eval_times,
-        })
+        rows.append(
+            {
+                "model": name if name == REFERENCE else f"attnlab {name}",
+                "parameters": contender.parameters,
+                "train_examples_per_s": train_speed,
+                "eval_examples_per_s": eval_speed,
+                "train_time_vs_scaled_dot": (
+                    train_time[name] / train_time["scaled_dot"] if "scaled_dot" in train_time else None
+                ),
+                "train_speed_vs_reference": train_speed / ref_train,
+                "eval_speed_vs_reference": eval_speed / ref_eval,
+                "decode_steps_per_batch": contender.decode_steps,
+                "eval_seq_acc": contender.eval_metrics.get("seq_acc"),
+                "train_times_s": contender.train_times,
+                "eval_times_s": contender.eval_times,
+            }
+        )
 
-    header = ("model", "params", "train ex/s", "eval ex/s", "train time ÷ scaled_dot",
-              "vs reference (train / eval)", "decode steps")
+    header = (
+        "model",
+        "params",
+        "train ex/s",
+        "eval ex/s",
+        "train time ÷ scaled_dot",
+        "vs reference (train / eval)",
+        "decode steps",
+    )
     table = [header]
     for row in rows:
         ratio = row["train_time_vs_scaled_dot"]
         steps = row["decode_steps_per_batch"]
-        table.append((
-            row["model"], f"{row['parameters']:,}", f"{row['train_examples_per_s']:,.0f}",
-            f"{row['eval_examples_per_s']:,.0f}", "-" if ratio is None else f"{ratio:.2f}x",
-            f"{row['train_speed_vs_reference']:.2f}x / {row['eval_speed_vs_reference']:.2f}x",
-            f"{min(steps)}-{max(steps)}" if min(steps) != max(steps) else str(steps[0]),
-        ))
+        table.append(
+            (
+                row["model"],
+                f"{row['parameters']:,}",
+                f"{row['train_examples_per_s']:,.0f}",
+                f"{row['eval_examples_per_s']:,.0f}",
+                "-" if ratio is None else f"{ratio:.2f}x",
+                f"{row['train_speed_vs_reference']:.2f}x / {row['eval_speed_vs_reference']:.2f}x",
+                f"{min(steps)}-{max(steps)}" if min(steps) != max(steps) else str(steps[0]),
+            )
+        )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     print()
     for i, line in enumerate(table):
-        print(" | ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(line, widths))))
+        cells = [cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(line, widths))]
+        print(" | ".join(cells))
         if i == 0:
             print("-+-".join("-" * w for w in widths))
     print()
@@ -384,10 +477,13 @@ def main(argv: list[str] | None = None) -> int:
         ref_eval_ratio = (n_eval / eval_time["scaled_dot"]) / ref_eval
     if has_sd and has_mix:
         mix_ratio = train_time["mix"] / train_time["scaled_dot"]
+    no_sd, no_pair = "scaled_dot not benchmarked", "needs both mix and scaled_dot"
     for line_ok in (
-        ratio_line("attnlab scaled_dot / reference train speed", sd_train, ">=", REFERENCE_TARGET, "scaled_dot not benchmarked"),
-        ratio_line("attnlab scaled_dot / reference eval speed", ref_eval_ratio, ">=", REFERENCE_TARGET, "scaled_dot not benchmarked"),
-        ratio_line("mix train time / scaled_dot train time", mix_ratio, "<=", MIX_TARGET, "needs both mix and scaled_dot"),
+        ratio_line("attnlab scaled_dot / reference train speed", sd_train, ">=", REFERENCE_TARGET, no_sd),
+        ratio_line(
+            "attnlab scaled_dot / reference eval speed", ref_eval_ratio, ">=", REFERENCE_TARGET, no_sd
+        ),
+        ratio_line("mix train time / scaled_dot train time", mix_ratio, "<=", MIX_TARGET, no_pair),
     ):
         print(line_ok[0])
         checks.append(line_ok)
@@ -395,26 +491,32 @@ def main(argv: list[str] | None = None) -> int:
     all_batched = all(ok for ok, _ in attnlab_batched.values())
     failing = [name for name, (ok, _) in attnlab_batched.items() if not ok]
     example = attnlab_batched.get("mix") or next(iter(attnlab_batched.values()))
-    print(f"decoding batched: {'yes' if all_batched else 'NO'} (greedy_decode loops over steps only; "
-          f"{len(attnlab_batched) - len(failing)}/{len(attnlab_batched)} attnlab models checked"
-          + (f", failing: {', '.join(failing)}" if failing else "") + f"; e.g. {example[1]})")
+    print(
+        f"decoding batched: {'yes' if all_batched else 'NO'} (greedy_decode loops over steps only; "
+        f"{len(attnlab_batched) - len(failing)}/{len(attnlab_batched)} attnlab models checked"
+        + (f", failing: {', '.join(failing)}" if failing else "")
+        + f"; e.g. {example[1]})"
+    )
 
     if args.json is not None:
-        atomic_write_json(args.json, {
-            "machine": machine,
-            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-            "train_examples_timed": n_train,
-            "eval_examples": n_eval,
-            "parameters": {"attnlab_scaled_dot": twin_count, "reference": reference_count},
-            "results": rows,
-            "checks": {
-                "scaled_dot_vs_reference_train": sd_train,
-                "scaled_dot_vs_reference_eval": ref_eval_ratio,
-                "mix_vs_scaled_dot_train_time": mix_ratio,
-                "decoding_batched": all_batched,
-                "decoding_batched_details": {name: detail for name, (_, detail) in batched.items()},
+        atomic_write_json(
+            args.json,
+            {
+                "machine": machine,
+                "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "train_examples_timed": n_train,
+                "eval_examples": n_eval,
+                "parameters": {"attnlab_scaled_dot": twin_count, "reference": reference_count},
+                "results": rows,
+                "checks": {
+                    "scaled_dot_vs_reference_train": sd_train,
+                    "scaled_dot_vs_reference_eval": ref_eval_ratio,
+                    "mix_vs_scaled_dot_train_time": mix_ratio,
+                    "decoding_batched": all_batched,
+                    "decoding_batched_details": {name: detail for name, (_, detail) in batched.items()},
+                },
             },
-        })
+        )
         print(f"results written to {args.json}")
     return 0
 

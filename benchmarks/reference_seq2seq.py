@@ -53,7 +53,7 @@ class Decoder(nn.Module):
         self.scale = 1.0 / math.sqrt(hidden_dim)
 
     def step(self, token: torch.Tensor, hidden: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor):
-        """One decoder step: ``token [B]``, ``hidden [B, H]`` -> logits ``[B, V]``, new hidden, attention ``[B, S]``."""
+        """One step: ``token [B]``, ``hidden [B, H]`` -> logits ``[B, V]``, hidden, attention ``[B, S]``."""
         hidden = self.cell(self.embedding(token), hidden)
         scores = torch.bmm(memory, hidden.unsqueeze(2)).squeeze(2) * self.scale  # [B, S]
         scores = scores.masked_fill(src_mask, float("-inf"))
@@ -90,7 +90,9 @@ class ReferenceSeq2Seq(nn.Module):
             logits.append(step_logits)
         return torch.stack(logits, dim=1)
 
-    def loss(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_input: torch.Tensor, tgt_output: torch.Tensor):
+    def loss(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt_input: torch.Tensor, tgt_output: torch.Tensor
+    ):
         logits = self(src, src_mask, tgt_input)
         return F.cross_entropy(
             logits.reshape(-1, logits.size(-1)), tgt_output.reshape(-1), ignore_index=self.pad_id
@@ -126,7 +128,9 @@ def evaluate(model: ReferenceSeq2Seq, batches) -> dict[str, float]:
     examples = correct = tokens = 0
     total_loss = 0.0
     for batch in batches:
-        predicted = model.greedy_decode(batch.source, batch.source_padding_mask, 2 * batch.source.size(1) + 10)
+        predicted = model.greedy_decode(
+            batch.source, batch.source_padding_mask, 2 * batch.source.size(1) + 10
+        )
         target = batch.target_output
         width = max(predicted.size(1), target.size(1))
         predicted = F.pad(predicted, (0, width - predicted.size(1)), value=model.pad_id)
