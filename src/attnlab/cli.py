@@ -1,7 +1,7 @@
 """The ``attnlab`` command line: train, evaluate, plot, multiseed, data, reproduce.
 
 Configs are YAML files (or the name of a built-in config, see ``attnlab configs``) followed by
-``key=value`` overrides, e.g. ``attnlab train lookup_mix training.epochs=5 model.attender=location``.
+``key=value`` overrides, e.g. ``attnlab train lookup training.epochs=5 model.attender=location``.
 """
 
 from __future__ import annotations
@@ -9,55 +9,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from attnlab.config import ConfigError, apply_overrides, load_yaml
+from attnlab.attention.registry import ATTENDERS
+from attnlab.config import ConfigError
+from attnlab.experiments.registry import builtin_configs, experiment_module, resolve_config
 
 EXIT_USAGE = 2
-ATTENDER_NAMES = (
-    "additive",
-    "multiplicative",
-    "scaled_dot",
-    "transformer",
-    "transformer_xl",
-    "location",
-    "mix",
-)
-
-
-def builtin_configs() -> dict[str, Path]:
-    folder = resources.files("attnlab.experiments") / "configs"
-    return {
-        Path(entry.name).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".yaml")
-    }
-
-
-def resolve_config(name_or_path: str, overrides: list[str]) -> dict[str, Any]:
-    """Load a config file (or built-in config by name) and apply ``key=value`` overrides."""
-    path = Path(name_or_path)
-    if not path.is_file():
-        configs = builtin_configs()
-        if name_or_path not in configs:
-            raise ConfigError(
-                f"config {name_or_path!r} is neither a file nor a built-in config; "
-                f"built-in: {sorted(configs)}"
-            )
-        path = configs[name_or_path]
-    return apply_overrides(load_yaml(path), overrides)
-
-
-def _experiment(data: dict[str, Any]) -> Any:
-    from attnlab.experiments import lookup
-
-    experiments = {"lookup": lookup}
-    name = data.get("experiment", "lookup")
-    if name not in experiments:
-        raise ConfigError(
-            f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(experiments)}"
-        )
-    return experiments[name]
 
 
 def _default_run_dir(config_arg: str) -> Path:
@@ -66,7 +24,7 @@ def _default_run_dir(config_arg: str) -> Path:
 
 def cmd_train(args: argparse.Namespace) -> None:
     data = resolve_config(args.config, args.overrides)
-    experiment = _experiment(data)
+    experiment = experiment_module(data)
     config = experiment.parse_config(data)
     run_dir = Path(args.run_dir) if args.run_dir else _default_run_dir(args.config)
     if args.overwrite:
@@ -109,7 +67,7 @@ def cmd_multiseed(args: argparse.Namespace) -> None:
     from attnlab.experiments.multiseed import markdown_summary, run_seeds
 
     data = resolve_config(args.config, args.overrides)
-    experiment = _experiment(data)
+    experiment = experiment_module(data)
     experiment.parse_config(data)  # fail on a bad config before the first seed runs
     out_dir = Path(args.out) if args.out else _default_run_dir(args.config)
     aggregate = run_seeds(data, args.seeds, out_dir, experiment.train_or_resume)
@@ -203,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     reproduce.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
-    reproduce.add_argument("--attenders", nargs="+", default=None, choices=sorted(ATTENDER_NAMES))
+    reproduce.add_argument("--attenders", nargs="+", default=None, choices=sorted(ATTENDERS))
     reproduce.add_argument("--tasks", nargs="+", default=None, choices=["long", "reversed", "noisy"])
     reproduce.set_defaults(handler=cmd_reproduce)
     return parser

@@ -1,7 +1,7 @@
 """Learning test: a small Lookup Tables run learns the task (fixed seed, CPU, well under a minute)."""
 
-from attnlab.cli import resolve_config
 from attnlab.experiments import lookup
+from attnlab.experiments.registry import resolve_config
 
 
 def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):

@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 
-from attnlab.cli import main, resolve_config
+from attnlab.cli import main
 from attnlab.experiments import lookup
+from attnlab.experiments.registry import resolve_config
 from attnlab.training.checkpoint import load_checkpoint
 from attnlab.training.trainer import TrainingDiverged
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.config import apply_overrides
+from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_json, atomic_write_text
 
 Results = dict[str, dict[str, float]]
@@ -86,9 +87,7 @@ def markdown_summary(
     aggregate: Mapping[str, Mapping[str, Mapping[str, float]]],
     metrics: Sequence[str] = ("seq_acc", "seq_acc_be", "attn_loss"),
 ) -> str:
-    """Rows = test sets, columns = metrics, cells = mean ± std (n)."""
-    from attnlab.experiments.tables import format_table
-
+    """Rows = test sets, columns = metrics, cells = mean ± std."""
     rows = {
         test_set: {metric: mean_std(values[metric]) for metric in metrics if metric in values}
         for test_set, values in aggregate.items()

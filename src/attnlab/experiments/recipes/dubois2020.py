@@ -27,7 +27,8 @@ from typing import Any
 
 from attnlab.config import apply_overrides
 from attnlab.experiments import lookup
-from attnlab.experiments.multiseed import aggregate_results, mean_std, run_seeds, write_aggregate
+from attnlab.experiments.multiseed import aggregate_results, mean_std, run_seeds, summarize, write_aggregate
+from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_text
 from attnlab.plotting import plot_metric_by_test_set
@@ -55,8 +56,6 @@ QUICK_OVERRIDES = (
 
 
 def base_config() -> dict[str, Any]:
-    from attnlab.cli import resolve_config
-
     return resolve_config("lookup", [])
 
 
@@ -196,8 +195,6 @@ def _table3(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]]) -> st
 
 
 def _mean_std(values: list[float]) -> str:
-    from attnlab.experiments.multiseed import summarize
-
     return mean_std(summarize(values))
 
 

@@ -1,0 +1,46 @@
+"""Built-in configs and the experiment each config selects (its ``experiment:`` key)."""
+
+from __future__ import annotations
+
+import importlib
+from importlib import resources
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from attnlab.config import ConfigError, apply_overrides, load_yaml
+
+EXPERIMENTS = {"lookup": "attnlab.experiments.lookup"}
+"""Experiment name → module exposing ``parse_config``, ``train``, ``train_or_resume``, ``evaluate``."""
+
+
+def builtin_configs() -> dict[str, Path]:
+    """Name → path of the YAML configs shipped in ``attnlab/experiments/configs``."""
+    folder = resources.files("attnlab.experiments") / "configs"
+    return {
+        Path(entry.name).stem: Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".yaml")
+    }
+
+
+def resolve_config(name_or_path: str, overrides: list[str]) -> dict[str, Any]:
+    """Load a config file (or built-in config by name) and apply ``key=value`` overrides."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        configs = builtin_configs()
+        if name_or_path not in configs:
+            raise ConfigError(
+                f"config {name_or_path!r} is neither a file nor a built-in config; "
+                f"built-in: {sorted(configs)}"
+            )
+        path = configs[name_or_path]
+    return apply_overrides(load_yaml(path), overrides)
+
+
+def experiment_module(data: dict[str, Any]) -> ModuleType:
+    """The module of the experiment named by the config's ``experiment`` key."""
+    name = data.get("experiment", "lookup")
+    if name not in EXPERIMENTS:
+        raise ConfigError(
+            f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}"
+        )
+    return importlib.import_module(EXPERIMENTS[name])
