@@ -62,12 +62,9 @@ def atomic_torch_save(path: str | Path, obj: Any) -> None:
     atomic_save(path, lambda temporary: torch.save(obj, temporary))
 
 
-def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
-    """Append one JSON line (a line is written whole by one ``write`` call)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        handle.write(json.dumps(record) + "\n")
+def atomic_write_jsonl(path: str | Path, records: list[dict[str, Any]]) -> None:
+    """Write one JSON object per line, atomically."""
+    atomic_write_text(path, "".join(json.dumps(record) + "\n" for record in records))
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

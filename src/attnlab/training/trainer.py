@@ -9,7 +9,6 @@ from ``last.pt`` ends with the same weights and metrics as an uninterrupted run 
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -23,7 +22,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from attnlab.io import atomic_write_text
+from attnlab.io import atomic_write_jsonl
 from attnlab.tasks.batching import epoch_generator
 from attnlab.training.checkpoint import (
     capture_rng_state,
@@ -192,9 +191,4 @@ class Trainer:
             self.last_checkpoint,
             {**checkpoint, "optimizer": self.optimizer.state_dict(), "rng": capture_rng_state()},
         )
-        lines = "".join(_json_line(record) for record in self.history)
-        atomic_write_text(self.run_dir / "metrics.jsonl", lines)
-
-
-def _json_line(record: dict[str, Any]) -> str:
-    return json.dumps(record) + "\n"
+        atomic_write_jsonl(self.run_dir / "metrics.jsonl", self.history)
