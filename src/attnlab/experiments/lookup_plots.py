@@ -12,10 +12,12 @@ from attnlab.evaluation.seq2seq import default_max_length
 from attnlab.experiments import lookup
 from attnlab.experiments.runs import RunDirectory
 from attnlab.io import read_jsonl
+from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.plotting import plot_attention_heatmap, plot_interpretable_variables, plot_training_curves
 from attnlab.tasks.batching import collate_examples
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.tsv import read_tsv
+from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.trainer import resolve_device
 
 ATTENTION_VARIABLES = ("content_attention", "location_attention")
@@ -46,7 +48,7 @@ def plot_run(
     )
     written = []
     for row, (index, example) in enumerate(zip(indices or [0], chosen)):
-        written += _plot_example(run, name, index, example, decoded, row, target_vocab.decode)
+        written += _plot_example(run, name, index, example, decoded, row, target_vocab)
     history = read_jsonl(run.metrics_file)
     if history:
         keys = [key for key in ("train_loss", "validation_loss") if key in history[0]]
@@ -82,14 +84,14 @@ def _plot_example(
     name: str,
     index: int,
     example: Seq2SeqExample,
-    decoded,
+    decoded: Seq2SeqOutput,
     row: int,
-    decode,
+    target_vocab: Vocabulary,
 ) -> list[Path]:
     assert decoded.tokens is not None
     tokens = decoded.tokens[row]
-    steps = int((tokens != 0).sum())  # decoded tokens up to and including <eos>
-    output_tokens = decode(tokens[:steps].tolist())
+    steps = int((tokens != target_vocab.pad_id).sum())  # decoded tokens up to and including <eos>
+    output_tokens = target_vocab.decode(tokens[:steps].tolist())
     source_tokens = list(example.source)
     attention = decoded.attention[row, :steps, : len(source_tokens)].cpu().numpy()
     gold = list(example.attention[:steps]) if example.attention else None
