@@ -1,0 +1,43 @@
+"""The Dubois 2020 recipe's report is rebuilt from run directories alone (no training here)."""
+
+import json
+
+import pytest
+
+from attnlab.experiments.recipes import dubois2020
+
+TEST_SETS = dubois2020.TEST_SETS
+
+
+def _write_run(root, task, attender, seed, seq_acc, attn_loss):
+    metrics = {"seq_acc": seq_acc, "seq_acc_be": seq_acc, "attn_loss": attn_loss}
+    summary = {name: metrics for name in TEST_SETS}
+    path = root / task / attender / f"seed{seed}" / "eval" / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(summary))
+
+
+def test_report_writes_figures_tables_and_aggregates(tmp_path):
+    for task, loss in (("long", 1.0), ("reversed", 3.0)):
+        _write_run(tmp_path, task, "mix", 0, 100.0, loss)
+        _write_run(tmp_path, task, "mix", 1, 90.0, loss + 2.0)
+        _write_run(tmp_path, task, "transformer", 0, 50.0, 10.0)
+
+    text = dubois2020.report(tmp_path)
+
+    for name in ("figure6_seqacc_long.png", "figure7_seqaccbe_long.png", "figure8_seqaccbe_reversed.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+    assert not (tmp_path / "figure8_seqaccbe_noisy.png").exists()  # no noisy runs
+    aggregate = json.loads((tmp_path / "long" / "mix" / "aggregate.json").read_text())
+    assert aggregate["seeds"] == [0, 1]
+    stats = aggregate["results"]["long1"]["seq_acc"]
+    assert stats["mean"] == pytest.approx(95.0) and stats["n"] == 2
+    assert "| mix (n=2) | 95.0 ± 7.1 |" in text
+    # Table 3: mean over tasks of the mean over seeds: long (1+3)/2 = 2, reversed (3+5)/2 = 4 -> 3.0
+    table3 = (tmp_path / "table3_attnloss.md").read_text()
+    assert "| mix | 3.0 (2.1) |" in table3
+    assert (tmp_path / "results.md").read_text().startswith("#### long: seqAcc")
+
+
+def test_report_without_runs_says_so(tmp_path):
+    assert "no finished runs" in dubois2020.report(tmp_path)
