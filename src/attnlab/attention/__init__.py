@@ -8,6 +8,9 @@ __all__ = [
     "AttentionOutput",
     "AttentionState",
     "Attender",
+    "FeedForwardAttentionPooling",
+    "MeanPooling",
+    "PoolingOutput",
     "build_attender",
     "masked_softmax",
 ]

@@ -1,0 +1,194 @@
+"""The addition and multiplication long-term memory problems (Raffel & Ellis 2015, §2).
+
+Raffel & Ellis follow the original definitions of Hochreiter & Schmidhuber (1997). Each sequence is
+``T`` steps of a 2-channel input ``x_t = (value_t, marker_t)``:
+
+* values: i.i.d. ``U(-1, 1)`` for *addition*, ``U(0, 1)`` for *multiplication*;
+* markers: ``1`` at exactly two positions ``p1 < p2``, ``-1`` at the first and last step, ``0``
+  elsewhere;
+* target: ``0.5 + (x_{p1} + x_{p2}) / 4`` for addition (so it lies in ``[0, 1]``), ``x_{p1} · x_{p2}``
+  for multiplication;
+* a prediction is correct when ``|prediction - target| < 0.04`` (:data:`TOLERANCE`).
+
+Choices where the papers are silent (0-based indices throughout):
+
+* first marker ``p1``: uniform over indices ``0 … 8`` (the paper's "positions 1–9");
+* "before the midpoint" means ``p2 < T // 2`` (the first half of the sequence); ``p2`` is uniform
+  over ``p1 + 1 … T // 2 - 1`` given ``p1``;
+* so every length must be at least :data:`MIN_LENGTH` ``= 20``: then ``T // 2 >= 10`` and a second
+  marker fits after any first marker in ``0 … 8``;
+* when ``p1 = 0`` the first step carries the marker ``1`` (the marked value wins over the ``-1``
+  boundary marker; the value is kept). The last step can never be marked (``p2 < T // 2 <= T - 1``),
+  so it always carries ``-1``. Every sequence thus has exactly two ``+1`` markers.
+* padded positions (right padding, ``t >= length``) are ``0`` in both channels.
+
+Length settings (:func:`sample_lengths`): ``"fixed"`` draws integers uniformly from
+``[T0, floor(1.1 · T0)]`` (§2.2); ``"variable"`` draws them uniformly from ``[50, 10000]`` (§2.3).
+
+Generation is fully vectorised over the batch and draws from a ``torch.Generator``, so a batch is
+reproducible from the generator's seed (for a given device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+Problem = Literal["addition", "multiplication"]
+LengthSetting = Literal["fixed", "variable"]
+
+PROBLEMS: tuple[str, ...] = ("addition", "multiplication")
+LENGTH_SETTINGS: tuple[str, ...] = ("fixed", "variable")
+
+TOLERANCE = 0.04
+"""A sequence counts as correct when ``|prediction - target| < TOLERANCE`` (§2)."""
+
+FIRST_MARKER_POSITIONS = 9
+"""The first marker is at an index in ``0 … FIRST_MARKER_POSITIONS - 1`` (1-based positions 1–9)."""
+
+MIN_LENGTH = 2 * (FIRST_MARKER_POSITIONS + 1)
+"""Shortest length for which a second marker fits after any first marker and before ``T // 2``."""
+
+VARIABLE_LENGTH_RANGE = (50, 10_000)
+"""Inclusive length range of the variable-length experiment (§2.3)."""
+
+
+@dataclass
+class MemoryBatch:
+    """A batch of the addition / multiplication problem.
+
+    ``inputs``: float ``[B, T_max, 2]`` (channel 0 values, channel 1 markers); ``padding_mask``: bool
+    ``[B, T_max]``, ``True`` = padding; ``targets``: float ``[B]``; ``lengths``: long ``[B]``;
+    ``marker_positions``: long ``[B, 2]``, the indices ``p1 < p2`` of the two marked steps.
+    """
+
+    inputs: torch.Tensor
+    padding_mask: torch.Tensor
+    targets: torch.Tensor
+    lengths: torch.Tensor
+    marker_positions: torch.Tensor
+
+
+def is_correct(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Bool ``[B]``: ``|prediction - target| < 0.04`` (Raffel & Ellis §2)."""
+    return (predictions - targets).abs() < TOLERANCE
+
+
+def _check_positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def sample_lengths(
+    setting: LengthSetting,
+    batch_size: int,
+    generator: torch.Generator,
+    t0: int | None = None,
+) -> torch.Tensor:
+    """Draw ``batch_size`` sequence lengths (long, on the generator's device).
+
+    ``"fixed"``: uniform integers in ``[t0, floor(1.1 · t0)]`` (Raffel & Ellis §2.2; ``t0`` required).
+    ``"variable"``: uniform integers in ``[50, 10000]`` (§2.3; ``t0`` must be ``None``).
+    """
+    batch_size = _check_positive_int("batch_size", batch_size)
+    if setting == "fixed":
+        if t0 is None:
+            raise ValueError(
+                "sample_lengths: the 'fixed' setting needs t0 (lengths are uniform in [T0, 1.1 T0])"
+            )
+        t0 = _check_positive_int("T0 (t0)", t0)
+        low, high = t0, t0 + t0 // 10  # floor(1.1 t0), exactly, in integers
+    elif setting == "variable":
+        if t0 is not None:
+            raise ValueError(
+                f"sample_lengths: the 'variable' setting draws lengths from {list(VARIABLE_LENGTH_RANGE)}; "
+                f"t0 must be None, got {t0!r}"
+            )
+        low, high = VARIABLE_LENGTH_RANGE
+    else:
+        raise ValueError(f"unknown length setting {setting!r}; expected one of {list(LENGTH_SETTINGS)}")
+    return torch.randint(low, high + 1, (batch_size,), generator=generator, device=generator.device)
+
+
+def generate_memory_batch(
+    problem: Problem,
+    batch_size: int,
+    lengths: torch.Tensor | int,
+    generator: torch.Generator,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> MemoryBatch:
+    """Generate one batch of the addition or multiplication problem (see the module docstring).
+
+    ``lengths`` is one int (all sequences that long) or a ``[batch_size]`` integer tensor; every
+    length must be at least :data:`MIN_LENGTH`. Sequences are right-padded to the longest length.
+    Random numbers are drawn from ``generator`` on ``device`` (default: the generator's device,
+    which must be the device the tensors are created on).
+    """
+    if problem not in PROBLEMS:
+        raise ValueError(f"unknown problem {problem!r}; expected one of {list(PROBLEMS)}")
+    batch_size = _check_positive_int("batch_size", batch_size)
+    device = generator.device if device is None else torch.device(device)
+
+    if isinstance(lengths, bool):
+        raise ValueError(f"lengths must be an int or an integer tensor, got {lengths!r}")
+    if isinstance(lengths, int):
+        lengths = torch.full((batch_size,), lengths, dtype=torch.long, device=device)
+    elif isinstance(lengths, torch.Tensor):
+        if lengths.shape != (batch_size,) or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+            raise ValueError(
+                f"lengths must be an integer tensor of shape ({batch_size},), "
+                f"got {lengths.dtype} {tuple(lengths.shape)}"
+            )
+        lengths = lengths.to(device=device, dtype=torch.long)
+    else:
+        raise ValueError(f"lengths must be an int or an integer tensor, got {type(lengths).__name__}")
+    too_short = lengths < MIN_LENGTH
+    if bool(too_short.any()):
+        rows = too_short.nonzero().flatten().tolist()
+        raise ValueError(
+            f"sequence length(s) {lengths[too_short].tolist()} (batch rows {rows}) too short: "
+            f"the first marker is at index 0..{FIRST_MARKER_POSITIONS - 1} and the second must come after it "
+            f"and before the midpoint (index < T // 2), which needs a length of at least {MIN_LENGTH}"
+        )
+
+    t_max = int(lengths.max())
+    steps = torch.arange(t_max, device=device)
+    padding_mask = steps.unsqueeze(0) >= lengths.unsqueeze(1)  # [B, T_max]
+
+    # Marker positions: p1 uniform in 0..8, p2 uniform in p1+1 .. T//2 - 1 (both inclusive).
+    first = torch.randint(0, FIRST_MARKER_POSITIONS, (batch_size,), generator=generator, device=device)
+    choices = lengths // 2 - 1 - first  # number of admissible second positions, >= 1
+    u = torch.rand(batch_size, generator=generator, device=device, dtype=torch.float64)
+    offset = torch.minimum((u * choices).long(), choices - 1)
+    second = first + 1 + offset
+    positions = torch.stack([first, second], dim=1)  # [B, 2]
+
+    values = torch.rand(batch_size, t_max, generator=generator, device=device, dtype=dtype)
+    if problem == "addition":
+        values.mul_(2.0).sub_(1.0)  # U(-1, 1)
+    values.masked_fill_(padding_mask, 0.0)
+
+    markers = torch.zeros(batch_size, t_max, device=device, dtype=dtype)
+    rows = torch.arange(batch_size, device=device)
+    markers[rows, 0] = -1.0
+    markers[rows, lengths - 1] = -1.0
+    markers[rows.unsqueeze(1), positions] = 1.0  # after the -1s: a mark at step 0 wins
+
+    marked = values.gather(1, positions)  # [B, 2]
+    if problem == "addition":
+        targets = 0.5 + (marked[:, 0] + marked[:, 1]) / 4.0
+    else:
+        targets = marked[:, 0] * marked[:, 1]
+
+    inputs = torch.stack([values, markers], dim=-1)  # [B, T_max, 2]
+    return MemoryBatch(
+        inputs=inputs,
+        padding_mask=padding_mask,
+        targets=targets,
+        lengths=lengths,
+        marker_positions=positions,
+    )
