@@ -1,0 +1,128 @@
+"""The feed-forward attention network of Raffel & Ellis (2015), §2.1.
+
+For an input sequence ``x_1 … x_T`` (``x_t ∈ R^2`` for the addition / multiplication problems,
+see :class:`attnlab.tasks.memory_problems.MemoryBatch`) and ``D = 100`` hidden units::
+
+    h_t = LReLU(W_xh x_t + b_xh)        W_xh ∈ R^{D×2},  b_xh ∈ R^D      (§2.1, each step alone)
+    c   = sum_t alpha_t h_t              attention, eq. 1 with a(h_t) = tanh(W_hc h_t + b_hc)
+        | (1/T) sum_t h_t                or the unweighted mean, eq. 2
+    s   = LReLU(W_cs c + b_cs)           W_cs ∈ R^{D×D},  b_cs ∈ R^D      (§2.1)
+    y   = LReLU(W_sy s + b_sy)           W_sy ∈ R^{1×D},  b_sy ∈ R        (§2.1)
+
+Interpretations:
+
+* ``LReLU(x) = max(x, .01)`` in the paper is the leaky rectifier of Maas et al. (2013), i.e.
+  ``x`` for ``x > 0`` and ``0.01 x`` otherwise (slope ``leak``), not a clamp at 0.01.
+* "a Gaussian distribution with mean zero and, for a matrix W ∈ R^{M×N}, a standard deviation of
+  1/sqrt(N)": every weight matrix is drawn from N(0, std = 1/sqrt(fan_in)) (fan_in = N, the
+  number of columns / inputs); all biases are zero. The attention row ``W_hc`` is initialised the
+  same way by :class:`~attnlab.attention.pooling.FeedForwardAttentionPooling`.
+* The output nonlinearity on ``y`` is kept, as written in §2.1.
+
+Parameter counts with the defaults (``D = 100``): 10,602 with attention, 10,501 with the mean —
+the numbers given in §2.2.
+
+Memory: the per-step layer is a single ``Linear`` on ``[B, T, input_dim] -> [B, T, D]``; the pooling
+modules only add ``[B, T]`` tensors, so nothing of shape ``[B, T, T]`` is ever built.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.attention.pooling import FeedForwardAttentionPooling, MeanPooling
+
+Pooling = Literal["attention", "mean"]
+POOLINGS: tuple[str, ...] = ("attention", "mean")
+
+
+@dataclass
+class PoolingNetworkOutput:
+    """``prediction``: float ``[B]`` (the scalar output ``y`` per sequence); ``weights``: ``[B, T]``,
+    the temporal weights ``alpha_t`` (eq. 1) or ``1/T`` (eq. 2); exactly zero on padding."""
+
+    prediction: torch.Tensor
+    weights: torch.Tensor
+
+
+def _gaussian_init_(linear: nn.Linear) -> None:
+    """§2.1: weights ~ N(0, std = 1/sqrt(fan_in)), biases zero."""
+    with torch.no_grad():
+        linear.weight.normal_(0.0, 1.0 / math.sqrt(linear.in_features))
+        linear.bias.zero_()
+
+
+class FeedForwardAttentionNetwork(nn.Module):
+    """Raffel & Ellis (2015) §2.1: per-step LReLU layer, temporal pooling, LReLU layer, scalar output.
+
+    ``pooling="attention"`` uses feed-forward attention (eq. 1, ``a(h_t) = tanh(W_hc h_t + b_hc)``);
+    ``pooling="mean"`` the unweighted mean (eq. 2). ``forward(inputs [B, T, input_dim],
+    padding_mask [B, T] | None)`` returns :class:`PoolingNetworkOutput`; ``True`` in ``padding_mask``
+    marks padding, which gets weight zero, so a padded sequence gives the same prediction as alone.
+    """
+
+    def __init__(
+        self,
+        input_dim: int = 2,
+        hidden_dim: int = 100,
+        *,
+        pooling: Pooling = "attention",
+        leak: float = 0.01,
+    ) -> None:
+        super().__init__()
+        for name, value in (("input_dim", input_dim), ("hidden_dim", hidden_dim)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"FeedForwardAttentionNetwork: {name} must be a positive int, got {value!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(
+                f"FeedForwardAttentionNetwork: pooling must be one of {POOLINGS}, got {pooling!r}"
+            )
+        if not isinstance(leak, (int, float)) or isinstance(leak, bool) or not 0.0 <= leak < 1.0:
+            raise ValueError(f"FeedForwardAttentionNetwork: leak must be a float in [0, 1), got {leak!r}")
+        self.input_dim = input_dim
+        self.hidden_dim = hidden_dim
+        self.pooling_kind = pooling
+        self.leak = float(leak)
+        self.input_layer = nn.Linear(input_dim, hidden_dim)  # W_xh, b_xh
+        self.pooling: FeedForwardAttentionPooling | MeanPooling
+        if pooling == "attention":
+            self.pooling = FeedForwardAttentionPooling(hidden_dim)  # W_hc, b_hc (eq. 1)
+        else:
+            self.pooling = MeanPooling(hidden_dim)  # eq. 2, no parameters
+        self.hidden_layer = nn.Linear(hidden_dim, hidden_dim)  # W_cs, b_cs
+        self.output_layer = nn.Linear(hidden_dim, 1)  # W_sy, b_sy
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """§2.1 initialisation: N(0, std = 1/sqrt(fan_in)) weights, zero biases (all layers)."""
+        for linear in (self.input_layer, self.hidden_layer, self.output_layer):
+            _gaussian_init_(linear)
+        if isinstance(self.pooling, FeedForwardAttentionPooling):
+            self.pooling.reset_parameters()
+
+    def _lrelu(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x, negative_slope=self.leak)
+
+    def forward(self, inputs: torch.Tensor, padding_mask: torch.Tensor | None = None) -> PoolingNetworkOutput:
+        if inputs.dim() != 3 or inputs.size(-1) != self.input_dim:
+            raise ValueError(
+                f"FeedForwardAttentionNetwork: inputs must be [batch, time, {self.input_dim}] "
+                f"(input_dim={self.input_dim} channels), got shape {tuple(inputs.shape)}"
+            )
+        states = self._lrelu(self.input_layer(inputs))  # h_t, [B, T, D]
+        pooled = self.pooling(states, padding_mask)  # c [B, D], alpha [B, T]
+        hidden = self._lrelu(self.hidden_layer(pooled.context))  # s, [B, D]
+        prediction = self._lrelu(self.output_layer(hidden)).squeeze(-1)  # y, [B]
+        return PoolingNetworkOutput(prediction=prediction, weights=pooled.weights)
+
+    def extra_repr(self) -> str:
+        return (
+            f"input_dim={self.input_dim}, hidden_dim={self.hidden_dim}, "
+            f"pooling={self.pooling_kind!r}, leak={self.leak}"
+        )
