@@ -45,12 +45,15 @@ def _remove_run(run_dir: Path) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from attnlab.experiments import lookup
+    from attnlab.experiments.runs import RunDirectory
 
-    results = lookup.evaluate(
-        args.run_dir, data_files=args.data, checkpoint=args.checkpoint, device_name=args.device
-    )
-    _print_results(results, Path(args.run_dir))
+    experiment = experiment_module(RunDirectory(Path(args.run_dir)).load_config_data())
+    options = {"checkpoint": args.checkpoint, "device_name": args.device}
+    if args.data:
+        if experiment.__name__ != "attnlab.experiments.lookup":
+            raise ConfigError("--data (machine-tasks TSV files) applies to Lookup Tables runs only")
+        options["data_files"] = args.data
+    _print_results(experiment.evaluate(args.run_dir, **options), Path(args.run_dir))
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
@@ -170,7 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _print_results(results: dict[str, dict[str, float]], run_dir: Path) -> None:
     from attnlab.experiments.tables import format_table
 
-    print(format_table(results, ["seq_acc", "seq_acc_be", "attn_loss", "examples"]))
+    columns = ["seq_acc", "seq_acc_be", "attn_loss", "examples"]
+    if not any("seq_acc" in metrics for metrics in results.values()):  # not seq2seq: its own metrics
+        columns = list(next(iter(results.values()), {}))
+    print(format_table(results, columns))
     print(f"\nrun directory: {run_dir}")
 
 

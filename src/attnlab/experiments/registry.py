@@ -10,7 +10,7 @@ from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 
-EXPERIMENTS = {"lookup": "attnlab.experiments.lookup"}
+EXPERIMENTS = {"lookup": "attnlab.experiments.lookup", "memory": "attnlab.experiments.memory"}
 """Experiment name → module exposing ``parse_config``, ``train``, ``train_or_resume``, ``evaluate``."""
 
 

@@ -28,5 +28,5 @@ def _cell(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.2f}"
+        return f"{value:.4g}" if 0 < abs(value) < 0.01 else f"{value:.2f}"
     return str(value)

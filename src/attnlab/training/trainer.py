@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -97,12 +97,18 @@ class Trainer:
         config: TrainingConfig,
         run_dir: str | Path,
         model_spec: dict[str, Any],
+        *,
+        stop_when: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
+        """``stop_when(record)``, if given, ends training early after an epoch whose metrics record
+        (``epoch``, ``train_loss``, the validation metrics) satisfies it; a resumed run that had
+        already stopped trains no further."""
         self.model = model
         self.task = task
         self.config = config
         self.run_dir = Path(run_dir)
         self.model_spec = model_spec
+        self.stop_when = stop_when
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
         self.history: list[dict[str, Any]] = []
         self.best_validation_loss = math.inf
@@ -128,8 +134,10 @@ class Trainer:
         restore_rng_state(checkpoint["rng"])
 
     def fit(self) -> list[dict[str, Any]]:
-        """Train for the remaining epochs; returns the metrics history."""
+        """Train for the remaining epochs (or until ``stop_when``); returns the metrics history."""
         for epoch in range(self.start_epoch, self.config.epochs):
+            if self.history and self.stop_when is not None and self.stop_when(self.history[-1]):
+                break
             started = time.perf_counter()
             train_loss = self._train_epoch(epoch)
             self.model.eval()

@@ -1,0 +1,285 @@
+"""The long-term memory problems of Raffel & Ellis (2015), §2–2.3: config, training, evaluation.
+
+A :class:`~attnlab.models.pooling_network.FeedForwardAttentionNetwork` (attention or mean pooling)
+is trained on the addition or multiplication problem (:mod:`attnlab.tasks.memory_problems`) as in
+§2.2: squared error, Adam (β = .9, .999), mini-batches of 100 freshly generated sequences, an
+epoch of 1,000 updates, accuracy (``|error| < 0.04``) on a fixed held-out test set of 1,000
+sequences after every epoch, and training stopped at 100% test accuracy or after 100 epochs.
+
+Choices where the paper is silent:
+
+* the held-out test set is generated once from ``data.seed`` (with its own generator, so it does
+  not depend on ``training.seed``); it serves both as the per-epoch validation set (for the
+  stopping rule and ``checkpoints/best.pt``, chosen by lowest test MSE) and for the final
+  evaluation, exactly as the paper's "held-out test set" does;
+* training batches of epoch ``e`` are drawn from the trainer's per-epoch generator
+  (``epoch_generator(training.seed, e)``), so an interrupted run resumes exactly;
+* no gradient clipping (``training.gradient_clip: null``), which the paper does not mention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from attnlab.config import ConfigError, from_dict, save_yaml, to_dict
+from attnlab.experiments.runs import RunDirectory
+from attnlab.io import atomic_write_json
+from attnlab.models.pooling_network import FeedForwardAttentionNetwork
+from attnlab.tasks.memory_problems import (
+    MIN_LENGTH,
+    MemoryBatch,
+    generate_memory_batch,
+    is_correct,
+    sample_lengths,
+)
+from attnlab.training.checkpoint import CheckpointError, check_model_spec, load_checkpoint, load_model_weights
+from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
+
+SYSTEM = "memory/feedforward_attention"
+INPUT_DIM = 2  # (value, marker) per step
+TEST_SET = "test"
+
+
+@dataclass
+class MemoryDataConfig:
+    """Which problem, which lengths (§2.2 fixed ``[T0, 1.1 T0]``, §2.3 variable ``[50, 10000]``)."""
+
+    problem: Literal["addition", "multiplication"] = "addition"
+    setting: Literal["fixed", "variable"] = "fixed"
+    t0: int | None = 100
+    test_size: int = 1000
+    seed: int = 0
+    """Seed of the fixed held-out test set."""
+    eval_batch_size: int = 100
+    """Test sequences per forward pass (memory only; the metrics do not depend on it)."""
+
+    def __post_init__(self) -> None:
+        if self.setting == "fixed":
+            if self.t0 is None or self.t0 < MIN_LENGTH:
+                raise ValueError(
+                    f"t0 must be an integer >= {MIN_LENGTH} in the 'fixed' setting "
+                    f"(lengths are uniform in [T0, 1.1 T0]), got {self.t0!r}"
+                )
+        elif self.t0 is not None:
+            raise ValueError(
+                "the 'variable' setting draws lengths from [50, 10000]; set data.t0 to null "
+                f"(got t0={self.t0!r})"
+            )
+        if self.test_size < 1:
+            raise ValueError(f"test_size must be >= 1, got {self.test_size}")
+        if self.eval_batch_size < 1:
+            raise ValueError(f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
+
+
+@dataclass
+class PoolingModelConfig:
+    """The network of §2.1 (see :class:`~attnlab.models.pooling_network.FeedForwardAttentionNetwork`)."""
+
+    pooling: Literal["attention", "mean"] = "attention"
+    hidden_dim: int = 100
+
+
+@dataclass
+class MemoryTrainingConfig(TrainingConfig):
+    """The shared :class:`TrainingConfig` with the §2.2 defaults, an epoch length and a stopping rule."""
+
+    epochs: int = 100
+    batch_size: int = 100
+    learning_rate: float = 1e-3
+    gradient_clip: float | None = None
+    updates_per_epoch: int = 1000
+    """Parameter updates (fresh batches) per epoch; the paper's epoch is 1,000 updates."""
+    stop_at_accuracy: float | None = 100.0
+    """Stop after the first epoch whose test accuracy (percent) reaches this; ``null`` never stops."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.updates_per_epoch < 1:
+            raise ValueError(f"updates_per_epoch must be >= 1, got {self.updates_per_epoch}")
+
+
+@dataclass
+class MemoryExperimentConfig:
+    experiment: Literal["memory"] = "memory"
+    data: MemoryDataConfig = field(default_factory=MemoryDataConfig)
+    model: PoolingModelConfig = field(default_factory=PoolingModelConfig)
+    training: MemoryTrainingConfig = field(default_factory=MemoryTrainingConfig)
+
+
+def parse_config(data: dict[str, Any], where: str = "config") -> MemoryExperimentConfig:
+    return from_dict(MemoryExperimentConfig, data, where)
+
+
+# ----------------------------------------------------------------------------------- data
+
+
+def test_set(data: MemoryDataConfig, device: torch.device) -> list[MemoryBatch]:
+    """The fixed held-out test set: ``test_size`` sequences from ``data.seed``, in chunks."""
+    generator = torch.Generator().manual_seed(data.seed)
+    chunks = []
+    for start in range(0, data.test_size, data.eval_batch_size):
+        size = min(data.eval_batch_size, data.test_size - start)
+        chunks.append(_to_device(_batch(data, size, generator), device))
+    return chunks
+
+
+def _batch(data: MemoryDataConfig, size: int, generator: torch.Generator) -> MemoryBatch:
+    lengths = sample_lengths(data.setting, size, generator, data.t0)
+    return generate_memory_batch(data.problem, size, lengths, generator)
+
+
+def _to_device(batch: MemoryBatch, device: torch.device) -> MemoryBatch:
+    return MemoryBatch(
+        inputs=batch.inputs.to(device),
+        padding_mask=batch.padding_mask.to(device),
+        targets=batch.targets.to(device),
+        lengths=batch.lengths.to(device),
+        marker_positions=batch.marker_positions.to(device),
+    )
+
+
+# ---------------------------------------------------------------------------------- model
+
+
+def build_model(model: PoolingModelConfig) -> FeedForwardAttentionNetwork:
+    try:
+        return FeedForwardAttentionNetwork(INPUT_DIM, model.hidden_dim, pooling=model.pooling)
+    except ValueError as error:
+        raise ConfigError(f"model: {error}") from None
+
+
+def model_spec(model: PoolingModelConfig) -> dict[str, Any]:
+    return {"system": SYSTEM, "model": to_dict(model)}
+
+
+def model_from_checkpoint(
+    path: Path, device: torch.device, expected: PoolingModelConfig | None = None
+) -> FeedForwardAttentionNetwork:
+    """Rebuild the network a checkpoint was written for; with ``expected``, it must be that model."""
+    checkpoint = load_checkpoint(path, map_location=device)
+    spec = checkpoint.get("model_spec") or {}
+    if spec.get("system") != SYSTEM:
+        raise CheckpointError(
+            f"{path} is not a memory-problem (feed-forward attention) checkpoint "
+            f"(system {spec.get('system')!r})"
+        )
+    if expected is not None:
+        check_model_spec(path, {"model_spec": spec["model"]}, to_dict(expected))
+    model_config = from_dict(PoolingModelConfig, spec["model"], f"{path}: model")
+    model = build_model(model_config)
+    check_model_spec(path, checkpoint, model_spec(model_config))
+    load_model_weights(path, model, checkpoint)
+    return model.to(device).eval()
+
+
+# ------------------------------------------------------------------------------- training
+
+
+@torch.no_grad()
+def evaluate_memory(model: torch.nn.Module, test: list[MemoryBatch]) -> dict[str, float]:
+    """``accuracy`` (percent with ``|error| < 0.04``), ``mse`` and ``examples`` over ``test``."""
+    model.eval()
+    squared, correct, count = 0.0, 0, 0
+    for batch in test:
+        prediction = model(batch.inputs, batch.padding_mask).prediction
+        squared += float(F.mse_loss(prediction, batch.targets, reduction="sum"))
+        correct += int(is_correct(prediction, batch.targets).sum())
+        count += batch.targets.numel()
+    return {"accuracy": 100.0 * correct / count, "mse": squared / count, "examples": count}
+
+
+class MemoryTrainingTask:
+    """The :class:`~attnlab.training.trainer.TrainingTask` of the memory problems."""
+
+    def __init__(self, config: MemoryExperimentConfig, test: list[MemoryBatch], device: torch.device):
+        self.config = config
+        self.test = test
+        self.device = device
+
+    def train_batches(self, generator: torch.Generator) -> Iterator[MemoryBatch]:
+        """``updates_per_epoch`` fresh batches, generated (on the CPU) from ``generator`` only."""
+        for _ in range(self.config.training.updates_per_epoch):
+            batch = _batch(self.config.data, self.config.training.batch_size, generator)
+            yield _to_device(batch, self.device)
+
+    def training_loss(self, model: torch.nn.Module, batch: MemoryBatch) -> torch.Tensor:
+        return F.mse_loss(model(batch.inputs, batch.padding_mask).prediction, batch.targets)
+
+    def validate(self, model: torch.nn.Module) -> dict[str, float]:
+        metrics = evaluate_memory(model, self.test)
+        return {"validation_loss": metrics["mse"], "validation_accuracy": metrics["accuracy"]}
+
+
+def stop_rule(training: MemoryTrainingConfig):
+    """The trainer's ``stop_when``: test accuracy reached ``stop_at_accuracy`` (None: never)."""
+    if training.stop_at_accuracy is None:
+        return None
+    threshold = training.stop_at_accuracy
+    return lambda record: record["validation_accuracy"] >= threshold
+
+
+def train(
+    config: MemoryExperimentConfig, run_dir: str | Path, *, resume: bool = False
+) -> dict[str, dict[str, float]]:
+    """Train, then evaluate the best checkpoint on the held-out test set; returns its metrics."""
+    run = RunDirectory(Path(run_dir))
+    if run.checkpoint("last").exists() and not resume:
+        raise ConfigError(
+            f"{run.path} already holds a run; resume it with --resume or choose another run directory"
+        )
+    device = resolve_device(config.training.device)
+    test = test_set(config.data, device)
+    seed_everything(config.training.seed)
+    model = build_model(config.model).to(device)
+    run.path.mkdir(parents=True, exist_ok=True)
+    save_yaml(to_dict(config), run.config_file)
+    task = MemoryTrainingTask(config, test, device)
+    trainer = Trainer(
+        model, task, config.training, run.path, model_spec(config.model), stop_when=stop_rule(config.training)
+    )
+    if resume:
+        trainer.resume()
+    trainer.fit()
+    return _evaluate_checkpoint(run, config, "best", test, device)
+
+
+def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
+    """Train a run from plain config data, resuming it if it was interrupted (for sweeps)."""
+    config = parse_config(config_data)
+    resume = RunDirectory(run_dir).checkpoint("last").exists()
+    return train(config, run_dir, resume=resume)
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def evaluate(
+    run_dir: str | Path, *, checkpoint: str | None = None, device_name: str = "auto"
+) -> dict[str, dict[str, float]]:
+    """Evaluate a trained run's checkpoint (default ``best``) on its held-out test set."""
+    run = RunDirectory(Path(run_dir))
+    config = parse_config(run.load_config_data(), str(run.config_file))
+    device = resolve_device(device_name)
+    return _evaluate_checkpoint(run, config, checkpoint or "best", test_set(config.data, device), device)
+
+
+def _evaluate_checkpoint(
+    run: RunDirectory,
+    config: MemoryExperimentConfig,
+    which: str,
+    test: list[MemoryBatch],
+    device: torch.device,
+) -> dict[str, dict[str, float]]:
+    path = run.checkpoint(which)
+    model = model_from_checkpoint(path, device, config.model)
+    results = {TEST_SET: evaluate_memory(model, test)}
+    record = {"test_set": TEST_SET, "checkpoint": str(path), **results[TEST_SET]}
+    atomic_write_json(run.eval_dir / f"{TEST_SET}.json", record)
+    atomic_write_json(run.eval_dir / "summary.json", results)
+    return results

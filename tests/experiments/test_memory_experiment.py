@@ -1,0 +1,152 @@
+"""The Raffel & Ellis (2015) memory-problem experiment end to end (small T0, seconds each)."""
+
+import json
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.experiments import memory
+from attnlab.experiments.registry import experiment_module, resolve_config
+from attnlab.training.checkpoint import load_checkpoint
+
+
+def _overrides(**extra: object) -> list[str]:
+    overrides = {
+        "data.t0": 20,
+        "data.test_size": 200,
+        "training.learning_rate": 1e-2,
+        "training.batch_size": 50,
+        "training.updates_per_epoch": 20,
+        "training.epochs": 3,
+        "training.stop_at_accuracy": "null",
+        "training.progress": "false",
+        "training.device": "cpu",
+        **extra,
+    }
+    return [f"{key}={value}" for key, value in overrides.items()]
+
+
+def _config(**extra: object) -> memory.MemoryExperimentConfig:
+    return memory.parse_config(resolve_config("memory_addition", _overrides(**extra)))
+
+
+def _history(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_builtin_config_is_the_papers_setting():
+    data = resolve_config("memory_addition", [])
+    assert experiment_module(data) is memory
+    config = memory.parse_config(data)
+    assert (config.data.problem, config.data.setting, config.data.t0, config.data.test_size) == (
+        "addition",
+        "fixed",
+        100,
+        1000,
+    )
+    assert config.model.pooling == "attention" and config.model.hidden_dim == 100
+    training = config.training
+    assert (training.learning_rate, training.batch_size, training.epochs) == (1e-3, 100, 100)
+    assert training.updates_per_epoch == 1000 and training.stop_at_accuracy == 100.0
+
+
+def test_addition_reaches_perfect_test_accuracy_and_stops(tmp_path):
+    """The paper's criterion: 100% of the held-out test set within |error| < 0.04, then stop."""
+    config = _config(
+        **{
+            "data.test_size": 500,
+            "training.updates_per_epoch": 100,
+            "training.epochs": 30,
+            "training.stop_at_accuracy": 100.0,
+        }
+    )
+    results = memory.train(config, tmp_path / "run")
+    history = _history(tmp_path / "run")
+    assert history[-1]["validation_accuracy"] == 100.0
+    assert len(history) < 30  # stopped early, as soon as 100% was reached
+    assert all(record["validation_accuracy"] < 100.0 for record in history[:-1])
+    # The best checkpoint (lowest test MSE) is what the results describe.
+    best = min(history, key=lambda record: record["validation_loss"])
+    assert results["test"]["accuracy"] == pytest.approx(best["validation_accuracy"])
+    assert results["test"]["mse"] == pytest.approx(best["validation_loss"], rel=1e-5)
+    assert results["test"]["accuracy"] >= 99.0 and results["test"]["examples"] == 500
+    assert json.loads((tmp_path / "run" / "eval" / "summary.json").read_text()) == results
+
+    # Resuming a run that already stopped trains no further.
+    again = memory.train(config, tmp_path / "run", resume=True)
+    assert again == results and len(_history(tmp_path / "run")) == len(history)
+
+
+def test_test_set_is_fixed_by_data_seed_only():
+    data = _config().data
+    first = memory.test_set(data, torch.device("cpu"))
+    second = memory.test_set(data, torch.device("cpu"))
+    assert sum(batch.targets.numel() for batch in first) == data.test_size
+    assert all(torch.equal(a.inputs, b.inputs) for a, b in zip(first, second, strict=True))
+    other = memory.test_set(_config(**{"data.seed": 1}).data, torch.device("cpu"))
+    assert not torch.equal(first[0].targets, other[0].targets)
+
+
+def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, monkeypatch):
+    uninterrupted = memory.train(_config(), tmp_path / "full")
+
+    calls = {"n": 0}
+    original = memory.MemoryTrainingTask.training_loss
+
+    def crash_midway(self, model, batch):
+        calls["n"] += 1
+        if calls["n"] == 20 + 7:  # 20 updates per epoch: crash in epoch 2
+            raise KeyboardInterrupt
+        return original(self, model, batch)
+
+    monkeypatch.setattr(memory.MemoryTrainingTask, "training_loss", crash_midway)
+    with pytest.raises(KeyboardInterrupt):
+        memory.train(_config(), tmp_path / "resumed")
+    assert load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["epoch"] == 1
+    monkeypatch.setattr(memory.MemoryTrainingTask, "training_loss", original)
+    resumed = memory.train(_config(), tmp_path / "resumed", resume=True)
+
+    assert resumed == uninterrupted
+    full = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")["model"]
+    again = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["model"]
+    assert all(torch.equal(full[name], again[name]) for name in full)
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in _history(tmp_path / "full")]
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in _history(tmp_path / "resumed")] == strip
+    assert [record["epoch"] for record in _history(tmp_path / "resumed")] == [1, 2, 3]
+
+
+def test_cli_train_prints_accuracy_and_evaluate_matches(tmp_path, capsys):
+    run = tmp_path / "run"
+    overrides = _overrides(**{"training.epochs": 1})
+    assert main(["train", "memory_addition", *overrides, "--run-dir", str(run)]) == 0
+    printed = capsys.readouterr().out
+    assert "accuracy" in printed and "mse" in printed and "test" in printed
+    summary = json.loads((run / "eval" / "summary.json").read_text())
+    assert memory.evaluate(run, device_name="cpu") == summary
+    assert memory.evaluate(run, checkpoint="last", device_name="cpu") == summary  # one epoch: same
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.bogus=1", "bogus"),
+        ("model.pooling=max", "pooling"),
+        ("data.t0=10", "t0"),
+        ("data.setting=variable", "t0"),
+        ("training.updates_per_epoch=0", "updates_per_epoch"),
+    ],
+)
+def test_bad_config_is_a_usage_error(override, message, tmp_path, capsys):
+    assert main(["train", "memory_addition", override, "--run-dir", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("attnlab: error:") and message in error
+    assert not (tmp_path / "run").exists()
+
+
+def test_checkpoint_of_another_model_is_refused(tmp_path):
+    memory.train(_config(**{"training.epochs": 1}), tmp_path / "run")
+    config_file = tmp_path / "run" / "config.yaml"
+    config_file.write_text(config_file.read_text().replace("pooling: attention", "pooling: mean"))
+    with pytest.raises(Exception, match="model"):
+        memory.evaluate(tmp_path / "run", device_name="cpu")
