@@ -85,9 +85,11 @@ def write_aggregate(
 
 def markdown_summary(
     aggregate: Mapping[str, Mapping[str, Mapping[str, float]]],
-    metrics: Sequence[str] = ("seq_acc", "seq_acc_be", "attn_loss"),
+    metrics: Sequence[str] | None = None,
 ) -> str:
-    """Rows = test sets, columns = metrics, cells = mean ± std."""
+    """Rows = test sets, columns = metrics (default: every metric but the example count)."""
+    if metrics is None:
+        metrics = [m for m in _ordered_keys(list(aggregate.values())) if m != "examples"]
     rows = {
         test_set: {metric: mean_std(values[metric]) for metric in metrics if metric in values}
         for test_set, values in aggregate.items()
