@@ -13,7 +13,7 @@ from pathlib import Path
 
 from attnlab.attention.registry import ATTENDERS
 from attnlab.config import ConfigError
-from attnlab.experiments.registry import builtin_configs, experiment_module, resolve_config
+from attnlab.experiments.registry import builtin_configs, experiment_module, resolve_config, train_or_resume
 
 EXIT_USAGE = 2
 
@@ -73,7 +73,7 @@ def cmd_multiseed(args: argparse.Namespace) -> None:
     experiment = experiment_module(data)
     experiment.parse_config(data)  # fail on a bad config before the first seed runs
     out_dir = Path(args.out) if args.out else _default_run_dir(args.config)
-    aggregate = run_seeds(data, args.seeds, out_dir, experiment.train_or_resume)
+    aggregate = run_seeds(data, args.seeds, out_dir, train_or_resume)
     print(markdown_summary(aggregate))
     print(f"\nper-seed runs and aggregate.{{json,csv,md}} in {out_dir}")
 

@@ -235,10 +235,7 @@ def train(
 ) -> dict[str, dict[str, float]]:
     """Train, then evaluate the chosen checkpoint on every test set; returns the test metrics."""
     run = RunDirectory(Path(run_dir))
-    if run.checkpoint("last").exists() and not resume:
-        raise ConfigError(
-            f"{run.path} already holds a run; resume it with --resume or choose another run directory"
-        )
+    run.check_free(resume)
     device = resolve_device(config.training.device)
     splits = load_splits(config.data)
     source_vocab, target_vocab = build_vocabularies(splits["train"])
@@ -259,13 +256,6 @@ def train(
     trainer.fit()
     test_sets = {name: encoded[name] for name in test_set_names(config.data)}
     return _evaluate_checkpoint(run, config, test_sets, device)
-
-
-def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
-    """Train a run from plain config data, resuming it if it was interrupted (for sweeps)."""
-    config = parse_config(config_data)
-    resume = RunDirectory(run_dir).checkpoint("last").exists()
-    return train(config, run_dir, resume=resume)
 
 
 def _encode(

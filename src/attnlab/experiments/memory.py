@@ -229,10 +229,7 @@ def train(
 ) -> dict[str, dict[str, float]]:
     """Train, then evaluate the best checkpoint on the held-out test set; returns its metrics."""
     run = RunDirectory(Path(run_dir))
-    if run.checkpoint("last").exists() and not resume:
-        raise ConfigError(
-            f"{run.path} already holds a run; resume it with --resume or choose another run directory"
-        )
+    run.check_free(resume)
     device = resolve_device(config.training.device)
     test = test_set(config.data, device)
     seed_everything(config.training.seed)
@@ -247,13 +244,6 @@ def train(
         trainer.resume()
     trainer.fit()
     return _evaluate_checkpoint(run, config, "best", test, device)
-
-
-def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
-    """Train a run from plain config data, resuming it if it was interrupted (for sweeps)."""
-    config = parse_config(config_data)
-    resume = RunDirectory(run_dir).checkpoint("last").exists()
-    return train(config, run_dir, resume=resume)
 
 
 # ----------------------------------------------------------------------------- evaluation

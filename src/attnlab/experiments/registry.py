@@ -11,7 +11,7 @@ from typing import Any
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 
 EXPERIMENTS = {"lookup": "attnlab.experiments.lookup", "memory": "attnlab.experiments.memory"}
-"""Experiment name → module exposing ``parse_config``, ``train``, ``train_or_resume``, ``evaluate``."""
+"""Experiment name → module exposing ``parse_config``, ``train`` and ``evaluate``."""
 
 
 def builtin_configs() -> dict[str, Path]:
@@ -44,3 +44,12 @@ def experiment_module(data: dict[str, Any]) -> ModuleType:
             f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}"
         )
     return importlib.import_module(EXPERIMENTS[name])
+
+
+def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
+    """Train a run from plain config data, resuming it if it was interrupted (for sweeps)."""
+    from attnlab.experiments.runs import RunDirectory
+
+    experiment = experiment_module(config_data)
+    resume = RunDirectory(run_dir).checkpoint("last").exists()
+    return experiment.train(experiment.parse_config(config_data), run_dir, resume=resume)

@@ -50,6 +50,13 @@ class RunDirectory:
             raise ConfigError(f"checkpoint must be 'best' or 'last', got {which!r}")
         return self.checkpoints / f"{which}.pt"
 
+    def check_free(self, resume: bool) -> None:
+        """Refuse to start a new run over a finished or interrupted one unless resuming it."""
+        if self.checkpoint("last").exists() and not resume:
+            raise ConfigError(
+                f"{self.path} already holds a run; resume it with --resume or choose another run directory"
+            )
+
     def load_config_data(self) -> dict[str, Any]:
         if not self.config_file.is_file():
             raise ConfigError(f"{self.path} is not a run directory: {self.config_file} is missing")

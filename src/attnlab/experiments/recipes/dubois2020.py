@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.config import apply_overrides
-from attnlab.experiments import lookup
 from attnlab.experiments.multiseed import aggregate_results, mean_std, run_seeds, summarize, write_aggregate
-from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_text
 from attnlab.plotting import plot_metric_by_test_set
@@ -99,7 +98,7 @@ def _run_cell(
 ) -> None:
     config = cell_config(task, attender, quick, overrides)
     print(f"== {task} / {attender}: seeds {seeds}", flush=True)
-    run_seeds(config, seeds, out_dir / task / attender, lookup.train_or_resume)
+    run_seeds(config, seeds, out_dir / task / attender, train_or_resume)
 
 
 # ---------------------------------------------------------------------------------- report
