@@ -130,16 +130,24 @@ class Attender(nn.Module):
             )
         if keys.size(1) == 0:
             raise ValueError(f"{name}: keys have source_len 0; there is nothing to attend to")
-        if key_padding_mask is None:
-            return
-        if key_padding_mask.dtype != torch.bool or key_padding_mask.shape != keys.shape[:2]:
-            raise ValueError(
-                f"{name}: key_padding_mask must be a bool tensor of shape {tuple(keys.shape[:2])} "
-                f"(True = padding), got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
-            )
-        if bool(key_padding_mask.all(dim=1).any()):
-            empty = key_padding_mask.all(dim=1).nonzero().flatten().tolist()
-            raise ValueError(f"{name}: sequences {empty} are all padding; each needs a real key")
+        if key_padding_mask is not None:
+            check_padding_mask(name, key_padding_mask, keys.shape[:2], "key_padding_mask")
+
+
+def check_padding_mask(owner: str, mask: torch.Tensor, shape: torch.Size, argument: str) -> None:
+    """A padding mask must be bool of ``shape`` (True = padding) and leave every row a real position."""
+    if mask.dtype != torch.bool or mask.shape != shape:
+        raise ValueError(
+            f"{owner}: {argument} must be a bool tensor of shape {tuple(shape)} "
+            f"(True = padding), got {mask.dtype} {tuple(mask.shape)}"
+        )
+    empty = mask.all(dim=1)
+    if bool(empty.any()):
+        rows = empty.nonzero().flatten().tolist()
+        raise ValueError(
+            f"{owner}: empty sequence(s): batch rows {rows} of {argument} are all padding; "
+            "each needs a real position"
+        )
 
 
 def option_names(cls: type[Attender]) -> list[str]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnlab.attention.base import masked_softmax
+from attnlab.attention.base import check_padding_mask, masked_softmax
 
 
 @dataclass
@@ -45,19 +45,8 @@ def _check_inputs(
         raise ValueError(f"{name}: states must be [batch, time, {expected}], got {tuple(states.shape)}")
     if states.size(1) == 0:
         raise ValueError(f"{name}: states have time length 0 (empty sequence); there is nothing to pool")
-    if padding_mask is None:
-        return
-    if padding_mask.dtype != torch.bool or padding_mask.shape != states.shape[:2]:
-        raise ValueError(
-            f"{name}: padding_mask must be a bool tensor of shape {tuple(states.shape[:2])} "
-            f"(True = padding), got {padding_mask.dtype} {tuple(padding_mask.shape)}"
-        )
-    empty = padding_mask.all(dim=1)
-    if bool(empty.any()):
-        rows = empty.nonzero().flatten().tolist()
-        raise ValueError(
-            f"{name}: empty sequence(s): batch rows {rows} are all padding; each needs a real step"
-        )
+    if padding_mask is not None:
+        check_padding_mask(name, padding_mask, states.shape[:2], "padding_mask")
 
 
 def _pool(weights: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
