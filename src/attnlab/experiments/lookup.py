@@ -23,7 +23,11 @@ from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
 from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary, build_vocabularies
-from attnlab.training.checkpoint import CheckpointError, check_model_spec, load_checkpoint, load_model_weights
+from attnlab.training.checkpoint import (
+    check_model_spec,
+    load_model_weights,
+    load_system_checkpoint,
+)
 from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
 
 GENERATED_TEST_SETS = ("interpolation", "long1", "long2", "long3", "long4", "long5")
@@ -180,14 +184,10 @@ def model_from_checkpoint(
     path: Path, device: torch.device, expected: Seq2SeqModelConfig | None = None
 ) -> tuple[RecurrentSeq2Seq, Vocabulary, Vocabulary]:
     """Rebuild the model a checkpoint was written for; with ``expected``, it must be that model."""
-    checkpoint = load_checkpoint(path, map_location=device)
-    spec = checkpoint.get("model_spec") or {}
-    if spec.get("system") != "lookup/recurrent_seq2seq":
-        raise CheckpointError(
-            f"{path} is not a Lookup Tables seq2seq checkpoint (system {spec.get('system')!r})"
-        )
-    if expected is not None:
-        check_model_spec(path, {"model_spec": spec["model"]}, to_dict(expected))
+    expected_model = None if expected is None else to_dict(expected)
+    checkpoint, spec = load_system_checkpoint(
+        path, "lookup/recurrent_seq2seq", "Lookup Tables seq2seq", expected_model, device
+    )
     model_config = from_dict(Seq2SeqModelConfig, spec["model"], f"{path}: model")
     source = Vocabulary.from_dict(spec["vocabularies"]["source"])
     target = Vocabulary.from_dict(spec["vocabularies"]["target"])

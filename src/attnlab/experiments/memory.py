@@ -38,7 +38,11 @@ from attnlab.tasks.memory_problems import (
     is_correct,
     sample_lengths,
 )
-from attnlab.training.checkpoint import CheckpointError, check_model_spec, load_checkpoint, load_model_weights
+from attnlab.training.checkpoint import (
+    check_model_spec,
+    load_model_weights,
+    load_system_checkpoint,
+)
 from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
 
 SYSTEM = "memory/feedforward_attention"
@@ -162,15 +166,10 @@ def model_from_checkpoint(
     path: Path, device: torch.device, expected: PoolingModelConfig | None = None
 ) -> FeedForwardAttentionNetwork:
     """Rebuild the network a checkpoint was written for; with ``expected``, it must be that model."""
-    checkpoint = load_checkpoint(path, map_location=device)
-    spec = checkpoint.get("model_spec") or {}
-    if spec.get("system") != SYSTEM:
-        raise CheckpointError(
-            f"{path} is not a memory-problem (feed-forward attention) checkpoint "
-            f"(system {spec.get('system')!r})"
-        )
-    if expected is not None:
-        check_model_spec(path, {"model_spec": spec["model"]}, to_dict(expected))
+    expected_model = None if expected is None else to_dict(expected)
+    checkpoint, spec = load_system_checkpoint(
+        path, SYSTEM, "memory-problem (feed-forward attention)", expected_model, device
+    )
     model_config = from_dict(PoolingModelConfig, spec["model"], f"{path}: model")
     model = build_model(model_config)
     check_model_spec(path, checkpoint, model_spec(model_config))

@@ -60,6 +60,26 @@ def check_model_spec(path: str | Path, checkpoint: dict[str, Any], expected: dic
     )
 
 
+def load_system_checkpoint(
+    path: str | Path,
+    system: str,
+    description: str,
+    expected_model: dict[str, Any] | None = None,
+    map_location: str | torch.device = "cpu",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Load a checkpoint written for ``system``; with ``expected_model``, its model config must match.
+
+    Returns the checkpoint and its model spec.
+    """
+    checkpoint = load_checkpoint(path, map_location=map_location)
+    spec = checkpoint.get("model_spec") or {}
+    if spec.get("system") != system:
+        raise CheckpointError(f"{path} is not a {description} checkpoint (system {spec.get('system')!r})")
+    if expected_model is not None:
+        check_model_spec(path, {"model_spec": spec["model"]}, expected_model)
+    return checkpoint, spec
+
+
 def load_model_weights(path: str | Path, model: torch.nn.Module, checkpoint: dict[str, Any]) -> None:
     try:
         model.load_state_dict(checkpoint["model"])
