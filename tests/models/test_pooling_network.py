@@ -6,8 +6,9 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from attnlab.models.pooling_network import FeedForwardAttentionNetwork, PoolingNetworkOutput
+from attnlab.models.pooling_network import FUSED_MIN_LENGTH, FeedForwardAttentionNetwork, PoolingNetworkOutput
 
 
 def _n_params(model: torch.nn.Module) -> int:
@@ -92,3 +93,60 @@ def test_leaky_rectifier_slope() -> None:
     model = FeedForwardAttentionNetwork(leak=0.01)
     x = torch.tensor([-2.0, 3.0])
     torch.testing.assert_close(model._lrelu(x), torch.tensor([-0.02, 3.0]))
+
+
+@pytest.mark.parametrize("pooling", ["attention", "mean"])
+def test_fused_and_modular_implementations_agree(pooling: str) -> None:
+    torch.manual_seed(0)
+    fused = FeedForwardAttentionNetwork(pooling=pooling, implementation="fused")  # type: ignore[arg-type]
+    modular = FeedForwardAttentionNetwork(pooling=pooling, implementation="modular")  # type: ignore[arg-type]
+    modular.load_state_dict(fused.state_dict())
+    lengths = torch.tensor([300, 260, 21])
+    inputs = torch.randn(3, 300, 2)
+    mask = torch.arange(300).unsqueeze(0) >= lengths.unsqueeze(1)
+    targets = torch.rand(3)
+    results = []
+    for model in (fused, modular):
+        out = model(inputs, mask)
+        F.mse_loss(out.prediction, targets).backward()
+        results.append((out, [p.grad for p in model.parameters()]))
+    (out_f, grads_f), (out_m, grads_m) = results
+    torch.testing.assert_close(out_f.prediction, out_m.prediction, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out_f.weights, out_m.weights, atol=1e-6, rtol=1e-5)
+    for grad_f, grad_m in zip(grads_f, grads_m):
+        torch.testing.assert_close(grad_f, grad_m, atol=1e-5, rtol=1e-4)
+
+
+def test_auto_implementation_fuses_only_long_cpu_inputs_without_input_gradients() -> None:
+    model = FeedForwardAttentionNetwork()
+    assert model._fuse(torch.zeros(2, FUSED_MIN_LENGTH, 2))
+    assert not model._fuse(torch.zeros(2, FUSED_MIN_LENGTH - 1, 2))
+    assert not model._fuse(torch.zeros(2, FUSED_MIN_LENGTH, 2, requires_grad=True))
+    assert not FeedForwardAttentionNetwork(implementation="modular")._fuse(torch.zeros(2, 5000, 2))
+    assert FeedForwardAttentionNetwork(implementation="fused")._fuse(torch.zeros(2, 5, 2))
+
+
+def test_fused_model_falls_back_on_left_padding_and_input_gradients() -> None:
+    torch.manual_seed(0)
+    fused = FeedForwardAttentionNetwork(implementation="fused")
+    modular = FeedForwardAttentionNetwork(implementation="modular")
+    modular.load_state_dict(fused.state_dict())
+    inputs = torch.randn(2, 30, 2)
+    left_padding = torch.zeros(2, 30, dtype=torch.bool)
+    left_padding[0, :4] = True
+    torch.testing.assert_close(
+        fused(inputs, left_padding).prediction, modular(inputs, left_padding).prediction
+    )
+    needs_grad = inputs.clone().requires_grad_()
+    fused(needs_grad).prediction.sum().backward()
+    assert needs_grad.grad is not None and needs_grad.grad.abs().sum() > 0
+
+
+def test_fused_model_rejects_empty_sequences_and_bad_implementation() -> None:
+    model = FeedForwardAttentionNetwork(implementation="fused")
+    mask = torch.zeros(2, 30, dtype=torch.bool)
+    mask[1] = True
+    with pytest.raises(ValueError, match=r"empty sequence.*rows \[1\]"):
+        model(torch.randn(2, 30, 2), mask)
+    with pytest.raises(ValueError, match="implementation must be one of"):
+        FeedForwardAttentionNetwork(implementation="fast")  # type: ignore[arg-type]

@@ -22,8 +22,18 @@ Interpretations:
 Parameter counts with the defaults (``D = 100``): 10,602 with attention, 10,501 with the mean —
 the numbers given in §2.2.
 
-Memory: the per-step layer is a single ``Linear`` on ``[B, T, input_dim] -> [B, T, D]``; the pooling
-modules only add ``[B, T]`` tensors, so nothing of shape ``[B, T, T]`` is ever built.
+Two implementations of the same function (``implementation=``):
+
+* ``"modular"``: the per-step ``Linear`` builds ``h`` as a ``[B, T, D]`` tensor, and the reusable
+  pooling modules of :mod:`attnlab.attention.pooling` pool it (nothing of shape ``[B, T, T]``).
+* ``"fused"``: :func:`attnlab.attention.fused_pooling.leaky_affine_pooling` computes the per-step
+  layer and the pooling one sequence at a time and recomputes ``h`` in the backward pass, so no
+  ``[B, T, D]`` tensor exists: at ``T = 10,000`` it is several times faster on a CPU and needs a
+  few MB instead of gigabytes (``benchmarks/bench_memory_problems.py``). It applies when the inputs
+  need no gradient and padding is on the right; otherwise the modular path runs.
+* ``"auto"`` (default): fused on the CPU for sequences of at least :data:`FUSED_MIN_LENGTH` steps,
+  where it pays off; modular otherwise (short sequences, and CUDA, where the loop over sequences
+  would launch many small kernels).
 """
 
 from __future__ import annotations
@@ -36,16 +46,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.attention.base import check_padding_mask
+from attnlab.attention.fused_pooling import (
+    can_use_fused_pooling,
+    leaky_affine_pooling,
+    right_padded_lengths,
+)
 from attnlab.attention.pooling import FeedForwardAttentionPooling, MeanPooling
 
 Pooling = Literal["attention", "mean"]
 POOLINGS: tuple[str, ...] = ("attention", "mean")
+Implementation = Literal["auto", "fused", "modular"]
+IMPLEMENTATIONS: tuple[str, ...] = ("auto", "fused", "modular")
+
+FUSED_MIN_LENGTH = 256
+"""``implementation="auto"`` uses the fused kernel on the CPU from this padded length on."""
 
 
 @dataclass
 class PoolingNetworkOutput:
-    """``prediction``: float ``[B]`` (the scalar output ``y`` per sequence); ``weights``: ``[B, T]``,
-    the temporal weights ``alpha_t`` (eq. 1) or ``1/T`` (eq. 2); exactly zero on padding."""
+    """``prediction``: float ``[B]`` (the scalar output ``y`` per sequence), or ``[B, num_classes]``
+    logits for a classifier; ``weights``: ``[B, T]``, the temporal weights ``alpha_t`` (eq. 1) or
+    ``1/T`` (eq. 2); exactly zero on padding."""
 
     prediction: torch.Tensor
     weights: torch.Tensor
@@ -65,6 +87,10 @@ class FeedForwardAttentionNetwork(nn.Module):
     ``pooling="mean"`` the unweighted mean (eq. 2). ``forward(inputs [B, T, input_dim],
     padding_mask [B, T] | None)`` returns :class:`PoolingNetworkOutput`; ``True`` in ``padding_mask``
     marks padding, which gets weight zero, so a padded sequence gives the same prediction as alone.
+
+    ``num_classes`` (default ``None``: the paper's scalar regression output) turns the last layer
+    into ``num_classes`` logits without the output rectifier, for classification tasks such as the
+    temporal order problem of §3.
     """
 
     def __init__(
@@ -74,6 +100,8 @@ class FeedForwardAttentionNetwork(nn.Module):
         *,
         pooling: Pooling = "attention",
         leak: float = 0.01,
+        implementation: Implementation = "auto",
+        num_classes: int | None = None,
     ) -> None:
         super().__init__()
         for name, value in (("input_dim", input_dim), ("hidden_dim", hidden_dim)):
@@ -85,6 +113,19 @@ class FeedForwardAttentionNetwork(nn.Module):
             )
         if not isinstance(leak, (int, float)) or isinstance(leak, bool) or not 0.0 <= leak < 1.0:
             raise ValueError(f"FeedForwardAttentionNetwork: leak must be a float in [0, 1), got {leak!r}")
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"FeedForwardAttentionNetwork: implementation must be one of {IMPLEMENTATIONS}, "
+                f"got {implementation!r}"
+            )
+        if num_classes is not None and (
+            isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
+        ):
+            raise ValueError(
+                f"FeedForwardAttentionNetwork: num_classes must be None or an int >= 2, got {num_classes!r}"
+            )
+        self.implementation = implementation
+        self.num_classes = num_classes
         self.input_dim = input_dim
         self.hidden_dim = hidden_dim
         self.pooling_kind = pooling
@@ -96,7 +137,7 @@ class FeedForwardAttentionNetwork(nn.Module):
         else:
             self.pooling = MeanPooling(hidden_dim)  # eq. 2, no parameters
         self.hidden_layer = nn.Linear(hidden_dim, hidden_dim)  # W_cs, b_cs
-        self.output_layer = nn.Linear(hidden_dim, 1)  # W_sy, b_sy
+        self.output_layer = nn.Linear(hidden_dim, num_classes or 1)  # W_sy, b_sy
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -115,14 +156,49 @@ class FeedForwardAttentionNetwork(nn.Module):
                 f"FeedForwardAttentionNetwork: inputs must be [batch, time, {self.input_dim}] "
                 f"(input_dim={self.input_dim} channels), got shape {tuple(inputs.shape)}"
             )
-        states = self._lrelu(self.input_layer(inputs))  # h_t, [B, T, D]
-        pooled = self.pooling(states, padding_mask)  # c [B, D], alpha [B, T]
-        hidden = self._lrelu(self.hidden_layer(pooled.context))  # s, [B, D]
+        context, weights = self._pool_fused(inputs, padding_mask) if self._fuse(inputs) else (None, None)
+        if context is None:
+            states = self._lrelu(self.input_layer(inputs))  # h_t, [B, T, D]
+            pooled = self.pooling(states, padding_mask)  # c [B, D], alpha [B, T]
+            context, weights = pooled.context, pooled.weights
+        hidden = self._lrelu(self.hidden_layer(context))  # s, [B, D]
+        if self.num_classes is not None:
+            return PoolingNetworkOutput(prediction=self.output_layer(hidden), weights=weights)  # logits
         prediction = self._lrelu(self.output_layer(hidden)).squeeze(-1)  # y, [B]
-        return PoolingNetworkOutput(prediction=prediction, weights=pooled.weights)
+        return PoolingNetworkOutput(prediction=prediction, weights=weights)
+
+    def _fuse(self, inputs: torch.Tensor) -> bool:
+        if self.implementation == "modular":
+            return False
+        if self.implementation == "auto" and (
+            inputs.device.type != "cpu" or inputs.size(1) < FUSED_MIN_LENGTH
+        ):
+            return False
+        return can_use_fused_pooling(inputs, *self.parameters())
+
+    def _pool_fused(
+        self, inputs: torch.Tensor, padding_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """``(c, alpha)`` from the fused kernel, or ``(None, None)`` when padding is not on the right."""
+        if inputs.size(1) == 0:
+            raise ValueError(
+                "FeedForwardAttentionNetwork: inputs have time length 0; there is nothing to pool"
+            )
+        if padding_mask is not None:
+            check_padding_mask(type(self).__name__, padding_mask, inputs.shape[:2], "padding_mask")
+        lengths = right_padded_lengths(padding_mask, inputs.size(0), inputs.size(1))
+        if lengths is None:
+            return None, None
+        scores = {}
+        if isinstance(self.pooling, FeedForwardAttentionPooling):
+            scores = {"score_weight": self.pooling.weight, "score_bias": self.pooling.bias}
+        return leaky_affine_pooling(
+            inputs, lengths, self.input_layer.weight, self.input_layer.bias, leak=self.leak, **scores
+        )
 
     def extra_repr(self) -> str:
         return (
             f"input_dim={self.input_dim}, hidden_dim={self.hidden_dim}, "
-            f"pooling={self.pooling_kind!r}, leak={self.leak}"
+            f"pooling={self.pooling_kind!r}, leak={self.leak}, implementation={self.implementation!r}"
+            + ("" if self.num_classes is None else f", num_classes={self.num_classes}")
         )
