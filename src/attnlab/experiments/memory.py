@@ -14,7 +14,15 @@ Choices where the paper is silent:
   evaluation, exactly as the paper's "held-out test set" does;
 * training batches of epoch ``e`` are drawn from the trainer's per-epoch generator
   (``epoch_generator(training.seed, e)``), so an interrupted run resumes exactly;
-* no gradient clipping (``training.gradient_clip: null``), which the paper does not mention.
+* no gradient clipping (``training.gradient_clip: null``), which the paper does not mention;
+* the run's result is its *last* checkpoint: training stops at the first epoch with 100% test
+  accuracy, and that model is the one the paper reports. (``checkpoints/best.pt``, by lowest test
+  error, can be a model of another epoch whose accuracy is a hair below 100%.)
+
+The two-symbol temporal order problem (``data.problem: temporal_order``, Raffel & Ellis §3) uses the
+same network with 8 one-hot input channels and 4 logits, trained with cross-entropy; its metrics
+add ``accuracy_XX_YY`` and ``accuracy_XY_YX``, the accuracy on the sequences whose two relevant
+symbols are equal and on those where only their order tells the classes apart.
 """
 
 from __future__ import annotations
@@ -27,14 +35,17 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
-from attnlab.config import ConfigError, from_dict, save_yaml, to_dict
+from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.experiments.runs import RunDirectory
-from attnlab.io import atomic_write_json
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.tasks.memory_problems import (
     MIN_LENGTH,
+    TEMPORAL_ORDER_CLASSES,
+    TEMPORAL_ORDER_MIN_LENGTH,
+    TEMPORAL_ORDER_SYMBOLS,
     MemoryBatch,
     generate_memory_batch,
+    generate_temporal_order_batch,
     is_correct,
     sample_lengths,
 )
@@ -46,15 +57,15 @@ from attnlab.training.checkpoint import (
 from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
 
 SYSTEM = "memory/feedforward_attention"
-INPUT_DIM = 2  # (value, marker) per step
 TEST_SET = "test"
+TEMPORAL_ORDER = "temporal_order"
 
 
 @dataclass
 class MemoryDataConfig:
     """Which problem, which lengths (§2.2 fixed ``[T0, 1.1 T0]``, §2.3 variable ``[50, 10000]``)."""
 
-    problem: Literal["addition", "multiplication"] = "addition"
+    problem: Literal["addition", "multiplication", "temporal_order"] = "addition"
     setting: Literal["fixed", "variable"] = "fixed"
     t0: int | None = 100
     test_size: int = 1000
@@ -65,10 +76,11 @@ class MemoryDataConfig:
 
     def __post_init__(self) -> None:
         if self.setting == "fixed":
-            if self.t0 is None or self.t0 < MIN_LENGTH:
+            minimum = TEMPORAL_ORDER_MIN_LENGTH if self.problem == TEMPORAL_ORDER else MIN_LENGTH
+            if self.t0 is None or self.t0 < minimum:
                 raise ValueError(
-                    f"t0 must be an integer >= {MIN_LENGTH} in the 'fixed' setting "
-                    f"(lengths are uniform in [T0, 1.1 T0]), got {self.t0!r}"
+                    f"t0 must be an integer >= {minimum} for the {self.problem} problem in the 'fixed' "
+                    f"setting (lengths are uniform in [T0, 1.1 T0]), got {self.t0!r}"
                 )
         elif self.t0 is not None:
             raise ValueError(
@@ -87,6 +99,8 @@ class PoolingModelConfig:
 
     pooling: Literal["attention", "mean"] = "attention"
     hidden_dim: int = 100
+    implementation: Literal["auto", "fused", "modular"] = "auto"
+    """Same function, different speed and memory; see :mod:`attnlab.models.pooling_network`."""
 
 
 @dataclass
@@ -135,6 +149,8 @@ def test_set(data: MemoryDataConfig, device: torch.device) -> list[MemoryBatch]:
 
 def _batch(data: MemoryDataConfig, size: int, generator: torch.Generator) -> MemoryBatch:
     lengths = sample_lengths(data.setting, size, generator, data.t0)
+    if data.problem == TEMPORAL_ORDER:
+        return generate_temporal_order_batch(size, lengths, generator)
     return generate_memory_batch(data.problem, size, lengths, generator)
 
 
@@ -151,15 +167,25 @@ def _to_device(batch: MemoryBatch, device: torch.device) -> MemoryBatch:
 # ---------------------------------------------------------------------------------- model
 
 
-def build_model(model: PoolingModelConfig) -> FeedForwardAttentionNetwork:
+def build_model(model: PoolingModelConfig, problem: str = "addition") -> FeedForwardAttentionNetwork:
+    """The §2.1 network; for the temporal order problem with one-hot inputs and class logits."""
+    classify = problem == TEMPORAL_ORDER
+    input_dim = len(TEMPORAL_ORDER_SYMBOLS) if classify else 2  # (value, marker) per step
+    num_classes = len(TEMPORAL_ORDER_CLASSES) if classify else None
     try:
-        return FeedForwardAttentionNetwork(INPUT_DIM, model.hidden_dim, pooling=model.pooling)
+        return FeedForwardAttentionNetwork(
+            input_dim,
+            model.hidden_dim,
+            pooling=model.pooling,
+            implementation=model.implementation,
+            num_classes=num_classes,
+        )
     except ValueError as error:
         raise ConfigError(f"model: {error}") from None
 
 
-def model_spec(model: PoolingModelConfig) -> dict[str, Any]:
-    return {"system": SYSTEM, "model": to_dict(model)}
+def model_spec(model: PoolingModelConfig, problem: str) -> dict[str, Any]:
+    return {"system": SYSTEM, "model": to_dict(model), "problem": problem}
 
 
 def model_from_checkpoint(
@@ -171,8 +197,9 @@ def model_from_checkpoint(
         path, SYSTEM, "memory-problem (feed-forward attention)", expected_model, device
     )
     model_config = from_dict(PoolingModelConfig, spec["model"], f"{path}: model")
-    model = build_model(model_config)
-    check_model_spec(path, checkpoint, model_spec(model_config))
+    problem = str(spec.get("problem", "addition"))
+    model = build_model(model_config, problem)
+    check_model_spec(path, checkpoint, model_spec(model_config, problem))
     load_model_weights(path, model, checkpoint)
     return model.to(device).eval()
 
@@ -181,9 +208,15 @@ def model_from_checkpoint(
 
 
 @torch.no_grad()
-def evaluate_memory(model: torch.nn.Module, test: list[MemoryBatch]) -> dict[str, float]:
-    """``accuracy`` (percent with ``|error| < 0.04``), ``mse`` and ``examples`` over ``test``."""
+def evaluate_memory(model: FeedForwardAttentionNetwork, test: list[MemoryBatch]) -> dict[str, float]:
+    """``accuracy`` (percent with ``|error| < 0.04``), ``mse`` and ``examples`` over ``test``.
+
+    For a classifier (the temporal order problem): ``accuracy`` of the argmax, ``cross_entropy``,
+    and the accuracy on the XX/YY and on the XY/YX sequences (see the module docstring).
+    """
     model.eval()
+    if model.num_classes is not None:
+        return _evaluate_classifier(model, test)
     squared, correct, count = 0.0, 0, 0
     for batch in test:
         prediction = model(batch.inputs, batch.padding_mask).prediction
@@ -191,6 +224,35 @@ def evaluate_memory(model: torch.nn.Module, test: list[MemoryBatch]) -> dict[str
         correct += int(is_correct(prediction, batch.targets).sum())
         count += batch.targets.numel()
     return {"accuracy": 100.0 * correct / count, "mse": squared / count, "examples": count}
+
+
+def _evaluate_classifier(model: FeedForwardAttentionNetwork, test: list[MemoryBatch]) -> dict[str, float]:
+    loss, count = 0.0, 0
+    hits, targets = [], []
+    for batch in test:
+        logits = model(batch.inputs, batch.padding_mask).prediction
+        loss += float(F.cross_entropy(logits, batch.targets, reduction="sum"))
+        hits.append(logits.argmax(dim=1) == batch.targets)
+        targets.append(batch.targets)
+        count += batch.targets.numel()
+    hit, target = torch.cat(hits), torch.cat(targets)
+    same = (target == TEMPORAL_ORDER_CLASSES.index("XX")) | (target == TEMPORAL_ORDER_CLASSES.index("YY"))
+    metrics = {
+        "accuracy": 100.0 * float(hit.float().mean()),
+        "cross_entropy": loss / count,
+        "examples": count,
+    }
+    for name, rows in (("accuracy_XX_YY", same), ("accuracy_XY_YX", ~same)):
+        metrics[name] = 100.0 * float(hit[rows].float().mean()) if bool(rows.any()) else float("nan")
+    return metrics
+
+
+def memory_loss(model: FeedForwardAttentionNetwork, batch: MemoryBatch) -> torch.Tensor:
+    """Squared error (§2.1), or cross-entropy for a classifier."""
+    prediction = model(batch.inputs, batch.padding_mask).prediction
+    if model.num_classes is not None:
+        return F.cross_entropy(prediction, batch.targets)
+    return F.mse_loss(prediction, batch.targets)
 
 
 class MemoryTrainingTask:
@@ -207,12 +269,13 @@ class MemoryTrainingTask:
             batch = _batch(self.config.data, self.config.training.batch_size, generator)
             yield _to_device(batch, self.device)
 
-    def training_loss(self, model: torch.nn.Module, batch: MemoryBatch) -> torch.Tensor:
-        return F.mse_loss(model(batch.inputs, batch.padding_mask).prediction, batch.targets)
+    def training_loss(self, model: FeedForwardAttentionNetwork, batch: MemoryBatch) -> torch.Tensor:
+        return memory_loss(model, batch)
 
-    def validate(self, model: torch.nn.Module) -> dict[str, float]:
+    def validate(self, model: FeedForwardAttentionNetwork) -> dict[str, float]:
         metrics = evaluate_memory(model, self.test)
-        return {"validation_loss": metrics["mse"], "validation_accuracy": metrics["accuracy"]}
+        loss = metrics["cross_entropy"] if model.num_classes is not None else metrics["mse"]
+        return {"validation_loss": loss, "validation_accuracy": metrics["accuracy"]}
 
 
 def stop_rule(training: MemoryTrainingConfig):
@@ -226,23 +289,27 @@ def stop_rule(training: MemoryTrainingConfig):
 def train(
     config: MemoryExperimentConfig, run_dir: str | Path, *, resume: bool = False
 ) -> dict[str, dict[str, float]]:
-    """Train, then evaluate the best checkpoint on the held-out test set; returns its metrics."""
+    """Train, then evaluate the last checkpoint on the held-out test set; returns its metrics."""
     run = RunDirectory(Path(run_dir))
     run.check_free(resume)
     device = resolve_device(config.training.device)
     test = test_set(config.data, device)
     seed_everything(config.training.seed)
-    model = build_model(config.model).to(device)
-    run.path.mkdir(parents=True, exist_ok=True)
-    save_yaml(to_dict(config), run.config_file)
+    model = build_model(config.model, config.data.problem).to(device)
+    run.save_config(config)
     task = MemoryTrainingTask(config, test, device)
     trainer = Trainer(
-        model, task, config.training, run.path, model_spec(config.model), stop_when=stop_rule(config.training)
+        model,
+        task,
+        config.training,
+        run.path,
+        model_spec(config.model, config.data.problem),
+        stop_when=stop_rule(config.training),
     )
     if resume:
         trainer.resume()
     trainer.fit()
-    return _evaluate_checkpoint(run, config, "best", test, device)
+    return _evaluate_checkpoint(run, config, "last", test, device)
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -251,11 +318,11 @@ def train(
 def evaluate(
     run_dir: str | Path, *, checkpoint: str | None = None, device_name: str = "auto"
 ) -> dict[str, dict[str, float]]:
-    """Evaluate a trained run's checkpoint (default ``best``) on its held-out test set."""
+    """Evaluate a trained run's checkpoint (default ``last``, see the module docstring) on its test set."""
     run = RunDirectory(Path(run_dir))
-    config = parse_config(run.load_config_data(), str(run.config_file))
+    config = run.load_config(parse_config)
     device = resolve_device(device_name)
-    return _evaluate_checkpoint(run, config, checkpoint or "best", test_set(config.data, device), device)
+    return _evaluate_checkpoint(run, config, checkpoint or "last", test_set(config.data, device), device)
 
 
 def _evaluate_checkpoint(
@@ -268,7 +335,6 @@ def _evaluate_checkpoint(
     path = run.checkpoint(which)
     model = model_from_checkpoint(path, device, config.model)
     results = {TEST_SET: evaluate_memory(model, test)}
-    record = {"test_set": TEST_SET, "checkpoint": str(path), **results[TEST_SET]}
-    atomic_write_json(run.eval_dir / f"{TEST_SET}.json", record)
-    atomic_write_json(run.eval_dir / "summary.json", results)
+    run.write_evaluation(TEST_SET, path, results[TEST_SET])
+    run.write_summary(results)
     return results

@@ -14,11 +14,15 @@ Layout::
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from attnlab.config import ConfigError, load_yaml
+from attnlab.config import ConfigError, load_yaml, save_yaml, to_dict
+from attnlab.io import atomic_write_json
+
+ConfigT = TypeVar("ConfigT")
 
 
 @dataclass(frozen=True)
@@ -61,3 +65,34 @@ class RunDirectory:
         if not self.config_file.is_file():
             raise ConfigError(f"{self.path} is not a run directory: {self.config_file} is missing")
         return load_yaml(self.config_file)
+
+    def load_config(self, parse_config: Callable[[dict[str, Any], str], ConfigT]) -> ConfigT:
+        """The run's config, read from ``config.yaml`` with an experiment's ``parse_config``."""
+        return parse_config(self.load_config_data(), str(self.config_file))
+
+    def save_config(self, config: Any) -> None:
+        """Create the run directory and write the resolved ``config`` (a config dataclass) to it."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        save_yaml(to_dict(config), self.config_file)
+
+    def write_evaluation(self, test_set: str, checkpoint: Path, metrics: Mapping[str, Any]) -> None:
+        """``eval/<test_set>.json``: the metrics of ``checkpoint`` on one test set."""
+        record = {"test_set": test_set, "checkpoint": str(checkpoint), **metrics}
+        atomic_write_json(self.eval_dir / f"{test_set}.json", record)
+
+    def write_summary(self, results: Mapping[str, Mapping[str, Any]]) -> None:
+        """``eval/summary.json``: the metrics of every test set of one ``train``/``evaluate`` call."""
+        atomic_write_json(self.eval_dir / "summary.json", results)
+
+
+def load_run_for_evaluation(
+    run_dir: str | Path,
+    parse_config: Callable[[dict[str, Any], str], ConfigT],
+    checkpoint: str | None = None,
+) -> tuple[RunDirectory, ConfigT]:
+    """A trained run and its config, with ``evaluation.checkpoint`` replaced by ``checkpoint`` if given."""
+    run = RunDirectory(Path(run_dir))
+    config = run.load_config(parse_config)
+    if checkpoint is not None:
+        config.evaluation.checkpoint = checkpoint  # type: ignore[attr-defined]
+    return run, config

@@ -25,6 +25,10 @@ Choices where the papers are silent (0-based indices throughout):
 Length settings (:func:`sample_lengths`): ``"fixed"`` draws integers uniformly from
 ``[T0, floor(1.1 · T0)]`` (§2.2); ``"variable"`` draws them uniformly from ``[50, 10000]`` (§2.3).
 
+The two-symbol temporal order problem (Hochreiter & Schmidhuber 1997, experiment 6a; Raffel &
+Ellis §3) is here too, as :func:`generate_temporal_order_batch`: it is the task on which a model
+that pools over time without order information must fail.
+
 Generation is fully vectorised over the batch and draws from a ``torch.Generator``, so a batch is
 reproducible from the generator's seed (for a given device).
 """
@@ -55,6 +59,17 @@ VARIABLE_LENGTH_RANGE = (50, 10_000)
 """Inclusive length range of the variable-length experiment (§2.3)."""
 
 
+TEMPORAL_ORDER_SYMBOLS: tuple[str, ...] = ("a", "b", "c", "d", "X", "Y", "B", "E")
+"""Input alphabet of the temporal order problem, in one-hot channel order: distractors a–d, the
+relevant symbols X and Y, the start symbol B and the end symbol E."""
+
+TEMPORAL_ORDER_CLASSES: tuple[str, ...] = ("XX", "XY", "YX", "YY")
+"""Target classes (H&S's Q, R, S, U): which relevant symbols appear, in which order."""
+
+TEMPORAL_ORDER_MIN_LENGTH = 10
+"""Shortest temporal-order sequence: then ``T // 10 >= 1`` and the first relevant symbol follows B."""
+
+
 @dataclass
 class MemoryBatch:
     """A batch of the addition / multiplication problem.
@@ -80,6 +95,48 @@ def _check_positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+_MARKER_RULE = (
+    f"the first marker is at index 0..{FIRST_MARKER_POSITIONS - 1} and the second must come after it "
+    "and before the midpoint (index < T // 2)"
+)
+
+
+def _batch_lengths(
+    lengths: torch.Tensor | int, batch_size: int, device: torch.device, minimum: int, rule: str
+) -> torch.Tensor:
+    """``lengths`` (one int or a ``[batch_size]`` integer tensor) as a long tensor, each >= ``minimum``."""
+    if isinstance(lengths, bool):
+        raise ValueError(f"lengths must be an int or an integer tensor, got {lengths!r}")
+    if isinstance(lengths, int):
+        lengths = torch.full((batch_size,), lengths, dtype=torch.long, device=device)
+    elif isinstance(lengths, torch.Tensor):
+        if lengths.shape != (batch_size,) or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+            raise ValueError(
+                f"lengths must be an integer tensor of shape ({batch_size},), "
+                f"got {lengths.dtype} {tuple(lengths.shape)}"
+            )
+        lengths = lengths.to(device=device, dtype=torch.long)
+    else:
+        raise ValueError(f"lengths must be an int or an integer tensor, got {type(lengths).__name__}")
+    too_short = lengths < minimum
+    if bool(too_short.any()):
+        rows = too_short.nonzero().flatten().tolist()
+        raise ValueError(
+            f"sequence length(s) {lengths[too_short].tolist()} (batch rows {rows}) too short: "
+            f"{rule}, which needs a length of at least {minimum}"
+        )
+    return lengths
+
+
+def _uniform_integers(
+    low: torch.Tensor, high: torch.Tensor, generator: torch.Generator, device: torch.device
+) -> torch.Tensor:
+    """Integers uniform in ``[low, high]`` (inclusive, per row), from one draw of ``generator``."""
+    u = torch.rand(low.shape, generator=generator, device=device, dtype=torch.float64)
+    choices = high - low + 1
+    return low + torch.minimum((u * choices).long(), choices - 1)
 
 
 def sample_lengths(
@@ -133,38 +190,14 @@ def generate_memory_batch(
     batch_size = _check_positive_int("batch_size", batch_size)
     device = generator.device if device is None else torch.device(device)
 
-    if isinstance(lengths, bool):
-        raise ValueError(f"lengths must be an int or an integer tensor, got {lengths!r}")
-    if isinstance(lengths, int):
-        lengths = torch.full((batch_size,), lengths, dtype=torch.long, device=device)
-    elif isinstance(lengths, torch.Tensor):
-        if lengths.shape != (batch_size,) or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
-            raise ValueError(
-                f"lengths must be an integer tensor of shape ({batch_size},), "
-                f"got {lengths.dtype} {tuple(lengths.shape)}"
-            )
-        lengths = lengths.to(device=device, dtype=torch.long)
-    else:
-        raise ValueError(f"lengths must be an int or an integer tensor, got {type(lengths).__name__}")
-    too_short = lengths < MIN_LENGTH
-    if bool(too_short.any()):
-        rows = too_short.nonzero().flatten().tolist()
-        raise ValueError(
-            f"sequence length(s) {lengths[too_short].tolist()} (batch rows {rows}) too short: "
-            f"the first marker is at index 0..{FIRST_MARKER_POSITIONS - 1} and the second must come after it "
-            f"and before the midpoint (index < T // 2), which needs a length of at least {MIN_LENGTH}"
-        )
-
+    lengths = _batch_lengths(lengths, batch_size, device, MIN_LENGTH, _MARKER_RULE)
     t_max = int(lengths.max())
     steps = torch.arange(t_max, device=device)
     padding_mask = steps.unsqueeze(0) >= lengths.unsqueeze(1)  # [B, T_max]
 
     # Marker positions: p1 uniform in 0..8, p2 uniform in p1+1 .. T//2 - 1 (both inclusive).
     first = torch.randint(0, FIRST_MARKER_POSITIONS, (batch_size,), generator=generator, device=device)
-    choices = lengths // 2 - 1 - first  # number of admissible second positions, >= 1
-    u = torch.rand(batch_size, generator=generator, device=device, dtype=torch.float64)
-    offset = torch.minimum((u * choices).long(), choices - 1)
-    second = first + 1 + offset
+    second = _uniform_integers(first + 1, lengths // 2 - 1, generator, device)
     positions = torch.stack([first, second], dim=1)  # [B, 2]
 
     values = torch.rand(batch_size, t_max, generator=generator, device=device, dtype=dtype)
@@ -189,6 +222,59 @@ def generate_memory_batch(
         inputs=inputs,
         padding_mask=padding_mask,
         targets=targets,
+        lengths=lengths,
+        marker_positions=positions,
+    )
+
+
+def generate_temporal_order_batch(
+    batch_size: int,
+    lengths: torch.Tensor | int,
+    generator: torch.Generator,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> MemoryBatch:
+    """One batch of the two-symbol temporal order problem (Hochreiter & Schmidhuber 1997, exp. 6a).
+
+    A sequence of length ``T`` starts with ``B`` and ends with ``E``; every other step is a random
+    distractor ``a``–``d`` except two, at indices ``t1`` uniform in ``[T // 10, T // 5]`` and ``t2``
+    uniform in ``[T // 2, 6 T // 10]``, which hold ``X`` or ``Y`` (each with probability 1/2). For
+    ``T`` in ``[100, 110]`` these are H&S's ranges (10–20 and 50–60 of a length-100 sequence),
+    scaled with the length. The target is the class of the pair in order (:data:`TEMPORAL_ORDER_CLASSES`:
+    0 = XX, 1 = XY, 2 = YX, 3 = YY). Inputs are one-hot over :data:`TEMPORAL_ORDER_SYMBOLS`
+    (``[B, T_max, 8]``, zeros on padding); ``targets`` are long class indices; ``marker_positions``
+    are ``(t1, t2)``.
+
+    Raffel & Ellis (§3): a model that pools over time without order information can tell XX from YY
+    but not XY from YX — swapping the two relevant symbols leaves the multiset of inputs unchanged.
+    """
+    batch_size = _check_positive_int("batch_size", batch_size)
+    device = generator.device if device is None else torch.device(device)
+    lengths = _batch_lengths(
+        lengths,
+        batch_size,
+        device,
+        TEMPORAL_ORDER_MIN_LENGTH,
+        "the start symbol B must come before the first relevant symbol at index >= T // 10",
+    )
+    t_max = int(lengths.max())
+    padding_mask = torch.arange(t_max, device=device).unsqueeze(0) >= lengths.unsqueeze(1)
+    first = _uniform_integers(lengths // 10, lengths // 5, generator, device)
+    second = _uniform_integers(lengths // 2, 6 * lengths // 10, generator, device)
+    positions = torch.stack([first, second], dim=1)
+    relevant = torch.randint(0, 2, (batch_size, 2), generator=generator, device=device)  # 0 = X, 1 = Y
+
+    symbols = torch.randint(0, 4, (batch_size, t_max), generator=generator, device=device)
+    rows = torch.arange(batch_size, device=device)
+    symbols[rows.unsqueeze(1), positions] = 4 + relevant
+    symbols[rows, 0] = TEMPORAL_ORDER_SYMBOLS.index("B")
+    symbols[rows, lengths - 1] = TEMPORAL_ORDER_SYMBOLS.index("E")
+    inputs = torch.nn.functional.one_hot(symbols, len(TEMPORAL_ORDER_SYMBOLS)).to(dtype)
+    inputs.masked_fill_(padding_mask.unsqueeze(-1), 0.0)
+    return MemoryBatch(
+        inputs=inputs,
+        padding_mask=padding_mask,
+        targets=2 * relevant[:, 0] + relevant[:, 1],
         lengths=lengths,
         marker_positions=positions,
     )
