@@ -7,11 +7,12 @@ Configs are YAML files (or the name of a built-in config, see ``attnlab configs`
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import shutil
 import sys
 from pathlib import Path
 
-from attnlab.attention.registry import ATTENDERS
 from attnlab.config import ConfigError
 from attnlab.experiments.registry import builtin_configs, experiment_module, resolve_config, train_or_resume
 
@@ -50,8 +51,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     experiment = experiment_module(RunDirectory(Path(args.run_dir)).load_config_data())
     options = {"checkpoint": args.checkpoint, "device_name": args.device}
     if args.data:
-        if experiment.__name__ != "attnlab.experiments.lookup":
-            raise ConfigError("--data (machine-tasks TSV files) applies to Lookup Tables runs only")
+        if "data_files" not in inspect.signature(experiment.evaluate).parameters:
+            name = experiment.__name__.rsplit(".", 1)[-1]
+            raise ConfigError(f"--data does not apply to {name} runs (they evaluate on their own test sets)")
         options["data_files"] = args.data
     _print_results(experiment.evaluate(args.run_dir, **options), Path(args.run_dir))
 
@@ -94,21 +96,13 @@ def cmd_configs(args: argparse.Namespace) -> None:
         print(f"{name:30s} {path}")
 
 
-def cmd_reproduce(args: argparse.Namespace) -> None:
-    from attnlab.experiments.recipes import dubois2020
-
-    if args.report_only:
-        print(dubois2020.report(Path(args.out)))
-        return
-    dubois2020.reproduce(
-        Path(args.out),
-        args.seeds,
-        quick=args.quick,
-        attenders=args.attenders,
-        tasks=args.tasks,
-        jobs=args.jobs,
-        overrides=args.overrides,
-    )
+RECIPES = {
+    "dubois2020": "attnlab.experiments.recipes.dubois2020",
+    "raffel2015": "attnlab.experiments.recipes.raffel2015",
+    "daniluk2017": "attnlab.experiments.recipes.daniluk2017",
+    "russin2019": "attnlab.experiments.recipes.russin2019",
+}
+"""``attnlab reproduce <paper>``: recipe modules, each with ``add_arguments(parser)`` and ``main(args)``."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,28 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
     configs = commands.add_parser("configs", help="list the built-in configs")
     configs.set_defaults(handler=cmd_configs)
 
-    reproduce = commands.add_parser("reproduce", help="reproduce Dubois et al. 2020 (Figures 6-8, Table 3)")
-    reproduce.add_argument("paper", choices=["dubois2020"])
-    reproduce.add_argument("overrides", nargs="*", help="key=value overrides for every run")
-    reproduce.add_argument("--out", default="runs/dubois2020")
-    reproduce.add_argument("--jobs", type=int, default=1, help="runs trained in parallel (one thread each)")
-    reproduce.add_argument(
-        "--report-only", action="store_true", help="rebuild figures and tables from finished runs"
-    )
-    reproduce.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    reproduce.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
-    reproduce.add_argument("--attenders", nargs="+", default=None, choices=sorted(ATTENDERS))
-    reproduce.add_argument("--tasks", nargs="+", default=None, choices=["long", "reversed", "noisy"])
-    reproduce.set_defaults(handler=cmd_reproduce)
+    reproduce = commands.add_parser("reproduce", help="reproduce a paper's tables and figures")
+    papers = reproduce.add_subparsers(dest="paper", required=True)
+    for paper, module_name in RECIPES.items():
+        recipe = importlib.import_module(module_name)
+        summary = (recipe.__doc__ or paper).strip().split("\n")[0]
+        recipe.add_arguments(papers.add_parser(paper, help=summary, description=summary))
+        papers.choices[paper].set_defaults(handler=recipe.main)
     return parser
 
 
 def _print_results(results: dict[str, dict[str, float]], run_dir: Path) -> None:
     from attnlab.experiments.tables import format_table
 
-    columns = ["seq_acc", "seq_acc_be", "attn_loss", "examples"]
-    if not any("seq_acc" in metrics for metrics in results.values()):  # not seq2seq: its own metrics
-        columns = list(next(iter(results.values()), {}))
+    columns = list(dict.fromkeys(metric for metrics in results.values() for metric in metrics))
     print(format_table(results, columns))
     print(f"\nrun directory: {run_dir}")
 

@@ -4,10 +4,6 @@ teacher-forced loss and the same greedy decodings."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -15,23 +11,12 @@ from attnlab.evaluation.seq2seq import teacher_forced_loss
 from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.tasks.examples import Seq2SeqBatch
 
-REFERENCE_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "reference_seq2seq.py"
 SOURCE_VOCAB, TARGET_VOCAB = 16, 11
 
 
-def _load_reference():
-    name = "attnlab_bench_reference_seq2seq"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REFERENCE_FILE)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 @pytest.fixture(scope="module")
-def reference():
-    return _load_reference()
+def reference(load_benchmark_module):
+    return load_benchmark_module("reference_seq2seq.py")
 
 
 def _twins(reference):

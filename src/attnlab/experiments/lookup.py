@@ -6,30 +6,26 @@ Lookup Tables) or from files in the public machine-tasks TSV format (:mod:`attnl
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
-from attnlab.config import ConfigError, from_dict, save_yaml, to_dict
+from attnlab.config import ConfigError, from_dict
 from attnlab.evaluation.seq2seq import evaluate_seq2seq, teacher_forced_loss
-from attnlab.experiments.runs import RunDirectory
-from attnlab.io import atomic_write_json
+from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
+from attnlab.experiments.seq2seq import seq2seq_from_checkpoint, seq2seq_model_spec
 from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.tasks.batching import batches, encode_examples
 from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
 from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
+from attnlab.tasks.splits import random_hold_out
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary, build_vocabularies
-from attnlab.training.checkpoint import (
-    check_model_spec,
-    load_model_weights,
-    load_system_checkpoint,
-)
 from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
 
+SYSTEM = "lookup/recurrent_seq2seq"
 GENERATED_TEST_SETS = ("interpolation", "long1", "long2", "long3", "long4", "long5")
 
 
@@ -133,11 +129,7 @@ def _hold_out(
             f"data.validation_size={size} cannot be held out of {len(examples)} training examples; "
             "give data.validation_file or a smaller data.validation_size"
         )
-    order = list(range(len(examples)))
-    random.Random(seed).shuffle(order)
-    held = set(order[:size])
-    train = [example for i, example in enumerate(examples) if i not in held]
-    return train, [examples[i] for i in sorted(held)]
+    return random_hold_out(examples, size, seed)
 
 
 def _split_origin(data: LookupDataConfig, split: str) -> tuple[str, str]:
@@ -173,28 +165,22 @@ def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabular
 
 
 def model_spec(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
-    return {
-        "system": "lookup/recurrent_seq2seq",
-        "model": to_dict(model),
-        "vocabularies": {"source": source.to_dict(), "target": target.to_dict()},
-    }
+    return seq2seq_model_spec(SYSTEM, model, source, target)
 
 
 def model_from_checkpoint(
     path: Path, device: torch.device, expected: Seq2SeqModelConfig | None = None
 ) -> tuple[RecurrentSeq2Seq, Vocabulary, Vocabulary]:
     """Rebuild the model a checkpoint was written for; with ``expected``, it must be that model."""
-    expected_model = None if expected is None else to_dict(expected)
-    checkpoint, spec = load_system_checkpoint(
-        path, "lookup/recurrent_seq2seq", "Lookup Tables seq2seq", expected_model, device
+    return seq2seq_from_checkpoint(
+        path,
+        device,
+        expected,
+        system=SYSTEM,
+        description="Lookup Tables seq2seq",
+        config_type=Seq2SeqModelConfig,
+        build_model=build_model,
     )
-    model_config = from_dict(Seq2SeqModelConfig, spec["model"], f"{path}: model")
-    source = Vocabulary.from_dict(spec["vocabularies"]["source"])
-    target = Vocabulary.from_dict(spec["vocabularies"]["target"])
-    model = build_model(model_config, source, target)
-    check_model_spec(path, checkpoint, model_spec(model_config, source, target))
-    load_model_weights(path, model, checkpoint)
-    return model.to(device).eval(), source, target
 
 
 # ------------------------------------------------------------------------------- training
@@ -245,8 +231,7 @@ def train(
     }
     seed_everything(config.training.seed)
     model = build_model(config.model, source_vocab, target_vocab).to(device)
-    run.path.mkdir(parents=True, exist_ok=True)
-    save_yaml(to_dict(config), run.config_file)
+    run.save_config(config)
     task = LookupTrainingTask(encoded["train"], encoded["validation"], config, device)
     trainer = Trainer(
         model, task, config.training, run.path, model_spec(config.model, source_vocab, target_vocab)
@@ -278,10 +263,7 @@ def evaluate(
     device_name: str = "auto",
 ) -> dict[str, dict[str, float]]:
     """Evaluate a trained run on its configured test sets, or on the given TSV files."""
-    run = RunDirectory(Path(run_dir))
-    config = parse_config(run.load_config_data(), str(run.config_file))
-    if checkpoint is not None:
-        config.evaluation.checkpoint = checkpoint  # type: ignore[assignment]
+    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint)
     device = resolve_device(device_name)
     _, source_vocab, target_vocab = model_from_checkpoint(
         run.checkpoint(config.evaluation.checkpoint), device, config.model
@@ -315,8 +297,6 @@ def _evaluate_checkpoint(
             device,
             max_length=config.evaluation.max_length,
         )
-        atomic_write_json(
-            run.eval_dir / f"{name}.json", {"test_set": name, "checkpoint": str(path), **results[name]}
-        )
-    atomic_write_json(run.eval_dir / "summary.json", results)
+        run.write_evaluation(name, path, results[name])
+    run.write_summary(results)
     return results

@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,25 @@ def run_seeds(
     aggregate = aggregate_results(list(per_seed.values()))
     write_aggregate(aggregate, out_dir, seeds=list(seeds))
     return aggregate
+
+
+def run_parallel(function: Callable[..., Any], arguments: Sequence[tuple], jobs: int) -> None:
+    """Call ``function(*argument)`` for each argument tuple: in this process, or in ``jobs``
+    single-threaded worker processes (runs are small; one thread each uses the cores best)."""
+    if jobs <= 1:
+        for argument in arguments:
+            function(*argument)
+        return
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_single_thread) as pool:
+        for future in [pool.submit(function, *argument) for argument in arguments]:
+            future.result()
+
+
+def _single_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def aggregate_results(results: Sequence[Results]) -> dict[str, dict[str, dict[str, float]]]:

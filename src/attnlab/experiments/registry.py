@@ -10,7 +10,12 @@ from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 
-EXPERIMENTS = {"lookup": "attnlab.experiments.lookup", "memory": "attnlab.experiments.memory"}
+EXPERIMENTS = {
+    "lookup": "attnlab.experiments.lookup",
+    "memory": "attnlab.experiments.memory",
+    "language_model": "attnlab.experiments.language_model",
+    "scan": "attnlab.experiments.scan",
+}
 """Experiment name → module exposing ``parse_config``, ``train`` and ``evaluate``."""
 
 

@@ -1,4 +1,4 @@
-"""Figures of Dubois et al. (2020), *Location Attention for Extrapolation to Longer Sequences*.
+"""Figures: attention views and the papers' metric plots.
 
 * :func:`plot_attention_heatmap`: one attention matrix with optional gold attention (a panel of
   Figure 9);
@@ -7,6 +7,8 @@
 * :func:`plot_metric_by_test_set`: a metric per test set, one line per model, mean ± std over
   runs (Figures 6–8, and Table 3's *attnLoss* with ``percent=False``);
 * :func:`plot_training_curves`: losses per epoch from ``metrics.jsonl`` records;
+* :func:`plot_accuracy_panels`: test accuracy against epochs, one panel per setting (Raffel &
+  Ellis 2015, the path to Table 1);
 * :func:`format_mean_std`: ``"97.3 ± 1.2"`` cells for reports and tables such as Table 3.
 
 Every function takes plain numpy arrays / Python lists, draws on a stand-alone Agg figure (no
@@ -19,12 +21,18 @@ from attnlab.plotting.attention import (
     plot_attention_heatmap,
     plot_interpretable_variables,
 )
-from attnlab.plotting.curves import format_mean_std, plot_metric_by_test_set, plot_training_curves
+from attnlab.plotting.curves import (
+    format_mean_std,
+    plot_accuracy_panels,
+    plot_metric_by_test_set,
+    plot_training_curves,
+)
 
 __all__ = [
     "SUPPORTED_FORMATS",
     "VARIABLE_LABELS",
     "format_mean_std",
+    "plot_accuracy_panels",
     "plot_attention_heatmap",
     "plot_interpretable_variables",
     "plot_metric_by_test_set",

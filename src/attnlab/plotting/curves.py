@@ -32,7 +32,7 @@ from attnlab.plotting.attention import (
     _save_figure,
 )
 
-__all__ = ["format_mean_std", "plot_metric_by_test_set", "plot_training_curves"]
+__all__ = ["format_mean_std", "plot_accuracy_panels", "plot_metric_by_test_set", "plot_training_curves"]
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
@@ -251,4 +251,41 @@ def plot_training_curves(
     ax.legend(loc="best", fontsize=9)
     if title:
         ax.set_title(title)
+    return _save_figure(fig, path, dpi=dpi)
+
+
+def plot_accuracy_panels(
+    panels: Sequence[tuple[str, Mapping[str, Sequence[float]]]],
+    path: PathLike,
+    *,
+    title: str | None = None,
+    ylabel: str = "test accuracy (%)",
+    dpi: float = 150,
+) -> Path:
+    """One panel per setting (e.g. per T0), one line per model: a metric against epochs 1, 2, ….
+
+    Raffel & Ellis (2015) report epochs to 100% test accuracy (Table 1); these curves show the path
+    there. ``panels`` is a list of ``(panel title, {line label: values per epoch})``.
+    """
+    _output_format(path)
+    if not panels:
+        raise ValueError("plot_accuracy_panels: no panels to draw")
+    columns = min(3, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    fig = _new_figure((4.2 * columns, 3.2 * rows))
+    for index, (panel_title, curves) in enumerate(panels):
+        ax = fig.add_subplot(rows, columns, index + 1)
+        for (label, values), marker in zip(curves.items(), cycle(_MARKERS)):
+            epochs = range(1, len(values) + 1)
+            ax.plot(
+                epochs, list(values), marker=marker if len(values) <= 40 else None, markersize=3, label=label
+            )
+        ax.set_title(panel_title, fontsize=10)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=7)
+    if title:
+        fig.suptitle(title)
     return _save_figure(fig, path, dpi=dpi)

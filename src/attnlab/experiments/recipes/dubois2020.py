@@ -18,15 +18,21 @@ started again. ``report`` rebuilds the figures and tables from the run directori
 
 from __future__ import annotations
 
+import argparse
 import json
-import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from attnlab.config import apply_overrides
-from attnlab.experiments.multiseed import aggregate_results, mean_std, run_seeds, summarize, write_aggregate
+from attnlab.experiments.multiseed import (
+    aggregate_results,
+    mean_std,
+    run_parallel,
+    run_seeds,
+    summarize,
+    write_aggregate,
+)
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_text
@@ -76,21 +82,8 @@ def reproduce(
     """Train every missing run of the grid, then write the figures and tables."""
     cells = [(task, attender) for task in (tasks or TASKS) for attender in (attenders or ATTENDERS)]
     arguments = [(out_dir, task, attender, list(seeds), quick, list(overrides)) for task, attender in cells]
-    if jobs <= 1:
-        for argument in arguments:
-            _run_cell(*argument)
-    else:
-        with ProcessPoolExecutor(max_workers=jobs, initializer=_single_thread) as pool:
-            for future in [pool.submit(_run_cell, *argument) for argument in arguments]:
-                future.result()
+    run_parallel(_run_cell, arguments, jobs)
     print(report(out_dir))
-
-
-def _single_thread() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def _run_cell(
@@ -199,3 +192,34 @@ def _mean_std(values: list[float]) -> str:
 
 def _ordered(attenders: Any) -> list[str]:
     return [name for name in ATTENDERS if name in attenders] + sorted(set(attenders) - set(ATTENDERS))
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
+    parser.add_argument("--out", default="runs/dubois2020")
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained in parallel (one thread each)")
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild figures and tables from finished runs"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
+    parser.add_argument("--attenders", nargs="+", default=None, choices=list(ATTENDERS))
+    parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS))
+
+
+def main(args: argparse.Namespace) -> None:
+    if args.report_only:
+        print(report(Path(args.out)))
+        return
+    reproduce(
+        Path(args.out),
+        args.seeds,
+        quick=args.quick,
+        attenders=args.attenders,
+        tasks=args.tasks,
+        jobs=args.jobs,
+        overrides=args.overrides,
+    )

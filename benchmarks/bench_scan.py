@@ -1,0 +1,145 @@
+"""Speed of Syntactic Attention training: batched (attnlab) vs one example at a time (the paper's setting).
+
+Prints, side by side in one run, training examples/s (forward + backward + gradient clipping + Adam
+step, as in :class:`attnlab.training.trainer.Trainer`) of the paper-sized Syntactic Attention model
+(Russin et al. 2019: 120-d ``m_j``, 2 × 200 encoder, 400 decoder) on SCAN's simple split:
+
+* **batched**: attnlab's training batches (``--batch-size`` examples, bucketed by output length, as
+  :mod:`attnlab.experiments.scan` trains);
+* **one at a time**: the same model code and the same examples, batch size 1 (Russin et al. trained
+  200,000 iterations with a batch size of 1).
+
+Both start from the same weights and see the same examples in the same order; the measurements are
+interleaved (``--repeats`` rounds, best round reported) so that machine noise hits both alike. The
+target is a ratio ≥ 20×. ``--converge`` additionally trains both settings to convergence (early
+stopping, :mod:`attnlab.experiments.scan`) and prints their test accuracies — hours on a CPU for the
+one-at-a-time run; meant for a GPU machine.
+
+Usage: ``.venv/bin/python benchmarks/bench_scan.py [--batch-size 64] [--threads 1] [--device cpu]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from attnlab.evaluation.seq2seq import teacher_forced_loss
+from attnlab.experiments import scan as experiment
+from attnlab.experiments.registry import resolve_config
+from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
+from attnlab.tasks.batching import EncodedDataset, collate, encode_examples
+from attnlab.tasks.scan import generate_standard_split, load_standard_split
+from attnlab.tasks.vocab import build_vocabularies
+
+TARGET_RATIO = 20.0
+SCAN_ROOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "scan"
+
+
+def simple_split_training_set() -> tuple[EncodedDataset, str]:
+    if (SCAN_ROOT / "simple_split").is_dir():
+        split, origin = load_standard_split("simple", SCAN_ROOT), f"{SCAN_ROOT.resolve()}/simple_split"
+    else:
+        split, origin = generate_standard_split("simple"), "generated simple split"
+    source, target = build_vocabularies(split.train)
+    return encode_examples(split.train, source, target), origin
+
+
+def train_steps(
+    model: nn.Module, dataset: EncodedDataset, batches: list[torch.Tensor], device: torch.device
+) -> float:
+    """Seconds to train on ``batches`` (row indices of ``dataset``), as the Trainer does."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    for rows in batches:
+        loss = teacher_forced_loss(model, collate(dataset, rows).to(device))  # type: ignore[arg-type]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - started
+
+
+def measure(args: argparse.Namespace, device: torch.device) -> dict[str, float]:
+    dataset, origin = simple_split_training_set()
+    print(f"data: {origin}, {len(dataset)} training examples")
+    generator = torch.Generator().manual_seed(0)
+    batched = experiment.bucketed_order(dataset, args.batch_size, generator, pool=50)[: args.batched_batches]
+    single_rows = torch.cat(batched)[: args.single_examples].split(1)
+    torch.manual_seed(0)
+    model = SyntacticAttentionSeq2Seq(dataset.source.max().item() + 1, dataset.target_output.max().item() + 1)
+    initial = copy.deepcopy(model.state_dict())
+    best = {"batched": float("inf"), "one_at_a_time": float("inf")}
+    counts = {"batched": sum(len(rows) for rows in batched), "one_at_a_time": len(single_rows)}
+    train_steps(model.to(device), dataset, batched[:2], device)  # warm-up
+    for repeat in range(args.repeats):
+        order = ["batched", "one_at_a_time"] if repeat % 2 == 0 else ["one_at_a_time", "batched"]
+        for name in order:
+            model.load_state_dict(initial)
+            seconds = train_steps(model, dataset, batched if name == "batched" else list(single_rows), device)
+            best[name] = min(best[name], seconds)
+            print(f"  round {repeat + 1} {name:14s} {counts[name] / seconds:9.1f} examples/s", flush=True)
+    return {name: counts[name] / best[name] for name in best}
+
+
+def converge(args: argparse.Namespace) -> None:
+    """Train both settings on the simple split to convergence and print their test accuracy."""
+    for name, batch_size in (("batched", args.batch_size), ("one_at_a_time", 1)):
+        overrides = [
+            "data.split=simple",
+            f"training.batch_size={batch_size}",
+            f"training.device={args.device}",
+        ]
+        if batch_size == 1:
+            overrides.append("training.bucket_by_length=false")
+        config = experiment.parse_config(resolve_config("scan", overrides))
+        run_dir = Path(args.converge) / name
+        resume = (run_dir / "checkpoints" / "last.pt").exists()
+        started = time.perf_counter()
+        results = experiment.train(config, run_dir, resume=resume)["test"]
+        print(
+            f"{name:14s} batch {batch_size:4d}: test seq_acc {results['seq_acc']:.2f}%, "
+            f"given length {results['seq_acc_given_length']:.2f}% ({time.perf_counter() - started:.0f} s)"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--batched-batches", type=int, default=24, help="batches timed in the batched setting"
+    )
+    parser.add_argument("--single-examples", type=int, default=96, help="examples timed one at a time")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--converge", metavar="OUT_DIR", help="also train both to convergence into OUT_DIR")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    cpu = platform.processor() or platform.machine()
+    print(f"torch {torch.__version__}, {device}, {args.threads} thread(s), {os.cpu_count()} cores ({cpu})")
+    speeds = measure(args, device)
+    ratio = speeds["batched"] / speeds["one_at_a_time"]
+    print(f"\n{'setting':22s} {'examples/s':>10s}")
+    print(f"{'batched (' + str(args.batch_size) + ')':22s} {speeds['batched']:10.1f}")
+    print(f"{'one at a time (1)':22s} {speeds['one_at_a_time']:10.1f}")
+    verdict = "met" if ratio >= TARGET_RATIO else "NOT met"
+    print(f"ratio: {ratio:.1f}x (target >= {TARGET_RATIO:.0f}x: {verdict})")
+    if args.converge:
+        converge(args)
+
+
+if __name__ == "__main__":
+    main()

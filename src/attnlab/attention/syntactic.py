@@ -1,0 +1,117 @@
+"""The alignment stream of Syntactic Attention (Russin et al. 2019, §2): its encoder and its score.
+
+Syntactic Attention factorizes a translation into *alignment* (which source word matters now,
+computed from context) and *translation* (what that word means, computed from the word alone).
+This module holds the two reusable pieces of the alignment stream; the whole model, with its
+translation stream and decoder, is :class:`attnlab.models.syntactic_attention.SyntacticAttentionSeq2Seq`.
+
+* :class:`ShiftedBidirectionalEncoder` — §2.2: a bidirectional LSTM whose vector for word ``j`` is
+  built from its *neighbours'* states, ``h_j = [→h_{j−1} ; ←h_{j+1}]``, so that it encodes the role
+  the word plays in the sentence and never the word itself.
+* :class:`DotProductAttender` — eq. 2: ``e_ij = a(s_i, h_j) = s_i · h_j``, ``α_ij = softmax_j(e_ij)``
+  (unscaled, unlike :class:`~attnlab.attention.content.ScaledDotAttender`), with the interface of
+  every attender (:mod:`attnlab.attention.base`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from attnlab.attention.base import AttentionState, check_padding_mask
+from attnlab.attention.content import ScoringAttender, check_same_dims
+
+__all__ = ["DotProductAttender", "ShiftedBidirectionalEncoder", "ShiftedEncoding", "reverse_padded"]
+
+
+class DotProductAttender(ScoringAttender):
+    """Dot-product alignment, Russin et al. (2019) eq. 2: ``a(s_i, h_j) = s_i · h_j``.
+
+    ``α_ij = exp(e_ij) / Σ_k exp(e_ik)`` over the real (unpadded) positions; the glimpse is
+    ``Σ_j α_ij v_j`` for whatever values are given (``c_i`` of eq. 3 when the values are the
+    ``h_j``, ``d_i`` of eq. 1 when they are the translation vectors ``m_j``). Parameter-free, so it
+    needs ``query_dim == key_dim``. State: only the base ``"step"`` / ``"source_lengths"``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, value_dim: int | None = None) -> None:
+        check_same_dims(type(self).__name__, query_dim, key_dim)
+        super().__init__(query_dim, key_dim, value_dim)
+
+    def score(self, query: torch.Tensor, keys: torch.Tensor, state: AttentionState) -> torch.Tensor:
+        return torch.bmm(query, keys.transpose(1, 2))
+
+
+@dataclass
+class ShiftedEncoding:
+    """Output of :class:`ShiftedBidirectionalEncoder`, batch-first.
+
+    ``keys``: ``[B, S, 2H]``, ``h_j = [→h_{j−1} ; ←h_{j+1}]`` (padded positions hold the boundary
+    vectors and must be masked); ``summary``: ``[B, 2H]``, ``[→h_T ; ←h_1]``, the final states of
+    both directions, which have read the whole sentence (used to start a decoder).
+    """
+
+    keys: torch.Tensor
+    summary: torch.Tensor
+
+
+class ShiftedBidirectionalEncoder(nn.Module):
+    """``h_j = [→h_{j−1} ; ←h_{j+1}]`` (Russin et al. 2019, §2.2), the alignment encoder.
+
+    The two directions are separate ``num_layers``-deep LSTMs. (In a stacked ``nn.LSTM`` with
+    ``bidirectional=True`` the second layer's forward state at ``j − 1`` reads the first layer's
+    backward state at ``j − 1``, which has read word ``j``; keeping the directions apart is what
+    guarantees that ``h_j`` never depends on word ``j``.) ``→h_0`` and ``←h_{T+1}``, the states
+    beyond the sentence's ends, are learned boundary vectors (the paper is silent; the authors'
+    code uses learned ``<SOS>``/``<EOS>`` roles there). Right padding is handled per sequence:
+    the backward LSTM reads each sequence reversed within its own length, so padding never reaches
+    a real position.
+    """
+
+    def __init__(self, input_dim: int, hidden_dim: int, num_layers: int = 2, dropout: float = 0.0) -> None:
+        super().__init__()
+        if hidden_dim < 1 or num_layers < 1:
+            raise ValueError(f"hidden_dim and num_layers must be >= 1, got {hidden_dim}, {num_layers}")
+        layer_dropout = dropout if num_layers > 1 else 0.0
+        self.hidden_dim = hidden_dim
+        self.forward_rnn = nn.LSTM(input_dim, hidden_dim, num_layers, batch_first=True, dropout=layer_dropout)
+        self.backward_rnn = nn.LSTM(
+            input_dim, hidden_dim, num_layers, batch_first=True, dropout=layer_dropout
+        )
+        bound = 1.0 / math.sqrt(hidden_dim)
+        self.start = nn.Parameter(torch.empty(hidden_dim).uniform_(-bound, bound))  # →h_0
+        self.end = nn.Parameter(torch.empty(hidden_dim).uniform_(-bound, bound))  # ←h_{T+1}
+
+    @property
+    def output_dim(self) -> int:
+        return 2 * self.hidden_dim
+
+    def forward(self, inputs: torch.Tensor, padding_mask: torch.Tensor) -> ShiftedEncoding:
+        """``inputs`` ``[B, S, D]`` (right-padded), ``padding_mask`` bool ``[B, S]`` (True = padding)."""
+        check_padding_mask(type(self).__name__, padding_mask, inputs.shape[:2], "padding_mask")
+        lengths = (~padding_mask).sum(dim=1)
+        forward_states, _ = self.forward_rnn(inputs)  # position j has read words 0..j
+        backward_states = reverse_padded(self.backward_rnn(reverse_padded(inputs, lengths))[0], lengths)
+        batch, source_len = padding_mask.shape
+        start = self.start.expand(batch, 1, -1)
+        previous = torch.cat([start, forward_states[:, :-1]], dim=1)  # →h_{j−1}
+        following = torch.cat([backward_states[:, 1:], backward_states[:, :1]], dim=1)  # ←h_{j+1}
+        positions = torch.arange(source_len, device=inputs.device)
+        beyond_end = (positions.unsqueeze(0) + 1 >= lengths.unsqueeze(1)).unsqueeze(-1)
+        following = torch.where(beyond_end, self.end.expand_as(following), following)
+        last = (lengths - 1).view(-1, 1, 1).expand(-1, 1, self.hidden_dim)
+        summary = torch.cat([forward_states.gather(1, last).squeeze(1), backward_states[:, 0]], dim=-1)
+        return ShiftedEncoding(keys=torch.cat([previous, following], dim=-1), summary=summary)
+
+
+def reverse_padded(sequences: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each row of ``sequences`` ``[B, S, D]`` within its first ``lengths[b]`` positions.
+
+    Padded positions stay where they are, so the function is its own inverse.
+    """
+    positions = torch.arange(sequences.size(1), device=sequences.device).unsqueeze(0)
+    ends = lengths.to(sequences.device).unsqueeze(1)
+    index = torch.where(positions < ends, ends - 1 - positions, positions)
+    return sequences.gather(1, index.unsqueeze(-1).expand_as(sequences))

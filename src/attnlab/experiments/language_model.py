@@ -1,0 +1,374 @@
+"""Language models with short attention spans (Daniluk et al. 2017): config, training, evaluation.
+
+A word-level :class:`~attnlab.models.language_model.LanguageModel` (LSTM, attention, key-value,
+key-value-predict or N-gram RNN) is trained on a corpus in the WikiText / PTB layout
+(:mod:`attnlab.tasks.corpus`) with the procedure of §4.1: Adam 1e-3, batches of 64 streams,
+gradient-norm clipping at 5, truncated BPTT over 20 steps with the LSTM state and the memory
+carried from segment to segment and reset at document starts. After every epoch the validation
+perplexity is computed (it chooses ``checkpoints/best.pt``); at the end the best checkpoint is
+evaluated on the validation and test splits (perplexity, and the average attention weight per
+window position for Figure 3b, in ``eval/attention.json``) and, when CBT files are configured, on
+the Children's Book Test (accuracy per word class, Figure 2d).
+
+Model size: ``model.hidden_dim`` fixes the LSTM size; ``model.parameter_budget`` (parameters
+without the word embeddings) or ``model.match_lstm_hidden`` (the count of the LSTM baseline with
+that hidden size, as in Figure 2c) picks it with
+:func:`~attnlab.models.language_model.hidden_dim_for_budget` instead; set ``hidden_dim: null``
+then. The resolved size is stored in the checkpoint's model spec.
+
+Choices where the paper is silent: each document's first word is predicted from a fresh state with
+``<eos>`` as input (so a document's likelihood depends only on itself); epochs and dropout are
+configurable (defaults 20 and 0); batches are not shuffled (TBPTT reads each stream in order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from attnlab.config import ConfigError, from_dict, to_dict
+from attnlab.evaluation.language_model import evaluate_cbt, evaluate_perplexity, segment_loss
+from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
+from attnlab.io import atomic_write_json
+from attnlab.models.language_model import (
+    LanguageModel,
+    ModelState,
+    count_parameters,
+    hidden_dim_for_budget,
+    output_parts,
+    parameter_count,
+)
+from attnlab.tasks.cbt import ClozeQuestion, read_cbt, word_class
+from attnlab.tasks.corpus import (
+    EncodedCorpus,
+    LMBatch,
+    StreamLayout,
+    Streams,
+    build_lm_vocabulary,
+    count_words,
+    encode_corpus_file,
+    find_split_files,
+    make_streams,
+    read_vocabulary_file,
+    segments,
+    write_vocabulary_file,
+)
+from attnlab.tasks.vocab import Vocabulary
+from attnlab.training.checkpoint import (
+    CheckpointError,
+    check_model_spec,
+    load_model_weights,
+    load_system_checkpoint,
+)
+from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
+
+SYSTEM = "language_model/short_attention_spans"
+EVALUATION_SPLITS = ("valid", "test")
+
+
+@dataclass
+class LMDataConfig:
+    """A corpus folder in the WikiText / PTB layout and how to read it."""
+
+    corpus: str = "../shared/data/wikitext-2"
+    documents: Literal["auto", "wikitext", "none"] = "auto"
+    """Document boundaries: WikiText article headings, none (PTB), or detected from the file."""
+    max_vocab_size: int | None = None
+    min_count: int = 1
+    normalize_numbers: bool = False
+    vocabulary_file: str | None = None
+    """A fixed vocabulary, one token per line (``<pad>``, ``<unk>``, ``<eos>`` first); built from the
+    training split when null."""
+    max_tokens: dict[str, int] = field(default_factory=dict)
+    """Per split, keep only the first N tokens (quick runs), e.g. ``{train: 20000}``."""
+    cbt_files: list[str] = field(default_factory=list)
+    """Children's Book Test files (``cbtest_{NE,CN,V,P}_*.txt``) to evaluate on after training."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.max_tokens) - {"train", "valid", "test"})
+        if unknown:
+            raise ValueError(f"max_tokens: unknown split(s) {unknown}; use train, valid, test")
+        if any(value < 2 for value in self.max_tokens.values()):
+            raise ValueError(f"max_tokens values must be >= 2, got {self.max_tokens}")
+        if self.min_count < 1:
+            raise ValueError(f"min_count must be >= 1, got {self.min_count}")
+
+
+@dataclass
+class LMModelConfig:
+    """See :class:`~attnlab.models.language_model.LanguageModel`; sizing in the module docstring."""
+
+    variant: Literal["lstm", "attention", "key_value", "key_value_predict", "ngram"] = "lstm"
+    window: int = 10
+    ngram: int = 4
+    embedding_dim: int = 300
+    hidden_dim: int | None = 300
+    parameter_budget: int | None = None
+    match_lstm_hidden: int | None = None
+    dropout: float = 0.0
+    init_range: float = 0.1
+    """Parameters start in U(-init_range, init_range) (§4.1); tiny models learn faster with ~0.5."""
+
+    def __post_init__(self) -> None:
+        sizes = [
+            name for name in ("hidden_dim", "parameter_budget", "match_lstm_hidden") if getattr(self, name)
+        ]
+        if len(sizes) != 1:
+            raise ValueError(
+                "set exactly one of hidden_dim, parameter_budget and match_lstm_hidden (the others null); "
+                f"got {sizes or 'none'}"
+            )
+
+
+@dataclass
+class LMTrainingConfig(TrainingConfig):
+    """The shared :class:`TrainingConfig` with §4.1's settings and the BPTT length."""
+
+    epochs: int = 20
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    gradient_clip: float | None = 5.0
+    bptt: int = 20
+    max_segments_per_epoch: int | None = None
+    """Stop each epoch after this many segments (quick runs); null: the whole training split."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.bptt < 1:
+            raise ValueError(f"bptt must be >= 1, got {self.bptt}")
+
+
+@dataclass
+class LMEvaluationConfig:
+    batch_size: int = 64
+    layout: Literal["auto", "contiguous", "documents"] = "auto"
+    """Evaluation streams: ``documents`` gives every token its whole document as context."""
+    checkpoint: Literal["best", "last"] = "best"
+
+
+@dataclass
+class LMExperimentConfig:
+    experiment: Literal["language_model"] = "language_model"
+    data: LMDataConfig = field(default_factory=LMDataConfig)
+    model: LMModelConfig = field(default_factory=LMModelConfig)
+    training: LMTrainingConfig = field(default_factory=LMTrainingConfig)
+    evaluation: LMEvaluationConfig = field(default_factory=LMEvaluationConfig)
+
+
+def parse_config(data: dict[str, Any], where: str = "config") -> LMExperimentConfig:
+    return from_dict(LMExperimentConfig, data, where)
+
+
+# ----------------------------------------------------------------------------------- data
+
+
+def load_vocabulary(data: LMDataConfig) -> Vocabulary:
+    """The configured vocabulary file, or one built from the training split."""
+    if data.vocabulary_file is not None:
+        return read_vocabulary_file(data.vocabulary_file)
+    train_file = find_split_files(data.corpus, ["train"])["train"]
+    counts = count_words(train_file, documents=data.documents, normalize_numbers=data.normalize_numbers)
+    return build_lm_vocabulary(counts, max_size=data.max_vocab_size, min_count=data.min_count)
+
+
+def load_split(data: LMDataConfig, split: str, vocabulary: Vocabulary) -> EncodedCorpus:
+    path = find_split_files(data.corpus, [split])[split]
+    corpus = encode_corpus_file(
+        path, vocabulary, documents=data.documents, normalize_numbers=data.normalize_numbers
+    )
+    return corpus.truncated(data.max_tokens.get(split))
+
+
+def streams_for(
+    corpus: EncodedCorpus, vocabulary: Vocabulary, batch_size: int, layout: StreamLayout
+) -> Streams:
+    return make_streams(corpus, batch_size, eos_id=vocabulary.eos_id, pad_id=vocabulary.pad_id, layout=layout)
+
+
+def load_cbt(data: LMDataConfig) -> dict[str, list[ClozeQuestion]]:
+    """CBT questions per word class (the file's name gives the class, else its stem)."""
+    return {f"cbt_{word_class(path) or Path(path).stem}": read_cbt(path) for path in data.cbt_files}
+
+
+# ---------------------------------------------------------------------------------- model
+
+
+def resolve_hidden_dim(model: LMModelConfig, vocab_size: int) -> int:
+    """The LSTM size: given, or chosen for the parameter budget (see the module docstring)."""
+    options = {"embedding_dim": model.embedding_dim, "window": model.window}
+    if model.hidden_dim is not None:
+        return model.hidden_dim
+    budget = model.parameter_budget
+    if budget is None:
+        budget = parameter_count(vocab_size, variant="lstm", hidden_dim=model.match_lstm_hidden, **options)
+    return hidden_dim_for_budget(budget, vocab_size, variant=model.variant, ngram=model.ngram, **options)
+
+
+def build_model(model: LMModelConfig, vocab_size: int, hidden_dim: int) -> LanguageModel:
+    try:
+        return LanguageModel(
+            vocab_size,
+            variant=model.variant,
+            embedding_dim=model.embedding_dim,
+            hidden_dim=hidden_dim,
+            window=model.window,
+            ngram=model.ngram,
+            dropout=model.dropout,
+            init_range=model.init_range,
+        )
+    except ValueError as error:
+        raise ConfigError(f"model: {error}") from None
+
+
+def model_spec(model: LMModelConfig, vocabulary: Vocabulary, hidden_dim: int) -> dict[str, Any]:
+    return {
+        "system": SYSTEM,
+        "model": to_dict(model),
+        "hidden_dim": hidden_dim,
+        "vocabularies": {"words": vocabulary.to_dict()},
+    }
+
+
+def model_from_checkpoint(
+    path: Path, device: torch.device, expected: LMModelConfig | None = None
+) -> tuple[LanguageModel, Vocabulary]:
+    """Rebuild the model a checkpoint was written for; with ``expected``, it must be that model."""
+    expected_model = None if expected is None else to_dict(expected)
+    checkpoint, spec = load_system_checkpoint(path, SYSTEM, "language-model", expected_model, device)
+    model_config = from_dict(LMModelConfig, spec["model"], f"{path}: model")
+    vocabulary = Vocabulary.from_dict(spec["vocabularies"]["words"])
+    model = build_model(model_config, len(vocabulary), int(spec["hidden_dim"]))
+    check_model_spec(path, checkpoint, model_spec(model_config, vocabulary, int(spec["hidden_dim"])))
+    load_model_weights(path, model, checkpoint)
+    return model.to(device).eval(), vocabulary
+
+
+def check_vocabulary_file(path: str, vocabulary: Vocabulary, checkpoint: Path) -> None:
+    """A configured vocabulary file must be the checkpoint's vocabulary."""
+    from_file = read_vocabulary_file(path)
+    if from_file == vocabulary:
+        return
+    mismatch = next(
+        (i for i, (a, b) in enumerate(zip(from_file.tokens, vocabulary.tokens)) if a != b),
+        min(len(from_file), len(vocabulary)),
+    )
+    raise CheckpointError(
+        f"{path} does not match the vocabulary of {checkpoint}: {len(from_file)} vs {len(vocabulary)} "
+        f"tokens, first difference at line {mismatch + 1}"
+    )
+
+
+# ------------------------------------------------------------------------------- training
+
+
+class LMTrainingTask:
+    """The :class:`~attnlab.training.trainer.TrainingTask` of truncated-BPTT language modelling.
+
+    The model state (LSTM state and memory window) is carried, detached, from one training
+    segment to the next and starts afresh every epoch.
+    """
+
+    def __init__(self, train: Streams, valid: Streams, config: LMExperimentConfig, device: torch.device):
+        self.train = train
+        self.valid = valid
+        self.config = config
+        self.device = device
+        self.state: ModelState | None = None
+
+    def train_batches(self, generator: torch.Generator) -> Iterator[LMBatch]:
+        self.state = None
+        training = self.config.training
+        for batch in segments(self.train, training.bptt, max_segments=training.max_segments_per_epoch):
+            yield batch.to(self.device)
+
+    def training_loss(self, model: torch.nn.Module, batch: LMBatch) -> torch.Tensor:
+        output = model(batch.inputs, batch.resets, self.state, padding_mask=~batch.target_mask)
+        self.state = LanguageModel.detach_state(output.state)
+        nll, count = segment_loss(output.logits, batch)
+        return nll / count
+
+    def validate(self, model: torch.nn.Module) -> dict[str, float]:
+        metrics = evaluate_perplexity(model, segments(self.valid, self.config.training.bptt), self.device)  # type: ignore[arg-type]
+        return {
+            "validation_loss": float(metrics["loss"]),
+            "validation_perplexity": float(metrics["perplexity"]),
+        }
+
+
+def train(
+    config: LMExperimentConfig, run_dir: str | Path, *, resume: bool = False
+) -> dict[str, dict[str, float]]:
+    """Train, then evaluate the chosen checkpoint on the validation and test splits (and CBT)."""
+    run = RunDirectory(Path(run_dir))
+    run.check_free(resume)
+    device = resolve_device(config.training.device)
+    find_split_files(config.data.corpus)  # every split is there before training starts
+    load_cbt(config.data)  # and the CBT files parse
+    vocabulary = load_vocabulary(config.data)
+    train_split = load_split(config.data, "train", vocabulary)
+    valid_split = load_split(config.data, "valid", vocabulary)
+    hidden_dim = resolve_hidden_dim(config.model, len(vocabulary))
+    seed_everything(config.training.seed)
+    model = build_model(config.model, len(vocabulary), hidden_dim).to(device)
+    run.save_config(config)
+    write_vocabulary_file(run.path / "vocabulary.txt", vocabulary)
+    task = LMTrainingTask(
+        streams_for(train_split, vocabulary, config.training.batch_size, "contiguous"),
+        streams_for(valid_split, vocabulary, config.evaluation.batch_size, config.evaluation.layout),
+        config,
+        device,
+    )
+    trainer = Trainer(
+        model, task, config.training, run.path, model_spec(config.model, vocabulary, hidden_dim)
+    )
+    if resume:
+        trainer.resume()
+    trainer.fit()
+    return _evaluate_checkpoint(run, config, device)
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def evaluate(
+    run_dir: str | Path, *, checkpoint: str | None = None, device_name: str = "auto"
+) -> dict[str, dict[str, float]]:
+    """Evaluate a trained run's checkpoint (default from its config) on valid, test (and CBT)."""
+    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint)
+    return _evaluate_checkpoint(run, config, resolve_device(device_name))
+
+
+def _evaluate_checkpoint(
+    run: RunDirectory, config: LMExperimentConfig, device: torch.device
+) -> dict[str, dict[str, float]]:
+    path = run.checkpoint(config.evaluation.checkpoint)
+    model, vocabulary = model_from_checkpoint(path, device, config.model)
+    if config.data.vocabulary_file is not None:
+        check_vocabulary_file(config.data.vocabulary_file, vocabulary, path)
+    results: dict[str, dict[str, float]] = {}
+    attention: dict[str, Any] = {}
+    for split in EVALUATION_SPLITS:
+        corpus = load_split(config.data, split, vocabulary)
+        streams = streams_for(corpus, vocabulary, config.evaluation.batch_size, config.evaluation.layout)
+        metrics = evaluate_perplexity(
+            model, segments(streams, config.training.bptt), device, attention_statistics=True
+        )
+        results[split] = {key: metrics[key] for key in ("loss", "perplexity", "tokens")}  # type: ignore[misc]
+        if "attention_by_position" in metrics:
+            attention[split] = {key: metrics[key] for key in ("attention_by_position", "attention_steps")}
+        run.write_evaluation(split, path, metrics)
+    cbt = evaluate_cbt(model, vocabulary, load_cbt(config.data), device)
+    for name, metrics in cbt.items():
+        results[name] = metrics
+        run.write_evaluation(name, path, metrics)
+    if attention:
+        atomic_write_json(run.eval_dir / "attention.json", {"window": model.window, **attention})
+    info = {"hidden_dim": model.hidden_dim, "parts": output_parts(model.variant, model.ngram or 4)}
+    info["parameters_without_embeddings"] = count_parameters(model)
+    atomic_write_json(run.eval_dir / "model.json", info)
+    run.write_summary(results)
+    return results

@@ -1,0 +1,307 @@
+"""Reproduce Daniluk et al. 2017, Figures 2a–2c and 3, on WikiText-2 and PTB.
+
+The paper's Wikipedia corpus (7,500 articles) is not public; WikiText-2 (Wikipedia articles with
+article boundaries) and PTB stand in for it. Every model of a corpus has the parameter count
+(without word embeddings) of that corpus's LSTM baseline with hidden size ``--lstm-hidden``
+(300 in the paper; Figure 2c), and the same training (``lm_wikitext2`` / ``lm_ptb``, §4.1).
+
+Writes, under ``out_dir``:
+
+* ``<corpus>/<model>/``: one run directory per model (see :mod:`attnlab.experiments.runs`);
+* ``<corpus>/figure3b_attention_by_position.png``: the average attention weight per window
+  position over the test set for Attention, Key-Value and Key-Value-Predict (largest window);
+* ``<corpus>/figure3a_heatmap.png``: Key-Value-Predict's attention on the start of one test document;
+* ``results.md``: Figure 2a (test perplexity by window size), 2b (N-gram RNNs), 2c (best window
+  per model, validation and test perplexity, hidden size, parameters) beside the paper's numbers.
+
+Finished runs are skipped and interrupted ones resume. ``--quick`` trains tiny models on the first
+tokens of each corpus for one epoch (a smoke test of the whole pipeline, minutes on a CPU).
+
+Usage: ``python -m attnlab.experiments.recipes.daniluk2017 [--quick] [--out runs/daniluk2017]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.config import apply_overrides
+from attnlab.experiments import language_model as lm
+from attnlab.experiments.registry import resolve_config, train_or_resume
+from attnlab.experiments.runs import RunDirectory
+from attnlab.io import atomic_write_text
+from attnlab.plotting import plot_attention_heatmap, plot_metric_by_test_set
+
+CORPORA = {"wikitext-2": "lm_wikitext2", "ptb": "lm_ptb"}
+WINDOWS = (1, 5, 10, 15)
+NGRAMS = (2, 3, 4, 5)
+ATTENTIVE = ("attention", "key_value", "key_value_predict")
+QUICK_OVERRIDES = (
+    "data.max_tokens={train: 20000, valid: 4000, test: 4000}",
+    "data.max_vocab_size=2000",
+    "model.embedding_dim=32",
+    "model.init_range=0.3",
+    "training.epochs=1",
+    "training.batch_size=16",
+    "evaluation.batch_size=16",
+)
+QUICK_WINDOWS = (5,)
+QUICK_NGRAMS = (4,)
+
+PAPER_FIGURE_2A = {  # test perplexity on the paper's Wikipedia corpus, windows 1, 5, 10, 15
+    "attention": (82.2, 82.2, 82.0, 82.8),
+    "key_value": (78.7, 79.0, 78.2, 78.9),
+    "key_value_predict": (76.1, 75.8, 76.0, 75.8),
+}
+PAPER_FIGURE_2B = {2: (76.0, 77.1), 3: (74.9, 75.9), 4: (74.8, 75.9), 5: (76.0, 77.3)}  # dev, test
+PAPER_FIGURE_2C = {  # dev, test
+    "lstm": (83.2, 85.2),
+    "attention": (80.6, 82.0),
+    "key_value": (77.1, 78.2),
+    "key_value_predict": (74.2, 75.8),
+    "4-gram": (74.8, 75.9),
+}
+
+
+def cells(quick: bool) -> dict[str, list[str]]:
+    """Model name → overrides, for one corpus."""
+    grid: dict[str, list[str]] = {"lstm": ["model.variant=lstm"]}
+    for variant in ATTENTIVE:
+        for window in QUICK_WINDOWS if quick else WINDOWS:
+            grid[f"{variant}_L{window}"] = [f"model.variant={variant}", f"model.window={window}"]
+    for n in QUICK_NGRAMS if quick else NGRAMS:
+        grid[f"{n}-gram"] = ["model.variant=ngram", f"model.ngram={n}"]
+    return grid
+
+
+def cell_config(
+    corpus: str, model: list[str], quick: bool, lstm_hidden: int, overrides: Sequence[str]
+) -> dict:
+    size = [f"model.match_lstm_hidden={32 if quick else lstm_hidden}", "training.progress=false"]
+    return apply_overrides(
+        resolve_config(CORPORA[corpus], []), [*size, *model, *(QUICK_OVERRIDES if quick else ()), *overrides]
+    )
+
+
+def reproduce(
+    out_dir: Path,
+    *,
+    quick: bool = False,
+    corpora: Sequence[str] = tuple(CORPORA),
+    data_root: Path | None = None,
+    lstm_hidden: int = 300,
+    overrides: Sequence[str] = (),
+) -> str:
+    """Train every missing run, then write the figures and ``results.md``; returns the report."""
+    for corpus in corpora:
+        extra = [*overrides, *([f"data.corpus={data_root / corpus}"] if data_root else [])]
+        for name, model in cells(quick).items():
+            run_dir = out_dir / corpus / name
+            if (run_dir / "eval" / "summary.json").is_file():
+                continue
+            print(f"training {corpus}/{name}", flush=True)
+            train_or_resume(cell_config(corpus, model, quick, lstm_hidden, extra), run_dir)
+    return report(out_dir, corpora)
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def _load(run_dir: Path) -> dict[str, Any] | None:
+    summary = run_dir / "eval" / "summary.json"
+    if not summary.is_file():
+        return None
+    result = {"summary": json.loads(summary.read_text())}
+    for name in ("attention", "model"):
+        path = run_dir / "eval" / f"{name}.json"
+        result[name] = json.loads(path.read_text()) if path.is_file() else {}
+    return result
+
+
+def report(out_dir: Path, corpora: Sequence[str] = tuple(CORPORA)) -> str:
+    """Rebuild the tables and figures from the run directories alone."""
+    sections = ["# Daniluk et al. 2017 reproduction\n"]
+    for corpus in corpora:
+        runs = {p.name: r for p in sorted((out_dir / corpus).glob("*")) if (r := _load(p)) is not None}
+        if not runs:
+            continue
+        sections.append(f"## {corpus}\n")
+        sections.append(_figure_2a(runs))
+        sections.append(_figure_2b(runs))
+        sections.append(_figure_2c(runs))
+        _figure_3b(runs, out_dir / corpus / "figure3b_attention_by_position.png")
+        _figure_3a(out_dir / corpus, runs)
+    text = "\n".join(sections)
+    atomic_write_text(out_dir / "results.md", text)
+    return text
+
+
+def _ppl(run: dict[str, Any], split: str) -> float:
+    return float(run["summary"][split]["perplexity"])
+
+
+def _markdown_table(heading: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """``heading``, then a markdown table with ``columns`` and ``rows`` (cells already formatted)."""
+    lines = [heading, _markdown_row(columns), "|" + "|".join("---" for _ in columns) + "|"]
+    lines += [_markdown_row(row) for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def _figure_2a(runs: dict[str, Any]) -> str:
+    rows = []
+    for variant in ATTENTIVE:
+        cells_ = [
+            (f"{_ppl(runs[f'{variant}_L{w}'], 'test'):.1f}" if f"{variant}_L{w}" in runs else "–")
+            + f" ({PAPER_FIGURE_2A[variant][i]})"
+            for i, w in enumerate(WINDOWS)
+        ]
+        rows.append([variant, *cells_])
+    return _markdown_table(
+        "### Figure 2a: test perplexity by attention window size (paper's value in brackets)\n",
+        ["model", *(f"L={w}" for w in WINDOWS)],
+        rows,
+    )
+
+
+def _figure_2b(runs: dict[str, Any]) -> str:
+    rows = []
+    for n in NGRAMS:
+        run = runs.get(f"{n}-gram")
+        if run is not None:
+            paper = "{} / {}".format(*PAPER_FIGURE_2B[n])
+            hidden = run["model"].get("hidden_dim")
+            rows.append([f"{n}-gram", hidden, f"{_ppl(run, 'valid'):.1f}", f"{_ppl(run, 'test'):.1f}", paper])
+    return _markdown_table(
+        "### Figure 2b: N-gram RNNs (paper: dev / test)\n", ["model", "hidden", "dev", "test", "paper"], rows
+    )
+
+
+def _figure_2c(runs: dict[str, Any]) -> str:
+    rows = []
+    for model in ("lstm", *ATTENTIVE, "4-gram"):
+        candidates = {
+            name: run for name, run in runs.items() if name == model or name.startswith(f"{model}_L")
+        }
+        if not candidates:
+            continue
+        name, run = min(candidates.items(), key=lambda item: _ppl(item[1], "valid"))
+        window = name.split("_L")[-1] if "_L" in name else "–"
+        params = run["model"].get("parameters_without_embeddings", 0)
+        paper = "{} / {}".format(*PAPER_FIGURE_2C[model])
+        hidden = run["model"].get("hidden_dim")
+        rows.append(
+            [
+                model,
+                hidden,
+                window,
+                f"{params / 1e6:.2f}M",
+                f"{_ppl(run, 'valid'):.1f}",
+                f"{_ppl(run, 'test'):.1f}",
+                paper,
+            ]
+        )
+    columns = ["model", "hidden", "window", "params (no embeddings)", "dev", "test", "paper dev / test"]
+    return _markdown_table(
+        "### Figure 2c: models at equal parameter count, best window by validation perplexity\n",
+        columns,
+        rows,
+    )
+
+
+def _figure_3b(runs: dict[str, Any], path: Path) -> None:
+    curves: dict[str, dict[str, list[float]]] = {}
+    labels: list[str] = []
+    for variant in ATTENTIVE:
+        found = [(int(n.split("_L")[1]), r) for n, r in runs.items() if n.startswith(f"{variant}_L")]
+        found = [(w, r) for w, r in found if r["attention"].get("test")]
+        if not found:
+            continue
+        window, run = max(found, key=lambda item: item[0])
+        weights = run["attention"]["test"]["attention_by_position"]
+        positions = [f"t-{window - j}" for j in range(window)]
+        labels = positions if len(positions) > len(labels) else labels
+        curves[f"{variant} (L={window})"] = {p: [w] for p, w in zip(positions, weights)}
+    if curves:
+        plot_metric_by_test_set(
+            curves,
+            path,
+            metric_label="mean attention weight",
+            test_sets=labels,
+            percent=False,
+            title="Figure 3b: average attention per window position (test set)",
+        )
+
+
+def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
+    names = sorted(
+        (n for n in runs if n.startswith("key_value_predict_L")), key=lambda n: int(n.split("_L")[1])
+    )
+    if not names:
+        return
+    run = RunDirectory(corpus_dir / names[-1])
+    config = run.load_config(lm.parse_config)
+    model, vocabulary = lm.model_from_checkpoint(run.checkpoint("best"), torch.device("cpu"), config.model)
+    corpus = lm.load_split(config.data, "test", vocabulary)
+    document = corpus.documents()[0][:steps]
+    inputs = torch.cat([torch.tensor([vocabulary.eos_id]), document[:-1]]).unsqueeze(0)
+    resets = torch.zeros_like(inputs, dtype=torch.bool)
+    resets[0, 0] = True
+    with torch.no_grad():
+        weights = model(inputs, resets).attention[0].numpy()  # [T, L]
+    window = weights.shape[1]
+    words = vocabulary.decode(inputs[0])
+    plot_attention_heatmap(
+        np.asarray(weights),
+        [f"t-{window - j}" for j in range(window)],
+        words,
+        corpus_dir / "figure3a_heatmap.png",
+        title=f"Figure 3a: Key-Value-Predict (L={window}) on a test document",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
+    parser.add_argument("--out", default="runs/daniluk2017")
+    parser.add_argument("--quick", action="store_true", help="tiny smoke run (minutes on a CPU)")
+    parser.add_argument("--corpora", nargs="+", choices=sorted(CORPORA), default=list(CORPORA))
+    parser.add_argument(
+        "--data-root", help="folder holding wikitext-2/ and ptb/ (default: the configs' paths)"
+    )
+    parser.add_argument(
+        "--lstm-hidden", type=int, default=300, help="hidden size of the LSTM that sets the budget"
+    )
+    parser.add_argument("--report-only", action="store_true", help="rebuild results.md and figures from runs")
+
+
+def main(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    if args.report_only:
+        print(report(out, args.corpora))
+        return
+    data_root = Path(args.data_root) if args.data_root else None
+    print(
+        reproduce(
+            out,
+            quick=args.quick,
+            corpora=args.corpora,
+            data_root=data_root,
+            lstm_hidden=args.lstm_hidden,
+            overrides=args.overrides,
+        )
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m attnlab.experiments.recipes.daniluk2017")
+    add_arguments(parser)
+    main(parser.parse_args())

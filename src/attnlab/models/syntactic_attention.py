@@ -1,0 +1,420 @@
+"""Syntactic Attention (Russin et al. 2019) and the GRU + attention baselines (Bastings et al. 2018).
+
+:class:`SyntacticAttentionSeq2Seq` keeps two streams apart (§2, Figure 2):
+
+* translation: ``m_j = W_m x_j`` — an embedding of word ``j`` alone (120-d), no context;
+* alignment: ``h_j = [→h_{j−1} ; ←h_{j+1}]`` from a bidirectional LSTM over the neighbours of word
+  ``j`` (2 layers, 200 units per direction;
+  :class:`~attnlab.attention.syntactic.ShiftedBidirectionalEncoder`);
+* decoder: an LSTM (1 layer, 400 units) whose state ``s`` only aligns::
+
+      e_ij = s_i · h_j,  α_ij = softmax_j(e_ij)                      (eq. 2)
+      d_i = Σ_j α_ij m_j,  p(y_i | y_<i, x) = softmax(W_y d_i + b)    (eq. 1)
+      c_i = Σ_j α_ij h_j,  s_{i+1} = LSTM(c_i, s_i)                   (eq. 3)
+
+  The decoder never reads the previous output: what is said comes only from the ``m_j``.
+
+Ablations (Table 2) are constructor flags: ``translation_encoder="rnn"`` replaces ``m_j`` by the
+states ``[→m_j ; ←m_j]`` of a bidirectional LSTM over the translation embeddings, and
+``translate_from_context=True`` predicts from ``f([d_i ; c_i])``.
+
+:class:`GRUAttentionSeq2Seq` is the baseline of Table 1 (Bastings et al. 2018): a bidirectional GRU
+encoder, additive attention (Bahdanau et al. 2015) and a GRU decoder fed ``[E y_{i−1} ; c_i]``
+("+attn") or ``c_i`` alone when its dependency on the previous action is removed
+(``previous_output=False``, "+attn −dep").
+
+Both models share :class:`StepwiseSeq2Seq`: teacher-forced ``forward``, batched greedy decoding
+that stops each sequence at its own ``<eos>``, and decoding with the output length given (no
+``<eos>`` is predicted; the paper's evaluation). Tensors are batch-first; padding masks are
+``True`` at padding; attention weights come back in :class:`~attnlab.models.seq2seq.Seq2SeqOutput`.
+
+Choices where the paper is silent (some follow the authors' public code):
+
+* the decoder starts from ``s_0 = ReLU(W_0 [→h_T ; ←h_1] + b_0)`` (the final states of both
+  alignment LSTMs) and a zero cell state; attention at step ``i`` is computed from the state
+  before the update with ``c_i``, so step 1 attends with ``s_0``;
+* dropout (0.5) on both source embeddings and between the stacked LSTM layers;
+* ``W_ih c_i = Σ_j α_ij (W_ih h_j)``: the decoder's input projection is applied to the ``h_j`` once
+  per sentence and attended, which is exact (``Σ_j α_ij = 1``) and halves the work per step;
+* the translation biLSTM of the first ablation has ``embedding_dim / 2`` units per direction, so
+  ``m_j`` keeps its size, and as many layers as the alignment encoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from attnlab.attention import AttentionState, build_attender
+from attnlab.attention.base import check_padding_mask
+from attnlab.attention.syntactic import DotProductAttender, ShiftedBidirectionalEncoder
+from attnlab.models.seq2seq import Seq2SeqOutput
+
+__all__ = ["GRUAttentionSeq2Seq", "StepwiseSeq2Seq", "SyntacticAttentionSeq2Seq"]
+
+TRANSLATION_ENCODERS = ("linear", "rnn")
+
+
+class StepwiseSeq2Seq(nn.Module):
+    """A decoder run one step at a time: teacher forcing, greedy and given-length decoding.
+
+    Subclasses implement :meth:`start` (encode a batch, return the decoding state) and
+    :meth:`step` (one decoding step from the previous output tokens).
+    """
+
+    def __init__(self, target_vocab_size: int, pad_id: int, sos_id: int, eos_id: int) -> None:
+        super().__init__()
+        self.pad_id, self.sos_id, self.eos_id = pad_id, sos_id, eos_id
+        never_predicted = torch.zeros(target_vocab_size)
+        never_predicted[[pad_id, sos_id]] = float("-inf")
+        self.register_buffer("never_predicted", never_predicted, persistent=False)
+        no_eos = never_predicted.clone()
+        no_eos[eos_id] = float("-inf")
+        self.register_buffer("never_predicted_given_length", no_eos, persistent=False)
+
+    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+    def step(self, state: Any, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """``previous`` ``[B]`` → logits ``[B, V]``, attention ``[B, S]`` and the next state."""
+        raise NotImplementedError
+
+    def forward(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
+    ) -> Seq2SeqOutput:
+        """Teacher forcing: logits ``[B, T, V]`` for ``target_input`` ``[B, T]`` (``<sos>`` + target)."""
+        state = self.start(source, source_padding_mask)
+        logits, weights = [], []
+        for t in range(target_input.size(1)):
+            step_logits, step_weights, state = self.step(state, target_input[:, t])
+            logits.append(step_logits)
+            weights.append(step_weights)
+        return Seq2SeqOutput(torch.stack(logits, dim=1), torch.stack(weights, dim=1))
+
+    @torch.no_grad()
+    def greedy_decode(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, max_length: int
+    ) -> Seq2SeqOutput:
+        """Batched greedy decoding; each sequence stops at its own ``<eos>``.
+
+        Decoding ends when every sequence has produced ``<eos>`` or after ``max_length`` steps.
+        Positions after a sequence's ``<eos>`` hold the pad id and zero attention.
+        """
+        state = self.start(source, source_padding_mask)
+        previous = torch.full((source.size(0),), self.sos_id, dtype=torch.long, device=source.device)
+        finished = torch.zeros_like(previous, dtype=torch.bool)
+        logits, weights, tokens = [], [], []
+        for _ in range(max_length):
+            step_logits, step_weights, state = self.step(state, previous)
+            step_tokens = (
+                (step_logits + self.never_predicted).argmax(dim=-1).masked_fill(finished, self.pad_id)
+            )
+            logits.append(step_logits)
+            weights.append(step_weights * (~finished).unsqueeze(-1))
+            tokens.append(step_tokens)
+            finished = finished | (step_tokens == self.eos_id)
+            if bool(finished.all()):
+                break
+            previous = step_tokens
+        return Seq2SeqOutput(
+            torch.stack(logits, dim=1), torch.stack(weights, dim=1), tokens=torch.stack(tokens, dim=1)
+        )
+
+    @torch.no_grad()
+    def decode_with_lengths(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, lengths: torch.Tensor
+    ) -> Seq2SeqOutput:
+        """Greedy decoding of exactly ``lengths[b]`` tokens per sequence (the output length given).
+
+        ``<eos>`` is never predicted; the returned ``tokens`` ``[B, max(lengths) + 1]`` hold the
+        decoded tokens, an ``<eos>`` at position ``lengths[b]`` and padding after it, so the usual
+        sequence metrics apply. Logits and attention cover the ``max(lengths)`` decoded steps
+        (attention is zero past each sequence's length).
+        """
+        lengths = lengths.to(source.device)
+        if lengths.dim() != 1 or lengths.size(0) != source.size(0) or bool((lengths < 1).any()):
+            raise ValueError(
+                f"lengths must be [batch={source.size(0)}] positive ints, got {lengths.tolist()}"
+            )
+        state = self.start(source, source_padding_mask)
+        previous = torch.full((source.size(0),), self.sos_id, dtype=torch.long, device=source.device)
+        logits, weights, tokens = [], [], []
+        for t in range(int(lengths.max())):
+            step_logits, step_weights, state = self.step(state, previous)
+            alive = lengths > t
+            step_tokens = (step_logits + self.never_predicted_given_length).argmax(dim=-1)
+            step_tokens = step_tokens.masked_fill(~alive, self.pad_id)
+            logits.append(step_logits)
+            weights.append(step_weights * alive.unsqueeze(-1))
+            tokens.append(step_tokens)
+            previous = step_tokens
+        decoded = torch.stack(tokens + [torch.full_like(previous, self.pad_id)], dim=1)
+        decoded.scatter_(1, lengths.unsqueeze(1), self.eos_id)
+        return Seq2SeqOutput(torch.stack(logits, dim=1), torch.stack(weights, dim=1), tokens=decoded)
+
+
+# ------------------------------------------------------------------------------ Syntactic Attention
+
+
+@dataclass
+class _SyntacticState:
+    """Per-batch decoding state of :class:`SyntacticAttentionSeq2Seq`."""
+
+    translations: torch.Tensor  # m_j            [B, S, E]
+    keys: torch.Tensor  # h_j                     [B, S, 2H]
+    gate_inputs: torch.Tensor  # W_ih h_j + b     [B, S, 4D]
+    padding_mask: torch.Tensor  # True = padding  [B, S]
+    hidden: torch.Tensor  # s_i                   [B, D]
+    cell: torch.Tensor  # LSTM cell state         [B, D]
+    attention: AttentionState
+
+
+class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
+    """Russin et al. (2019) Syntactic Attention, eqs. 1–3 (see the module docstring).
+
+    ``decoder_hidden_dim`` must equal ``2 * encoder_hidden_dim`` (the dot product ``s_i · h_j``).
+    """
+
+    def __init__(
+        self,
+        source_vocab_size: int,
+        target_vocab_size: int,
+        *,
+        embedding_dim: int = 120,
+        encoder_hidden_dim: int = 200,
+        encoder_layers: int = 2,
+        decoder_hidden_dim: int = 400,
+        dropout: float = 0.5,
+        translation_encoder: str = "linear",
+        translate_from_context: bool = False,
+        pad_id: int = 0,
+        sos_id: int = 1,
+        eos_id: int = 2,
+    ) -> None:
+        super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
+        _check_options(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, translation_encoder)
+        self.translate_from_context = translate_from_context
+        self.dropout = nn.Dropout(dropout)
+        self.translation_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
+        self.translation_rnn = (
+            _bidirectional_lstm(embedding_dim, embedding_dim // 2, encoder_layers, dropout)
+            if translation_encoder == "rnn"
+            else None
+        )
+        self.alignment_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
+        self.alignment_encoder = ShiftedBidirectionalEncoder(
+            embedding_dim, encoder_hidden_dim, encoder_layers, dropout
+        )
+        key_dim = self.alignment_encoder.output_dim
+        self.initial_state = nn.Linear(key_dim, decoder_hidden_dim)
+        self.alignment = DotProductAttender(decoder_hidden_dim, key_dim, 4 * decoder_hidden_dim)
+        self.decoder_cell = nn.LSTMCell(key_dim, decoder_hidden_dim)
+        readout_dim = embedding_dim + (key_dim if translate_from_context else 0)
+        self.output = nn.Linear(readout_dim, target_vocab_size)
+
+    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _SyntacticState:
+        check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        translations = self._translations(source, source_padding_mask)
+        encoding = self.alignment_encoder(self.dropout(self.alignment_embedding(source)), source_padding_mask)
+        cell = self.decoder_cell
+        gate_inputs = F.linear(encoding.keys, cell.weight_ih, cell.bias_ih + cell.bias_hh)
+        hidden = torch.relu(self.initial_state(encoding.summary))
+        return _SyntacticState(
+            translations=translations,
+            keys=encoding.keys,
+            gate_inputs=gate_inputs,
+            padding_mask=source_padding_mask,
+            hidden=hidden,
+            cell=torch.zeros_like(hidden),
+            attention=self.alignment.initial_state(encoding.keys, source_padding_mask),
+        )
+
+    def _translations(self, source: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        """``m_j = W_m x_j``, or ``[→m_j ; ←m_j]`` with the translation RNN (Table 2, first ablation)."""
+        translations = self.dropout(self.translation_embedding(source))
+        if self.translation_rnn is not None:
+            translations = _run_packed(self.translation_rnn, translations, padding_mask)[0]
+        return translations
+
+    def align(self, state: _SyntacticState) -> tuple[torch.Tensor, _SyntacticState]:
+        """One alignment step: ``α_i`` from ``s_i`` (eq. 2), then ``s_{i+1} = LSTM(c_i, s_i)`` (eq. 3)."""
+        attended = self.alignment(
+            state.hidden, state.keys, state.gate_inputs, state.padding_mask, state.attention
+        )
+        cell = self.decoder_cell
+        gates = attended.glimpse + F.linear(state.hidden, cell.weight_hh)  # W_ih c_i + W_hh s_i + b
+        input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=-1)
+        cell_state = torch.sigmoid(forget_gate) * state.cell + torch.sigmoid(input_gate) * torch.tanh(
+            candidate
+        )
+        hidden = torch.sigmoid(output_gate) * torch.tanh(cell_state)
+        next_state = _SyntacticState(
+            state.translations,
+            state.keys,
+            state.gate_inputs,
+            state.padding_mask,
+            hidden,
+            cell_state,
+            attended.state,
+        )
+        return attended.weights, next_state
+
+    def readout(self, weights: torch.Tensor, state: _SyntacticState) -> torch.Tensor:
+        """Logits from ``d_i = Σ_j α_ij m_j`` (eq. 1), or ``[d_i ; c_i]``; ``weights`` ``[B, T, S]``."""
+        features = torch.bmm(weights, state.translations)
+        if self.translate_from_context:
+            features = torch.cat([features, torch.bmm(weights, state.keys)], dim=-1)
+        return self.output(features)
+
+    def step(
+        self, state: _SyntacticState, previous: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, _SyntacticState]:
+        """One decoding step; ``previous`` is ignored (the decoder never reads its outputs)."""
+        weights, next_state = self.align(state)
+        return self.readout(weights.unsqueeze(1), state).squeeze(1), weights, next_state
+
+    def forward(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
+    ) -> Seq2SeqOutput:
+        """All ``T = target_input.size(1)`` steps; the readout runs once over all of them."""
+        state = first = self.start(source, source_padding_mask)
+        weights = []
+        for _ in range(target_input.size(1)):
+            step_weights, state = self.align(state)
+            weights.append(step_weights)
+        attention = torch.stack(weights, dim=1)
+        return Seq2SeqOutput(self.readout(attention, first), attention)
+
+
+def _check_options(embedding_dim: int, encoder_hidden: int, decoder_hidden: int, translation: str) -> None:
+    if min(embedding_dim, encoder_hidden, decoder_hidden) < 1:
+        raise ValueError("embedding_dim, encoder_hidden_dim and decoder_hidden_dim must be >= 1")
+    if decoder_hidden != 2 * encoder_hidden:
+        raise ValueError(
+            f"decoder_hidden_dim ({decoder_hidden}) must be 2 * encoder_hidden_dim ({encoder_hidden}): "
+            "the alignment score is the dot product s_i · h_j with h_j = [→h_(j-1); ←h_(j+1)]"
+        )
+    if translation not in TRANSLATION_ENCODERS:
+        raise ValueError(f"translation_encoder must be one of {TRANSLATION_ENCODERS}, got {translation!r}")
+    if translation == "rnn" and embedding_dim % 2:
+        raise ValueError(f"translation_encoder='rnn' needs an even embedding_dim, got {embedding_dim}")
+
+
+def _bidirectional_lstm(input_dim: int, hidden_dim: int, layers: int, dropout: float) -> nn.LSTM:
+    return nn.LSTM(
+        input_dim,
+        hidden_dim,
+        layers,
+        batch_first=True,
+        bidirectional=True,
+        dropout=dropout if layers > 1 else 0.0,
+    )
+
+
+def _run_packed(
+    rnn: nn.RNNBase, inputs: torch.Tensor, padding_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run a (bidirectional) RNN over right-padded ``inputs`` per sequence length.
+
+    Returns the outputs ``[B, S, dirs·H]`` (zero at padding) and the last layer's final states of
+    both directions concatenated, ``[B, dirs·H]``.
+    """
+    lengths = (~padding_mask).sum(dim=1).cpu()
+    packed = pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
+    outputs, final = rnn(packed)
+    outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=inputs.size(1))
+    final = final[0] if isinstance(final, tuple) else final  # LSTM: (h_n, c_n)
+    directions = 2 if rnn.bidirectional else 1
+    return outputs, torch.cat(list(final[-directions:]), dim=-1)
+
+
+# ------------------------------------------------------------------------------ GRU + attention
+
+
+@dataclass
+class _GRUState:
+    annotations: torch.Tensor  # [B, S, 2H]
+    padding_mask: torch.Tensor
+    hidden: torch.Tensor  # [B, D]
+    attention: AttentionState
+
+
+class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
+    """GRU encoder–decoder with additive attention: Bastings et al. (2018) "+attn" and "+attn −dep".
+
+    Step ``i``: ``α_i = attention(s_{i−1}, h)``, ``c_i = Σ_j α_ij h_j``,
+    ``s_i = GRU([E y_{i−1} ; c_i], s_{i−1})`` (or ``GRU(c_i, s_{i−1})`` with
+    ``previous_output=False``), ``p(y_i) = softmax(W_o dropout([s_i ; c_i]))``;
+    ``s_0 = tanh(W_0 [→h_T ; ←h_1])``. Defaults: Lake & Baroni's best add-jump model (1 layer,
+    100 units, dropout 0.1), which Bastings et al. start from.
+    """
+
+    def __init__(
+        self,
+        source_vocab_size: int,
+        target_vocab_size: int,
+        *,
+        embedding_dim: int = 100,
+        encoder_hidden_dim: int = 100,
+        encoder_layers: int = 1,
+        decoder_hidden_dim: int = 100,
+        dropout: float = 0.1,
+        previous_output: bool = True,
+        pad_id: int = 0,
+        sos_id: int = 1,
+        eos_id: int = 2,
+    ) -> None:
+        super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
+        if min(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, encoder_layers) < 1:
+            raise ValueError("embedding_dim, hidden sizes and encoder_layers must be >= 1")
+        self.previous_output = previous_output
+        self.dropout = nn.Dropout(dropout)
+        self.source_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
+        self.encoder = nn.GRU(
+            embedding_dim,
+            encoder_hidden_dim,
+            encoder_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if encoder_layers > 1 else 0.0,
+        )
+        annotation_dim = 2 * encoder_hidden_dim
+        self.bridge = nn.Linear(annotation_dim, decoder_hidden_dim)
+        self.attender = build_attender("additive", decoder_hidden_dim, annotation_dim, annotation_dim)
+        self.target_embedding = (
+            nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id) if previous_output else None
+        )
+        input_dim = annotation_dim + (embedding_dim if previous_output else 0)
+        self.decoder_cell = nn.GRUCell(input_dim, decoder_hidden_dim)
+        self.output = nn.Linear(decoder_hidden_dim + annotation_dim, target_vocab_size)
+
+    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _GRUState:
+        check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        embedded = self.dropout(self.source_embedding(source))
+        annotations, final = _run_packed(self.encoder, embedded, source_padding_mask)
+        return _GRUState(
+            annotations=annotations,
+            padding_mask=source_padding_mask,
+            hidden=torch.tanh(self.bridge(final)),
+            attention=self.attender.initial_state(annotations, source_padding_mask),
+        )
+
+    def step(self, state: _GRUState, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, _GRUState]:
+        attended = self.attender(
+            state.hidden, state.annotations, state.annotations, state.padding_mask, state.attention
+        )
+        inputs = attended.glimpse
+        if self.target_embedding is not None:
+            inputs = torch.cat([self.dropout(self.target_embedding(previous)), inputs], dim=-1)
+        hidden = self.decoder_cell(inputs, state.hidden)
+        logits = self.output(self.dropout(torch.cat([hidden, attended.glimpse], dim=-1)))
+        return (
+            logits,
+            attended.weights,
+            _GRUState(state.annotations, state.padding_mask, hidden, attended.state),
+        )

@@ -1,0 +1,356 @@
+"""SCAN (Lake & Baroni 2018): the grammar, its interpretation, the public file format and the splits.
+
+**Grammar** (Lake & Baroni 2018, Figure 6 / appendix; Russin et al. 2019, §3)::
+
+    C → S and S | S after S | S
+    S → V twice | V thrice | V
+    V → D[1] opposite D[2] | D[1] around D[2] | D | U
+    D → U left | U right | turn left | turn right
+    U → walk | look | run | jump
+
+``opposite`` and ``around`` take the verb of ``D[1]`` and the direction of ``D[2]``, so
+``V`` covers ``{walk, look, run, jump, turn} × {opposite, around} × {left, right}`` (20 phrases),
+``D`` (10) and ``U`` (4): 34 verb phrases, 102 sentences ``S`` and ``102 + 2·102² = 20,910``
+commands — exactly the rows of the public ``tasks.txt``.
+
+**Interpretation** (actions ``I_WALK``, ``I_LOOK``, ``I_RUN``, ``I_JUMP``, ``I_TURN_LEFT``,
+``I_TURN_RIGHT``)::
+
+    [[walk]] = I_WALK  (look, run, jump alike)      [[turn left]] = I_TURN_LEFT
+    [[u left]] = I_TURN_LEFT [[u]]                  [[turn opposite left]] = I_TURN_LEFT I_TURN_LEFT
+    [[u opposite left]] = [[turn opposite left]] [[u]]
+    [[turn around left]] = I_TURN_LEFT × 4          [[u around left]] = (I_TURN_LEFT [[u]]) × 4
+    [[x twice]] = [[x]] [[x]]                       [[x thrice]] = [[x]] [[x]] [[x]]
+    [[x1 and x2]] = [[x1]] [[x2]]                   [[x1 after x2]] = [[x2]] [[x1]]
+
+(``right`` alike.) :func:`generate_scan` enumerates the grammar; :func:`interpret` parses one
+command and returns its actions (a ``ValueError`` for anything outside the grammar).
+
+**File format** (the public SCAN repository, and the English–French set of Lake & Baroni that
+Russin et al. also use): one example a line, ``IN: <command words> OUT: <output tokens>``, UTF-8,
+words separated by spaces. :func:`read_scan_file` reads it; blank lines are allowed only at the end
+of a file, so example ``i`` (0-based) is on line ``i + 1`` (errors at evaluation name that line).
+Problems raise :class:`~attnlab.tasks.tsv.DataFormatError` naming the file and the line.
+
+**Splits.** :func:`load_standard_split` reads the four public splits (simple, length, add-primitive
+jump, add-primitive turn left); :func:`random_split`, :func:`length_split`,
+:func:`primitive_split` and :func:`template_split` build them — and new ones — from the generator.
+:func:`generate_standard_split` rebuilds the four public splits from the generator (the length and
+add-primitive ones exactly as multisets of examples; the simple split is a random 80/20 split,
+not the public one).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnlab.io import atomic_path
+from attnlab.tasks.examples import Seq2SeqExample
+from attnlab.tasks.splits import random_hold_out
+from attnlab.tasks.tsv import DataFileNotFoundError, DataFormatError
+from attnlab.tasks.vocab import EOS_TOKEN, PAD_TOKEN, SOS_TOKEN
+
+__all__ = [
+    "ACTIONS",
+    "SCAN_SIZE",
+    "STANDARD_SPLITS",
+    "ScanSplit",
+    "generate_scan",
+    "generate_standard_split",
+    "interpret",
+    "length_split",
+    "load_standard_split",
+    "primitive_split",
+    "random_split",
+    "read_scan_file",
+    "template_split",
+    "write_scan_file",
+]
+
+PRIMITIVES: dict[str, str] = {"walk": "I_WALK", "look": "I_LOOK", "run": "I_RUN", "jump": "I_JUMP"}
+TURNS: dict[str, str] = {"left": "I_TURN_LEFT", "right": "I_TURN_RIGHT"}
+REPETITIONS: dict[str, int] = {"twice": 2, "thrice": 3}
+CONJUNCTIONS: tuple[str, ...] = ("and", "after")
+ACTIONS: tuple[str, ...] = (*PRIMITIVES.values(), *TURNS.values())
+SCAN_SIZE = 20_910
+"""Number of commands the grammar generates (the rows of the public ``tasks.txt``)."""
+
+#: Public split name → (train file, test file) relative to the SCAN repository root.
+STANDARD_SPLITS: dict[str, tuple[str, str]] = {
+    "simple": ("simple_split/tasks_train_simple.txt", "simple_split/tasks_test_simple.txt"),
+    "length": ("length_split/tasks_train_length.txt", "length_split/tasks_test_length.txt"),
+    "addprim_jump": (
+        "add_prim_split/tasks_train_addprim_jump.txt",
+        "add_prim_split/tasks_test_addprim_jump.txt",
+    ),
+    "addprim_turn_left": (
+        "add_prim_split/tasks_train_addprim_turn_left.txt",
+        "add_prim_split/tasks_test_addprim_turn_left.txt",
+    ),
+}
+
+LENGTH_SPLIT_MAX_TRAIN_ACTIONS = 22
+"""Lake & Baroni's length split trains on outputs of at most 22 actions, tests on longer ones."""
+PRIMITIVE_OVERSAMPLE_FRACTION = 0.1
+"""In the public add-primitive training files the bare primitive command is 10% of the rows."""
+
+Phrase = tuple[tuple[str, ...], tuple[str, ...]]
+"""(command words, actions)."""
+
+
+# ------------------------------------------------------------------------------- grammar
+
+
+def _verb_phrases() -> list[Phrase]:
+    """The 34 phrases of ``V`` with their meanings: ``U``, ``D``, ``D opposite D``, ``D around D``."""
+    phrases: list[Phrase] = [((verb,), (action,)) for verb, action in PRIMITIVES.items()]
+    for verb in (*PRIMITIVES, "turn"):
+        act = () if verb == "turn" else (PRIMITIVES[verb],)
+        for direction, turn in TURNS.items():
+            phrases.append(((verb, direction), (turn, *act)))
+            phrases.append(((verb, "opposite", direction), (turn, turn, *act)))
+            phrases.append(((verb, "around", direction), (turn, *act) * 4))
+    return phrases
+
+
+def _sentences() -> list[Phrase]:
+    """The 102 phrases of ``S``: every ``V``, ``V twice`` and ``V thrice``."""
+    sentences: list[Phrase] = []
+    for words, actions in _verb_phrases():
+        sentences.append((words, actions))
+        for repetition, times in REPETITIONS.items():
+            sentences.append(((*words, repetition), actions * times))
+    return sentences
+
+
+_VERB_MEANINGS: dict[tuple[str, ...], tuple[str, ...]] = dict(_verb_phrases())
+
+
+def generate_scan() -> list[Seq2SeqExample]:
+    """All 20,910 SCAN commands with their actions, in a fixed order (sentences, ``and``, ``after``)."""
+    sentences = _sentences()
+    examples = [Seq2SeqExample(words, actions) for words, actions in sentences]
+    for conjunction in CONJUNCTIONS:
+        for first_words, first_actions in sentences:
+            for second_words, second_actions in sentences:
+                actions = _conjoin(conjunction, first_actions, second_actions)
+                examples.append(Seq2SeqExample((*first_words, conjunction, *second_words), actions))
+    return examples
+
+
+def _conjoin(conjunction: str, first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    return first + second if conjunction == "and" else second + first
+
+
+def interpret(command: str | Sequence[str]) -> tuple[str, ...]:
+    """The actions of one SCAN command, e.g. ``interpret("jump twice")`` → ``("I_JUMP", "I_JUMP")``.
+
+    Raises ``ValueError`` naming the command when it is not in the grammar.
+    """
+    words = tuple(command.split()) if isinstance(command, str) else tuple(command)
+    conjunctions = [i for i, word in enumerate(words) if word in CONJUNCTIONS]
+    try:
+        if not conjunctions:
+            return _interpret_sentence(words)
+        if len(conjunctions) > 1:
+            raise ValueError("a command has at most one 'and' or 'after'")
+        i = conjunctions[0]
+        return _conjoin(words[i], _interpret_sentence(words[:i]), _interpret_sentence(words[i + 1 :]))
+    except ValueError as error:
+        raise ValueError(f"not a SCAN command: {' '.join(words)!r}: {error}") from None
+
+
+def _interpret_sentence(words: tuple[str, ...]) -> tuple[str, ...]:
+    times = 1
+    if words and words[-1] in REPETITIONS:
+        words, times = words[:-1], REPETITIONS[words[-1]]
+    if words not in _VERB_MEANINGS:
+        raise ValueError(f"{' '.join(words)!r} is not a verb phrase (e.g. 'jump', 'walk opposite left')")
+    return _VERB_MEANINGS[words] * times
+
+
+# --------------------------------------------------------------------------- file format
+
+
+def read_scan_file(path: str | os.PathLike[str]) -> list[Seq2SeqExample]:
+    """Read a file of ``IN: <command> OUT: <output>`` lines (see the module docstring).
+
+    Raises :class:`~attnlab.tasks.tsv.DataFormatError` naming the file and line for a missing,
+    empty or undecodable file, a line without ``IN:`` or ``OUT:``, an empty command or output,
+    a blank line before the end, or a reserved token (``<pad>``, ``<sos>``, ``<eos>``).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataFileNotFoundError(path, None, "no such file") from None
+    except IsADirectoryError:
+        raise DataFormatError(path, None, "is a directory, expected an 'IN: … OUT: …' file") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise DataFormatError(path, line, f"not valid UTF-8 ({error.reason})") from None
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise DataFormatError(path, None, "the file is empty; expected lines 'IN: <command> OUT: <output>'")
+    return [_parse_line(path, number, line) for number, line in enumerate(lines, start=1)]
+
+
+def _parse_line(path: Path, number: int, line: str) -> Seq2SeqExample:
+    line = line.rstrip("\r")
+    if not line.strip():
+        raise DataFormatError(path, number, "blank line; blank lines are only allowed at the end of the file")
+    words = line.split()
+    expected = "expected 'IN: <command> OUT: <output>'"
+    if words[0] != "IN:":
+        raise DataFormatError(path, number, f"{expected}; the line does not start with 'IN:'")
+    if words.count("OUT:") != 1:
+        found = "no 'OUT:'" if "OUT:" not in words else "more than one 'OUT:'"
+        raise DataFormatError(path, number, f"{expected}; found {found}")
+    if words.count("IN:") != 1:
+        raise DataFormatError(path, number, f"{expected}; found more than one 'IN:'")
+    split = words.index("OUT:")
+    source, target = tuple(words[1:split]), tuple(words[split + 1 :])
+    if not source:
+        raise DataFormatError(path, number, "empty command after 'IN:'")
+    if not target:
+        raise DataFormatError(path, number, "empty output after 'OUT:'")
+    _check_reserved(path, number, source, "command", (PAD_TOKEN,))
+    _check_reserved(path, number, target, "output", (PAD_TOKEN, SOS_TOKEN, EOS_TOKEN))
+    return Seq2SeqExample(source, target)
+
+
+def _check_reserved(
+    path: Path | str, number: int, tokens: tuple[str, ...], what: str, reserved: tuple[str, ...]
+) -> None:
+    for token in tokens:
+        if token in reserved:
+            raise DataFormatError(path, number, f"the {what} contains the reserved token {token!r}")
+
+
+def write_scan_file(path: str | os.PathLike[str], examples: Sequence[Seq2SeqExample]) -> None:
+    """Write ``examples`` as ``IN: … OUT: …`` lines, atomically (readable by :func:`read_scan_file`)."""
+    if not examples:
+        raise DataFormatError(path, None, "no examples to write; an empty file cannot be read")
+    lines = []
+    for number, example in enumerate(examples, start=1):
+        if not example.source or not example.target:
+            raise DataFormatError(path, number, "cannot write an empty command or output")
+        _check_reserved(path, number, example.source, "command", (PAD_TOKEN, "IN:", "OUT:"))
+        _check_reserved(path, number, example.target, "output", (PAD_TOKEN, SOS_TOKEN, EOS_TOKEN, "OUT:"))
+        lines.append(f"IN: {' '.join(example.source)} OUT: {' '.join(example.target)}\n")
+    with atomic_path(path) as temporary:
+        temporary.write_text("".join(lines), encoding="utf-8")
+
+
+# -------------------------------------------------------------------------------- splits
+
+
+@dataclass(frozen=True)
+class ScanSplit:
+    """A train / test split of SCAN examples (the validation set is cut from ``train`` later)."""
+
+    train: list[Seq2SeqExample]
+    test: list[Seq2SeqExample]
+
+
+def load_standard_split(name: str, root: str | os.PathLike[str]) -> ScanSplit:
+    """Read the public split ``name`` (see :data:`STANDARD_SPLITS`) from a SCAN checkout at ``root``."""
+    if name not in STANDARD_SPLITS:
+        raise ValueError(f"unknown SCAN split {name!r}; the public splits are {sorted(STANDARD_SPLITS)}")
+    train_file, test_file = STANDARD_SPLITS[name]
+    return ScanSplit(read_scan_file(Path(root) / train_file), read_scan_file(Path(root) / test_file))
+
+
+def generate_standard_split(name: str, *, seed: int = 0) -> ScanSplit:
+    """Build the public split ``name`` from the generator (``seed`` only matters for ``simple``)."""
+    examples = generate_scan()
+    if name == "simple":
+        return random_split(examples, test_fraction=0.2, seed=seed)
+    if name == "length":
+        return length_split(examples)
+    if name == "addprim_jump":
+        return primitive_split(examples, "jump")
+    if name == "addprim_turn_left":
+        return primitive_split(examples, "turn left")
+    raise ValueError(f"unknown SCAN split {name!r}; the public splits are {sorted(STANDARD_SPLITS)}")
+
+
+def random_split(examples: Sequence[Seq2SeqExample], *, test_fraction: float, seed: int) -> ScanSplit:
+    """A random split (the "simple" split is 80/20): ``test_fraction`` of the examples go to test."""
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    train, test = random_hold_out(examples, round(test_fraction * len(examples)), seed)
+    return _checked_split(train, test, f"random split with test_fraction={test_fraction}")
+
+
+def length_split(
+    examples: Sequence[Seq2SeqExample], *, max_train_actions: int = LENGTH_SPLIT_MAX_TRAIN_ACTIONS
+) -> ScanSplit:
+    """Train on outputs of at most ``max_train_actions`` actions, test on longer ones."""
+    return _checked_split(
+        [ex for ex in examples if len(ex.target) <= max_train_actions],
+        [ex for ex in examples if len(ex.target) > max_train_actions],
+        f"length split with max_train_actions={max_train_actions}",
+    )
+
+
+def primitive_split(
+    examples: Sequence[Seq2SeqExample],
+    primitive: str,
+    *,
+    oversample_fraction: float = PRIMITIVE_OVERSAMPLE_FRACTION,
+) -> ScanSplit:
+    """The add-primitive split: ``primitive`` (e.g. ``"jump"``, ``"turn left"``) is seen only alone.
+
+    Test: every command containing the phrase ``primitive`` except the bare command. Train: the
+    other commands plus the bare command, repeated so that it makes ``oversample_fraction`` of the
+    training rows (as in the public files: 1,467 × ``jump`` among 14,670 rows); ``0`` keeps it once.
+    """
+    if not 0 <= oversample_fraction < 1:
+        raise ValueError(f"oversample_fraction must be in [0, 1), got {oversample_fraction}")
+    phrase = tuple(primitive.split())
+    bare = [ex for ex in examples if ex.source == phrase]
+    if not bare:
+        raise ValueError(f"primitive {primitive!r} is not a command of its own in these examples")
+    rest = [ex for ex in examples if ex.source != phrase]
+    test = [ex for ex in rest if _contains(ex.source, phrase)]
+    others = [ex for ex in rest if not _contains(ex.source, phrase)]
+    copies = max(1, round(oversample_fraction * len(others) / (1 - oversample_fraction)))
+    train = others + [bare[0]] * copies
+    return _checked_split(train, test, f"primitive split for {primitive!r}")
+
+
+def template_split(examples: Sequence[Seq2SeqExample], template: str) -> ScanSplit:
+    """Hold out every command containing ``template``, a word pattern where ``*`` matches one word.
+
+    E.g. ``"jump around right"`` (Loula et al. 2018) or ``"* opposite right"``.
+    """
+    pattern = tuple(template.split())
+    if not pattern:
+        raise ValueError("the template is empty; give words such as 'jump around right'")
+    test = [ex for ex in examples if _contains(ex.source, pattern)]
+    train = [ex for ex in examples if not _contains(ex.source, pattern)]
+    return _checked_split(train, test, f"template split for {template!r}")
+
+
+def _contains(words: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    """Whether ``pattern`` (``*`` = any word) occurs as contiguous words of ``words``."""
+    width = len(pattern)
+    return any(
+        all(p == "*" or p == w for p, w in zip(pattern, words[start : start + width]))
+        for start in range(len(words) - width + 1)
+    )
+
+
+def _checked_split(train: list[Seq2SeqExample], test: list[Seq2SeqExample], what: str) -> ScanSplit:
+    if not train or not test:
+        empty = "training" if not train else "test"
+        raise ValueError(f"the {what} leaves the {empty} set empty")
+    return ScanSplit(train, test)

@@ -1,0 +1,21 @@
+"""Random splits of a list of examples, reproducible from a seed."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def random_hold_out(items: Sequence[T], size: int, seed: int) -> tuple[list[T], list[T]]:
+    """Hold ``size`` items chosen at random (``random.Random(seed)``) out of ``items``.
+
+    Returns ``(kept, held)``, both in their original order. The caller checks that ``size`` leaves
+    both parts non-empty where it needs that.
+    """
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    held = set(order[:size])
+    return [item for i, item in enumerate(items) if i not in held], [items[i] for i in sorted(held)]

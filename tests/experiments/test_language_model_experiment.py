@@ -1,0 +1,181 @@
+"""The Daniluk et al. (2017) language-model experiment end to end, on small synthetic corpora."""
+
+import json
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.experiments import language_model as lm
+from attnlab.experiments.registry import experiment_module, resolve_config
+from attnlab.tasks.cbt import ClozeQuestion, write_cbt
+from attnlab.tasks.corpus import copy_pattern_documents, write_wikitext_folder
+from attnlab.training.checkpoint import load_checkpoint
+
+SPAN = 5  # copy distance SPAN + 1 = 6 steps back
+
+
+@pytest.fixture(scope="module")
+def copy_corpus(tmp_path_factory):
+    generator = torch.Generator().manual_seed(0)
+    documents = {
+        split: copy_pattern_documents(count, span=SPAN, words=20, generator=generator)
+        for split, count in (("train", 240), ("valid", 16), ("test", 16))
+    }
+    return write_wikitext_folder(tmp_path_factory.mktemp("copy_corpus"), documents)
+
+
+def _overrides(corpus, **extra):
+    overrides = {
+        "data.corpus": corpus,
+        "model.variant": "key_value_predict",
+        "model.window": SPAN + 1,
+        "model.embedding_dim": 32,
+        "model.hidden_dim": "null",
+        "model.match_lstm_hidden": 64,
+        "model.init_range": 0.5,
+        "training.batch_size": 16,
+        "training.epochs": 2,
+        "training.learning_rate": 1e-2,
+        "training.progress": "false",
+        "training.device": "cpu",
+        "evaluation.batch_size": 8,
+        **extra,
+    }
+    return [f"{key}={value}" for key, value in overrides.items()]
+
+
+def _config(corpus, **extra) -> lm.LMExperimentConfig:
+    return lm.parse_config(resolve_config("lm_wikitext2", _overrides(corpus, **extra)))
+
+
+def _history(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _unigram_perplexity(corpus) -> float:
+    """Perplexity on the test split of the training split's unigram distribution."""
+
+    def tokens(split):
+        return [
+            t for line in (corpus / f"{split}.txt").read_text().splitlines() for t in [*line.split(), "<eos>"]
+        ]
+
+    counts, total = Counter(tokens("train")), len(tokens("train"))
+    test = tokens("test")
+    return math.exp(-sum(math.log(counts[t] / total) for t in test) / len(test))
+
+
+def test_builtin_configs_are_the_papers_procedure():
+    for name, corpus in (("lm_wikitext2", "wikitext-2"), ("lm_ptb", "ptb")):
+        data = resolve_config(name, [])
+        assert experiment_module(data) is lm
+        config = lm.parse_config(data)
+        training = config.training
+        assert (training.learning_rate, training.batch_size, training.gradient_clip, training.bptt) == (
+            1e-3,
+            64,
+            5.0,
+            20,
+        )
+        assert config.model.match_lstm_hidden == 300 and config.model.embedding_dim == 300
+        assert config.model.init_range == 0.1 and config.data.corpus.endswith(corpus)
+
+
+def test_key_value_predict_learns_the_long_range_copy_pattern(copy_corpus, tmp_path):
+    """A tiny KVP model beats the unigram perplexity by a wide margin in a few seconds of CPU."""
+    results = lm.train(_config(copy_corpus, **{"training.epochs": 5}), tmp_path / "run")
+    unigram = _unigram_perplexity(copy_corpus)
+    assert results["test"]["perplexity"] < 0.4 * unigram, (results, unigram)
+    assert results["test"]["tokens"] == 16 * (5 + 5 * (2 * SPAN + 2))
+    attention = json.loads((tmp_path / "run" / "eval" / "attention.json").read_text())
+    by_position = attention["test"]["attention_by_position"]
+    assert len(by_position) == SPAN + 1 and sum(by_position) == pytest.approx(1.0, abs=1e-6)
+    model = json.loads((tmp_path / "run" / "eval" / "model.json").read_text())
+    assert model["hidden_dim"] % 3 == 0 and model["parts"] == 3
+
+
+def test_resume_after_interruption_matches_uninterrupted_run(copy_corpus, tmp_path, monkeypatch):
+    config = _config(copy_corpus, **{"training.max_segments_per_epoch": 6})
+    uninterrupted = lm.train(config, tmp_path / "full")
+    calls = {"n": 0}
+    original = lm.LMTrainingTask.training_loss
+
+    def crash_in_epoch_two(self, model, batch):
+        calls["n"] += 1
+        if calls["n"] == 6 + 3:
+            raise KeyboardInterrupt
+        return original(self, model, batch)
+
+    monkeypatch.setattr(lm.LMTrainingTask, "training_loss", crash_in_epoch_two)
+    with pytest.raises(KeyboardInterrupt):
+        lm.train(config, tmp_path / "resumed")
+    monkeypatch.setattr(lm.LMTrainingTask, "training_loss", original)
+    assert lm.train(config, tmp_path / "resumed", resume=True) == uninterrupted
+    full = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")["model"]
+    again = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["model"]
+    assert all(torch.equal(full[name], again[name]) for name in full)
+
+
+def test_cli_train_evaluate_and_cbt(copy_corpus, tmp_path, capsys):
+    cbt = tmp_path / "cbtest_NE_test_2500ex.txt"
+    context = tuple(tuple(f"w{i} w{i + 1} ; w{i} w{i + 1}".split()) for i in range(20))
+    write_cbt(cbt, [ClozeQuestion(context, ("w1", "w2", ";", "XXXXX", "w2"), "w1", ("w1", "w3", "w4"), 21)])
+    run = tmp_path / "run"
+    overrides = _overrides(copy_corpus, **{"training.epochs": 1, "data.cbt_files": f"[{cbt}]"})
+    assert main(["train", "lm_wikitext2", *overrides, "--run-dir", str(run)]) == 0
+    printed = capsys.readouterr().out
+    assert "perplexity" in printed and "test" in printed and "cbt_NE" in printed
+    summary = json.loads((run / "eval" / "summary.json").read_text())
+    assert summary["cbt_NE"]["questions"] == 1 and 0.0 <= summary["cbt_NE"]["accuracy"] <= 1.0
+    assert lm.evaluate(run, device_name="cpu") == summary
+    assert (run / "vocabulary.txt").read_text().startswith("<pad>\n<unk>\n<eos>\n")
+
+
+def test_vocabulary_file_that_does_not_match_the_checkpoint_is_refused(copy_corpus, tmp_path, capsys):
+    run = tmp_path / "run"
+    lm.train(_config(copy_corpus, **{"training.epochs": 1, "training.max_segments_per_epoch": 2}), run)
+    vocabulary = tmp_path / "vocabulary.txt"
+    vocabulary.write_text((run / "vocabulary.txt").read_text().replace("w1\n", "w999\n"))
+    config_file = run / "config.yaml"
+    config_file.write_text(
+        config_file.read_text().replace("vocabulary_file: null", f"vocabulary_file: {vocabulary}")
+    )
+    assert main(["evaluate", str(run), "--device", "cpu"]) == 2
+    error = capsys.readouterr().err
+    assert str(vocabulary) in error and "does not match the vocabulary" in error and "line" in error
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.variant=gru", "variant"),
+        ("model.hidden_dim=64", "exactly one of"),
+        ("data.max_tokens={dev: 10}", "unknown split"),
+        ("training.bptt=0", "bptt"),
+    ],
+)
+def test_bad_config_is_a_usage_error(copy_corpus, override, message, tmp_path, capsys):
+    arguments = [
+        "train",
+        "lm_wikitext2",
+        *_overrides(copy_corpus),
+        override,
+        "--run-dir",
+        str(tmp_path / "r"),
+    ]
+    assert main(arguments) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("attnlab: error:") and message in error
+
+
+def test_missing_split_file_is_named(copy_corpus, tmp_path, capsys):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "train.txt").write_text((copy_corpus / "train.txt").read_text())
+    (folder / "valid.txt").write_text((copy_corpus / "valid.txt").read_text())
+    assert main(["train", "lm_wikitext2", *_overrides(folder), "--run-dir", str(tmp_path / "r")]) == 2
+    error = capsys.readouterr().err
+    assert str(folder) in error and "no test split" in error

@@ -1,0 +1,86 @@
+"""The Raffel & Ellis 2015 recipe: learning-rate racing, Table 1 cells, the report and the CLI."""
+
+import json
+
+import pytest
+
+from attnlab.cli import main
+from attnlab.experiments.recipes import raffel2015
+from attnlab.experiments.recipes.raffel2015 import Cell
+
+
+def _write_run(cell_dir, learning_rate, accuracies):
+    run = cell_dir / f"lr{learning_rate:g}" / "seed0"
+    (run / "eval").mkdir(parents=True)
+    records = [{"epoch": i + 1, "validation_accuracy": a} for i, a in enumerate(accuracies)]
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    (run / "eval" / "summary.json").write_text(json.dumps({"test": {"accuracy": accuracies[-1]}}))
+
+
+def test_best_result_prefers_fewest_epochs_then_highest_accuracy(tmp_path):
+    cell = tmp_path / "cell"
+    _write_run(cell, 1e-2, [90.0, 99.0, 100.0])
+    _write_run(cell, 1e-3, [95.0, 100.0])
+    _write_run(cell, 3e-4, [99.9])
+    best = raffel2015.best_result(cell)
+    assert (best.epochs, best.learning_rate, best.table_cell()) == (2, 1e-3, "2")
+
+    failing = tmp_path / "failing"
+    _write_run(failing, 1e-2, [50.0, 80.0])
+    _write_run(failing, 1e-3, [60.0, 85.5])
+    best = raffel2015.best_result(failing)
+    assert best.epochs is None and best.table_cell() == "85.5% (2 ep.)"
+    assert raffel2015.best_result(tmp_path / "missing") is None
+
+
+def test_report_puts_results_beside_the_papers_values(tmp_path):
+    _write_run(Cell("addition", 50, "attention").path(tmp_path), 1e-2, [100.0])
+    _write_run(Cell("multiplication", 10_000, "mean").path(tmp_path), 1e-3, [40.0, 70.25])
+    _write_run(Cell("addition", None, "attention").path(tmp_path), 1e-2, [97.0, 99.5])
+    text = raffel2015.report(tmp_path)
+    assert "| addition / attention | 1 (1) | – (1) |" in text
+    assert "70.2% (2 ep.) (80.8%) |" in text
+    assert "| addition / attention | 99.5 | 2 | 0.01 | 99.9 |" in text
+    assert (tmp_path / "accuracy_addition.png").stat().st_size > 1000
+    assert (tmp_path / "table1.md").is_file() and (tmp_path / "variable_length.md").is_file()
+
+
+def test_cli_races_learning_rates_and_caps_the_slower_ones(tmp_path, capsys):
+    out = tmp_path / "raffel"
+    args = ["reproduce", "raffel2015", "--out", str(out), "--problems", "addition", "--t0", "20"]
+    args += [
+        "--poolings",
+        "attention",
+        "--learning-rates",
+        "1e-2",
+        "1e-3",
+        "--max-epochs",
+        "15",
+        "--no-variable",
+    ]
+    args += [
+        "training.updates_per_epoch=100",
+        "training.batch_size=50",
+        "data.test_size=200",
+        "training.device=cpu",
+    ]
+    assert main(args) == 0
+    cell = Cell("addition", 20, "attention").path(out)
+    fast = raffel2015._history(cell / "lr0.01" / "seed0")
+    slow = raffel2015._history(cell / "lr0.001" / "seed0")
+    reached = raffel2015.epochs_to_perfect(fast)
+    assert reached is not None and len(fast) == reached  # stopped at 100%
+    assert len(slow) <= reached  # raced: capped at the faster rate's epochs
+    assert "Table 1" in capsys.readouterr().out
+
+
+def test_every_papers_recipe_is_a_reproduce_subcommand(capsys):
+    for paper in ("dubois2020", "raffel2015", "daniluk2017", "russin2019"):
+        try:
+            main(["reproduce", paper, "--help"])
+        except SystemExit as stop:
+            assert stop.code == 0
+        assert "--out" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "vaswani2017"])
+    assert stop.value.code == 2 and "invalid choice: 'vaswani2017'" in capsys.readouterr().err

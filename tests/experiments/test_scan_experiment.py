@@ -1,0 +1,247 @@
+"""The SCAN experiment: learning, run directories, metrics, BLEU, ``<unk>`` and bad input."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab.config import ConfigError
+from attnlab.experiments import scan as experiment
+from attnlab.experiments.registry import experiment_module, resolve_config
+from attnlab.tasks.batching import encode_examples
+from attnlab.tasks.examples import Seq2SeqExample
+from attnlab.tasks.scan import generate_scan, write_scan_file
+from attnlab.tasks.tsv import DataFormatError
+from attnlab.tasks.vocab import UnknownTokenError, build_vocabularies
+
+TINY_MODEL = {
+    "model.embedding_dim": 16,
+    "model.encoder_hidden_dim": 16,
+    "model.decoder_hidden_dim": 32,
+    "model.encoder_layers": 1,
+    "model.dropout": 0.0,
+}
+
+
+@pytest.fixture(scope="module")
+def scan_slice(tmp_path_factory) -> dict[str, Path]:
+    """A small slice of SCAN (no 'around', no 'thrice'), as IN/OUT files: 1,000 train, 200 test."""
+    examples = [ex for ex in generate_scan() if not {"around", "thrice"} & set(ex.source)]
+    random.Random(0).shuffle(examples)
+    folder = tmp_path_factory.mktemp("scan_slice")
+    paths = {"train": folder / "train.txt", "test": folder / "test.txt", "small": folder / "small.txt"}
+    write_scan_file(paths["train"], examples[:1000])
+    write_scan_file(paths["test"], examples[-200:])
+    write_scan_file(paths["small"], examples[1000:1100])
+    return paths
+
+
+def config(files: dict[str, Path], **overrides: object) -> experiment.ScanExperimentConfig:
+    settings = {
+        "data.split": "files",
+        "data.train_file": files["train"],
+        "data.test_files": f"{{test: {files['test']}}}",
+        "training.batch_size": 16,
+        "training.learning_rate": 0.003,
+        "training.progress": "false",
+        **overrides,
+    }
+    return experiment.parse_config(
+        resolve_config("scan", [f"{key}={value}" for key, value in settings.items()])
+    )
+
+
+def test_small_syntactic_attention_learns_a_slice_of_scan(scan_slice, tmp_path):
+    """Learning test: ~15 s on one CPU thread, fixed seed (seeds 0 and 3 reach 99.5%)."""
+    overrides = {
+        **TINY_MODEL,
+        "model.embedding_dim": 32,
+        "model.encoder_hidden_dim": 32,
+        "model.decoder_hidden_dim": 64,
+        "model.dropout": 0.1,
+        "training.epochs": 14,
+    }
+    run_config = config(scan_slice, **overrides)
+    results = experiment.train(run_config, tmp_path / "run")
+    assert results["test"]["seq_acc"] >= 95.0
+    assert results["test"]["seq_acc_given_length"] >= results["test"]["seq_acc"]
+    history = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert history[-1]["validation_seq_acc"] >= 90.0
+
+
+def test_run_directory_evaluation_and_resume(scan_slice, tmp_path):
+    run_dir = tmp_path / "run"
+    first = experiment.train(config(scan_slice, **TINY_MODEL, **{"training.epochs": 1}), run_dir)
+    assert set(first["test"]) == {"seq_acc", "seq_acc_given_length", "loss", "examples"}
+    assert first["test"]["examples"] == 200.0
+    summary = json.loads((run_dir / "eval" / "summary.json").read_text())
+    assert summary == json.loads(json.dumps(first))
+    with pytest.raises(ConfigError, match="already holds a run"):
+        experiment.train(config(scan_slice, **TINY_MODEL, **{"training.epochs": 1}), run_dir)
+    resumed = experiment.train(
+        config(scan_slice, **TINY_MODEL, **{"training.epochs": 2}), run_dir, resume=True
+    )
+    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
+    again = experiment.evaluate(run_dir, device_name="cpu")
+    assert again["test"]["seq_acc"] == resumed["test"]["seq_acc"]
+    other = experiment.evaluate(run_dir, data_files=[str(scan_slice["small"])], device_name="cpu")
+    assert other["small"]["examples"] == 100.0
+    plots = experiment.plot_attention(run_dir, ["jump twice after walk left"], device_name="cpu")
+    assert plots[0].is_file() and plots[0].suffix == ".png"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"model.architecture": "gru_attention", "model.previous_output": "false"},
+        {"model.architecture": "gru_attention"},
+        {"model.translation_encoder": "rnn"},
+        {"model.translate_from_context": "true"},
+    ],
+)
+def test_baselines_and_ablations_train(scan_slice, tmp_path, overrides):
+    tiny = {**TINY_MODEL, "data.train_limit": 64, "training.epochs": 1, "evaluation.given_length": "false"}
+    results = experiment.train(config(scan_slice, **tiny, **overrides), tmp_path / "run")
+    assert 0.0 <= results["test"]["seq_acc"] <= 100.0 and "seq_acc_given_length" not in results["test"]
+
+
+def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):
+    pytest.importorskip("sacrebleu")
+    train = [
+        Seq2SeqExample(tuple(f"w{i} w{i + 1} .".split()), tuple(f"m{i} m{i + 1} .".split()))
+        for i in range(40)
+    ]
+    test = [
+        Seq2SeqExample(("w1", "daxy", "."), ("m1", "daxiste", ".")),
+        Seq2SeqExample(("w3", "w4", "."), ("m3", "m4", ".")),
+    ]
+    write_scan_file(tmp_path / "train.txt", train)
+    write_scan_file(tmp_path / "test.txt", test)
+    files = {"train": tmp_path / "train.txt", "test": tmp_path / "test.txt"}
+    overrides = {**TINY_MODEL, "data.unknown_words": "unk", "evaluation.bleu": "true", "training.epochs": 1}
+    results = experiment.train(config(files, **overrides), tmp_path / "run")["test"]
+    assert results["unknown_source_words"] == 1.0 and results["unknown_target_words"] == 1.0
+    assert 0.0 <= results["bleu"] <= 100.0
+
+
+def test_corpus_bleu_of_perfect_and_empty_outputs():
+    pytest.importorskip("sacrebleu")
+    references = ["je suis un peu ivre .", "il est daxiste ."]
+    assert experiment.corpus_bleu(references, references) == pytest.approx(100.0)
+    assert experiment.corpus_bleu(["", ""], references) == 0.0
+
+
+def test_unknown_word_at_evaluation_names_file_and_line(scan_slice, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("IN: walk OUT: I_WALK\nIN: walk quickly OUT: I_WALK\n")
+    with pytest.raises(UnknownTokenError, match=rf"{bad} line 2 \(source\)"):
+        experiment.train(
+            config(scan_slice, **TINY_MODEL, **{"training.epochs": 1, "data.test_files": f"{{t: {bad}}}"}),
+            tmp_path / "run",
+        )
+
+
+def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("IN: walk OUT: I_WALK\nIN: OUT: I_WALK\n")
+    with pytest.raises(DataFormatError, match="line 2: empty command"):
+        experiment.load_splits(config({**scan_slice, "test": bad}).data)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.split=add_jump"], "split must be one of"),
+        (["data.split=files"], "needs train_file and test_files"),
+        (["data.train_file=x.txt"], "need split: files"),
+        (["model.previous_output=false"], "gru_attention only"),
+        (["model.architecture=gru_attention", "model.translation_encoder=rnn"], "syntactic_attention only"),
+        (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
+        (["training.patience=0"], "patience"),
+        (["data.validation_fraction=1.5"], "validation_fraction"),
+        (["model.attender=additive"], "unknown key"),
+    ],
+)
+def test_config_errors_name_the_problem(overrides, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        parsed = experiment.parse_config(resolve_config("scan", overrides))
+        experiment.build_model(parsed.model, *build_vocabularies([Seq2SeqExample(("a",), ("b",))]))
+
+
+def test_builtin_configs_select_the_scan_experiment():
+    for name in ("scan", "scan_gru_attention", "mt_eng_fra"):
+        data = resolve_config(name, [])
+        assert experiment_module(data) is experiment
+        experiment.parse_config(data)
+
+
+def test_generated_splits_hold_out_twenty_percent_for_validation():
+    data = experiment.parse_config(
+        resolve_config("scan", ["data.split=addprim_jump", "data.generate=true"])
+    ).data
+    splits = experiment.load_splits(data)
+    assert len(splits["train"].examples) + len(splits["validation"].examples) == 14_670
+    assert len(splits["validation"].examples) == round(0.2 * 14_670)
+    assert len(splits["test"].examples) == 7_706
+    template = experiment.load_splits(
+        experiment.parse_config(resolve_config("scan", ["data.split=template", "data.test_limit=10"])).data
+    )
+    assert all("jump around right" in " ".join(ex.source) for ex in template["test"].examples)
+    assert len(template["test"].examples) == 10
+
+
+def test_bucketed_batches_cover_the_epoch_once_in_length_sorted_batches():
+    examples = generate_scan()[::40]
+    source, target = build_vocabularies(examples)
+    dataset = encode_examples(examples, source, target)
+    seen, spreads = [], []
+    for batch in experiment.bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), pool=4):
+        lengths = (batch.target_output != 0).sum(1)
+        seen.append(len(batch))
+        spreads.append(int(lengths.max() - lengths.min()))
+    assert sum(seen) == len(examples)
+    assert sum(spreads) / len(spreads) < 8
+    first = [
+        b.source.tolist()
+        for b in experiment.bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), 4)
+    ]
+    second = [
+        b.source.tolist()
+        for b in experiment.bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), 4)
+    ]
+    assert first == second
+
+
+def test_patience_counts_epochs_since_the_best_validation_loss():
+    history = [{"validation_loss": loss} for loss in (3.0, 2.0, 2.5, 2.1)]
+    assert not experiment.patience_exhausted(history, 3)
+    assert experiment.patience_exhausted(history, 2)
+    assert not experiment.patience_exhausted(history, None)
+
+
+def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
+    from attnlab.experiments.recipes import russin2019
+
+    for folder, values in {
+        "table1/addprim_jump/syntactic_attention": (100.0, 50.0, 90.0),
+        "table1/simple/gru_attention": (100.0, 100.0, 100.0),
+        "table2/translation_rnn": (2.0, 4.0, 0.0),
+    }.items():
+        for seed, value in enumerate(values):
+            summary = tmp_path / folder / f"seed{seed}" / "eval" / "summary.json"
+            summary.parent.mkdir(parents=True)
+            summary.write_text(json.dumps({"test": {"seq_acc": value, "seq_acc_given_length": 100.0}}))
+    text = russin2019.report(tmp_path)
+    assert "80.0 ± 26.5 (median 90.0; n=3)" in text  # add-jump, ours
+    assert "78.4 ± 27.4 (median 91.0; n=25)" in text  # add-jump, paper
+    assert "| GRU + attn (Bastings et al.) (paper) | 100.0 ± 0.0 | 18.1 ± 1.1 |" in text
+    assert "RNN for translation encoding | 2.0 ± 2.0 (median 2.0; n=3)" in text
+    assert (tmp_path / "results.md").read_text().strip() == text.strip()
+    folders = [folder for folder, _, _ in russin2019.cells(["table2"])]
+    assert folders == [
+        "table1/addprim_jump/syntactic_attention",
+        "table2/translation_rnn",
+        "table2/translate_from_context",
+    ]

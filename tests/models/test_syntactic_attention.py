@@ -1,0 +1,244 @@
+"""Syntactic Attention (Russin et al. 2019) and the GRU + attention baselines: equations and masking."""
+
+import pytest
+import torch
+from torch import nn
+
+from attnlab.attention.syntactic import DotProductAttender, ShiftedBidirectionalEncoder, reverse_padded
+from attnlab.models.syntactic_attention import GRUAttentionSeq2Seq, SyntacticAttentionSeq2Seq
+
+SOURCE_VOCAB, TARGET_VOCAB = 12, 9
+PAD, SOS, EOS = 0, 1, 2
+SMALL = {"embedding_dim": 8, "encoder_hidden_dim": 6, "decoder_hidden_dim": 12, "dropout": 0.0}
+VARIANTS = {
+    "syntactic_attention": lambda: SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, **SMALL),
+    "translation_rnn": lambda: SyntacticAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, translation_encoder="rnn", **SMALL
+    ),
+    "translate_from_context": lambda: SyntacticAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, translate_from_context=True, **SMALL
+    ),
+    "gru_attention": lambda: GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, **SMALL),
+    "gru_attention_nodep": lambda: GRUAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, previous_output=False, **SMALL
+    ),
+}
+
+
+def build(name: str, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return VARIANTS[name]().eval()
+
+
+def padded_batch(sequences: list[list[int]], pad: int = PAD) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, sequences))
+    tokens = torch.tensor([seq + [pad] * (width - len(seq)) for seq in sequences])
+    return tokens, tokens == pad
+
+
+SOURCES = [[3, 4, 5, 6, 7], [8, 3], [5, 9, 10, 11], [4]]
+TARGETS = [[3, 4, 5, 6, 7, 8], [4, 4], [5, 6, 7], [8, 8, 8, 8]]
+
+
+# ----------------------------------------------------------------------- shifted encoder
+
+
+def test_shifted_vector_of_a_word_never_depends_on_the_word_itself():
+    torch.manual_seed(0)
+    encoder = ShiftedBidirectionalEncoder(input_dim=5, hidden_dim=4, num_layers=2).eval()
+    inputs = torch.randn(1, 6, 5)
+    mask = torch.zeros(1, 6, dtype=torch.bool)
+    keys = encoder(inputs, mask).keys
+    for j in range(6):
+        changed = inputs.clone()
+        changed[0, j] = torch.randn(5) * 3
+        new_keys = encoder(changed, mask).keys
+        torch.testing.assert_close(new_keys[0, j], keys[0, j], rtol=0, atol=0)
+        others = [k for k in range(6) if k != j]
+        assert not torch.allclose(new_keys[0, others], keys[0, others])  # the neighbours do see it
+
+
+def test_shifted_vectors_are_neighbour_states_with_learned_boundaries():
+    torch.manual_seed(0)
+    encoder = ShiftedBidirectionalEncoder(input_dim=3, hidden_dim=4, num_layers=1).eval()
+    inputs = torch.randn(1, 5, 3)
+    encoding = encoder(inputs, torch.zeros(1, 5, dtype=torch.bool))
+    forward, _ = encoder.forward_rnn(inputs)
+    backward = encoder.backward_rnn(inputs.flip(1))[0].flip(1)
+    torch.testing.assert_close(encoding.keys[0, 0, :4], encoder.start.detach())
+    torch.testing.assert_close(encoding.keys[0, 1:, :4], forward[0, :-1])
+    torch.testing.assert_close(encoding.keys[0, :-1, 4:], backward[0, 1:])
+    torch.testing.assert_close(encoding.keys[0, -1, 4:], encoder.end.detach())
+    torch.testing.assert_close(encoding.summary[0], torch.cat([forward[0, -1], backward[0, 0]]))
+
+
+def test_shifted_encoder_ignores_padding():
+    torch.manual_seed(0)
+    encoder = ShiftedBidirectionalEncoder(input_dim=3, hidden_dim=4, num_layers=2).eval()
+    lengths = [5, 2, 3]
+    inputs = torch.randn(3, 5, 3)
+    mask = torch.arange(5).unsqueeze(0) >= torch.tensor(lengths).unsqueeze(1)
+    batched = encoder(inputs, mask)
+    for row, length in enumerate(lengths):
+        alone = encoder(inputs[row : row + 1, :length], torch.zeros(1, length, dtype=torch.bool))
+        torch.testing.assert_close(batched.keys[row, :length], alone.keys[0], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(batched.summary[row], alone.summary[0], atol=1e-6, rtol=1e-5)
+
+
+def test_reverse_padded_reverses_within_each_length_and_is_its_own_inverse():
+    values = torch.arange(8.0).view(2, 4, 1)
+    reversed_ = reverse_padded(values, torch.tensor([4, 2]))
+    assert reversed_.squeeze(-1).tolist() == [[3, 2, 1, 0], [5, 4, 6, 7]]
+    torch.testing.assert_close(reverse_padded(reversed_, torch.tensor([4, 2])), values)
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def test_dot_product_attender_is_eq_2_with_zero_weight_on_padding():
+    torch.manual_seed(0)
+    attender = DotProductAttender(4, 4, 3)
+    query, keys, values = torch.randn(2, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 3)
+    mask = torch.tensor([[False] * 5, [False, False, True, True, True]])
+    output = attender(query, keys, values, mask)
+    scores = torch.einsum("bd,bsd->bs", query, keys).masked_fill(mask, float("-inf"))
+    expected = torch.softmax(scores, dim=-1)
+    torch.testing.assert_close(output.weights, expected)
+    torch.testing.assert_close(output.glimpse, torch.einsum("bs,bsd->bd", expected, values))
+    assert bool((output.weights[1, 2:] == 0).all())
+    with pytest.raises(ValueError, match="query_dim == key_dim"):
+        DotProductAttender(4, 5)
+
+
+# ---------------------------------------------------------------------- the full model
+
+
+def test_decoder_step_is_an_lstm_update_with_the_attended_context():
+    """eq. 3: s_{i+1} = LSTM(c_i, s_i) with c_i = Σ α_ij h_j (the projection is attended exactly)."""
+    model = build("syntactic_attention")
+    source, mask = padded_batch(SOURCES)
+    state = model.start(source, mask)
+    weights, following = model.align(state)
+    context = torch.bmm(weights.unsqueeze(1), state.keys).squeeze(1)
+    hidden, cell = model.decoder_cell(context, (state.hidden, state.cell))
+    torch.testing.assert_close(following.hidden, hidden, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(following.cell, cell, atol=1e-6, rtol=1e-5)
+    expected = torch.softmax(
+        torch.einsum("bd,bsd->bs", state.hidden, state.keys).masked_fill(mask, float("-inf")), dim=-1
+    )
+    torch.testing.assert_close(weights, expected)
+
+
+def test_prediction_comes_from_the_attended_translation_vectors_only():
+    """eq. 1: p(y_i) = softmax(W d_i + b), d_i = Σ α_ij m_j."""
+    model = build("syntactic_attention")
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    output = model(source, mask, target_input)
+    translations = model.translation_embedding(source)
+    expected = model.output(torch.bmm(output.attention, translations))
+    torch.testing.assert_close(output.logits, expected, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_batched_outputs_equal_unbatched_outputs(name):
+    model = build(name)
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    batched = model(source, mask, target_input)
+    decoded = model.greedy_decode(source, mask, max_length=7)
+    for row, (src, tgt) in enumerate(zip(SOURCES, TARGETS)):
+        alone_source, alone_mask = padded_batch([src])
+        alone = model(alone_source, alone_mask, torch.tensor([[SOS, *tgt]]))
+        steps, length = len(tgt) + 1, len(src)
+        torch.testing.assert_close(batched.logits[row, :steps], alone.logits[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            batched.attention[row, :steps, :length], alone.attention[0], atol=1e-6, rtol=1e-5
+        )
+        assert bool((batched.attention[row, :, length:] == 0).all())
+        alone_decoded = model.greedy_decode(alone_source, alone_mask, max_length=7)
+        width = alone_decoded.tokens.size(1)
+        assert decoded.tokens[row, :width].tolist() == alone_decoded.tokens[0].tolist()
+        assert bool((decoded.tokens[row, width:] == PAD).all())
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_attention_is_a_distribution_over_real_positions(name):
+    model = build(name)
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    attention = model(source, mask, target_input).attention
+    torch.testing.assert_close(attention.sum(-1), torch.ones(attention.shape[:2]))
+
+
+def test_fused_teacher_forcing_equals_the_step_by_step_decoder():
+    model = build("translate_from_context")
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    fused = model(source, mask, target_input)
+    stepwise = super(SyntacticAttentionSeq2Seq, model).forward(source, mask, target_input)
+    torch.testing.assert_close(fused.logits, stepwise.logits, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(fused.attention, stepwise.attention)
+
+
+@pytest.mark.parametrize(
+    ("name", "reads_previous"),
+    [("syntactic_attention", False), ("gru_attention_nodep", False), ("gru_attention", True)],
+)
+def test_only_the_dep_baseline_reads_the_previous_output(name, reads_previous):
+    model = build(name)
+    source, mask = padded_batch(SOURCES)
+    first, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    second = first.clone()
+    second[:, 1] = 7
+    changed = not torch.allclose(model(source, mask, first).logits, model(source, mask, second).logits)
+    assert changed == reads_previous
+
+
+@pytest.mark.parametrize("name", ["syntactic_attention", "gru_attention"])
+def test_decoding_with_the_length_given_emits_exactly_that_many_tokens(name):
+    model = build(name)
+    source, mask = padded_batch(SOURCES)
+    lengths = torch.tensor([len(t) for t in TARGETS])
+    decoded = model.decode_with_lengths(source, mask, lengths)
+    for row, length in enumerate(lengths.tolist()):
+        tokens = decoded.tokens[row].tolist()
+        assert tokens[length] == EOS and EOS not in tokens[:length]
+        assert all(token not in (PAD, SOS) for token in tokens[:length])
+        assert all(token == PAD for token in tokens[length + 1 :])
+        assert bool((decoded.attention[row, length:] == 0).all())
+    with pytest.raises(ValueError, match="positive"):
+        model.decode_with_lengths(source, mask, torch.tensor([1, 0, 2, 3]))
+
+
+def test_greedy_decoding_stops_at_eos_and_pads_after_it():
+    model = build("syntactic_attention")
+    with torch.no_grad():
+        model.output.bias.zero_()
+        model.output.bias[EOS] = 100.0  # every sequence ends at once
+    source, mask = padded_batch(SOURCES)
+    decoded = model.greedy_decode(source, mask, max_length=10)
+    assert decoded.tokens.tolist() == [[EOS]] * len(SOURCES)
+
+
+def test_ablation_flags_change_the_translation_stream():
+    plain, rnn, context = (
+        build("syntactic_attention"),
+        build("translation_rnn"),
+        build("translate_from_context"),
+    )
+    assert plain.translation_rnn is None and isinstance(rnn.translation_rnn, nn.LSTM)
+    assert plain.output.in_features == 8 and context.output.in_features == 8 + 12
+    with pytest.raises(ValueError, match="2 \\* encoder_hidden_dim"):
+        SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, encoder_hidden_dim=6, decoder_hidden_dim=10)
+    with pytest.raises(ValueError, match="translation_encoder"):
+        SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, translation_encoder="cnn")
+
+
+def test_paper_sizes_by_default():
+    model = SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB)
+    assert model.translation_embedding.embedding_dim == 120
+    assert model.alignment_encoder.forward_rnn.hidden_size == 200
+    assert model.alignment_encoder.forward_rnn.num_layers == 2
+    assert model.decoder_cell.hidden_size == 400
+    assert model.dropout.p == 0.5
