@@ -59,3 +59,15 @@ def test_load_yaml_errors_name_the_file(tmp_path):
         load_yaml(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         load_yaml(tmp_path / "missing.yaml")
+
+
+def test_every_builtin_config_parses_with_its_experiment():
+    from attnlab.experiments.registry import builtin_configs, experiment_module, resolve_config
+
+    configs = builtin_configs()
+    assert {"lookup", "demo", "memory_addition", "memory_temporal_order", "scan", "lm_wikitext2"} <= set(
+        configs
+    )
+    for name in configs:
+        data = resolve_config(name, [])
+        experiment_module(data).parse_config(data, name)
