@@ -238,13 +238,17 @@ def _evaluate_classifier(model: FeedForwardAttentionNetwork, test: list[MemoryBa
     hit, target = torch.cat(hits), torch.cat(targets)
     same = (target == TEMPORAL_ORDER_CLASSES.index("XX")) | (target == TEMPORAL_ORDER_CLASSES.index("YY"))
     metrics = {
-        "accuracy": 100.0 * float(hit.float().mean()),
+        "accuracy": _percent(hit),
         "cross_entropy": loss / count,
         "examples": count,
     }
     for name, rows in (("accuracy_XX_YY", same), ("accuracy_XY_YX", ~same)):
-        metrics[name] = 100.0 * float(hit[rows].float().mean()) if bool(rows.any()) else float("nan")
+        metrics[name] = _percent(hit[rows]) if bool(rows.any()) else float("nan")
     return metrics
+
+
+def _percent(hits: torch.Tensor) -> float:
+    return 100.0 * int(hits.sum()) / hits.numel()
 
 
 def memory_loss(model: FeedForwardAttentionNetwork, batch: MemoryBatch) -> torch.Tensor:
