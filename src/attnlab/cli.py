@@ -1,4 +1,4 @@
-"""The ``attnlab`` command line: train, evaluate, plot, multiseed, data, reproduce.
+"""The ``attnlab`` command line: train, evaluate, plot, multiseed, sweep, report, data, configs, reproduce.
 
 Configs are YAML files (or the name of a built-in config, see ``attnlab configs``) followed by
 ``key=value`` overrides, e.g. ``attnlab train lookup training.epochs=5 model.attender=location``.
@@ -138,6 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
     multiseed.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     multiseed.add_argument("--out", help="output directory (default runs/<config name>)")
     multiseed.set_defaults(handler=cmd_multiseed)
+
+    from attnlab.experiments import sweep
+    from attnlab.reporting import html as html_report
+
+    sweep_parser = commands.add_parser("sweep", help="run a grid × seeds sweep (local processes or Ray)")
+    sweep.add_arguments(sweep_parser)
+    sweep_parser.set_defaults(handler=sweep.main)
+
+    report_parser = commands.add_parser(
+        "report", help="a static, self-contained HTML report of a runs directory"
+    )
+    html_report.add_arguments(report_parser)
+    report_parser.set_defaults(handler=html_report.main)
 
     data = commands.add_parser("data", help="write generated Lookup Tables splits as machine-tasks TSV files")
     data.add_argument("--variant", choices=["long", "reversed", "noisy"], default="long")

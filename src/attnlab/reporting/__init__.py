@@ -1,0 +1,1 @@
+"""Static reports built from run directories alone (``attnlab report RUNS_DIR``)."""

@@ -1,0 +1,318 @@
+"""``attnlab report RUNS_DIR``: one static, self-contained HTML file from run directories alone.
+
+The report needs no server and can be mailed: images are embedded as ``data:`` URIs and the style
+sheet is inline; there is no script. It holds, per folder of ``RUNS_DIR`` that has results (a
+paper's recipe output, a sweep):
+
+* its markdown tables (``*.md``: a recipe's tables beside the paper's numbers, a sweep's
+  ``aggregate.md``) rendered as HTML tables;
+* its figures (``*.png`` outside run directories);
+
+and, for every run directory (a folder with ``config.yaml``): its status (done / failed /
+missing), its test metrics, a learning curve drawn from ``metrics.jsonl`` and the images in its
+``plots/`` folder (attention heatmaps and interpretable-variable views written by
+``attnlab plot``), in a collapsed ``<details>`` block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnlab.config import ConfigError
+from attnlab.io import atomic_write_text
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; color: #222; }
+h1 { border-bottom: 2px solid #444; } h2 { border-bottom: 1px solid #aaa; margin-top: 2.5rem; }
+table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; }
+th, td { border: 1px solid #bbb; padding: 0.25rem 0.6rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; } thead th { background: #eee; }
+figure { display: inline-block; margin: 0.5rem; vertical-align: top; }
+figure img { max-width: 100%; border: 1px solid #ddd; } figcaption { font-size: 0.8rem; color: #555; }
+details { margin: 0.4rem 0; } summary { cursor: pointer; }
+.done { color: #196619; } .failed { color: #b00020; font-weight: bold; } .missing { color: #8a6d00; }
+pre { background: #f6f6f6; padding: 0.5rem; overflow-x: auto; font-size: 0.8rem; }
+"""
+
+
+@dataclass
+class Section:
+    """A folder of ``RUNS_DIR`` with tables and figures of its own."""
+
+    title: str
+    tables: list[tuple[str, str]] = field(default_factory=list)
+    figures: list[Path] = field(default_factory=list)
+
+
+def build_report(runs_dir: str | Path, out: str | Path | None = None, *, max_curves: int = 100) -> Path:
+    """Write the report of ``runs_dir`` to ``out`` (default ``RUNS_DIR/report.html``); return its path.
+
+    Learning curves are drawn for the first ``max_curves`` runs only (they are the slow part).
+    Raises :class:`ConfigError` when ``runs_dir`` does not exist or holds no runs, tables or figures.
+    """
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise ConfigError(f"runs directory {runs_dir} does not exist")
+    out = Path(out) if out is not None else runs_dir / "report.html"
+    run_dirs = find_run_dirs(runs_dir)
+    sections = find_sections(runs_dir, run_dirs, exclude=out)
+    if not run_dirs and not sections:
+        raise ConfigError(
+            f"runs directory {runs_dir} holds no run directories (config.yaml), "
+            "tables (*.md) or figures (*.png)"
+        )
+    parts = [f"<h1>attnlab report: {_escape(runs_dir.resolve().name)}</h1>"]
+    parts.append(f"<p>{len(run_dirs)} run(s), {len(sections)} folder(s) with results.</p>")
+    for section in sections:
+        parts.append(_section_html(section))
+    if run_dirs:
+        parts.append(_runs_html(runs_dir, run_dirs, max_curves))
+    page = (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>attnlab report: {_escape(runs_dir.resolve().name)}</title>"
+        "<link rel='icon' href='data:,'>"  # no favicon request (a console error when mailed)
+        f"<style>{STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )
+    atomic_write_text(out, page)
+    return out
+
+
+def find_run_dirs(runs_dir: Path) -> list[Path]:
+    """Folders holding a ``config.yaml`` (run directories), sorted by path."""
+    return sorted(path.parent for path in runs_dir.rglob("config.yaml") if path.parent != runs_dir.parent)
+
+
+def find_sections(runs_dir: Path, run_dirs: Sequence[Path], exclude: Path | None = None) -> list[Section]:
+    """Folders outside run directories with markdown tables or PNG figures (a sweep's cell folders,
+    whose tables the sweep's ``aggregate.md`` already holds, are left out)."""
+    inside_runs = set(run_dirs)
+    sections: list[Section] = []
+    for folder in sorted({runs_dir, *(path for path in runs_dir.rglob("*") if path.is_dir())}):
+        if folder in inside_runs or any(parent in inside_runs for parent in folder.parents):
+            continue
+        if folder != runs_dir and (folder.parent / "sweep.yaml").is_file():
+            continue
+        section = Section(title=str(folder.relative_to(runs_dir)) if folder != runs_dir else runs_dir.name)
+        for path in sorted(folder.glob("*.md")):
+            section.tables.append((path.name, path.read_text(errors="replace")))
+        section.figures = [path for path in sorted(folder.glob("*.png")) if path != exclude]
+        if section.tables or section.figures:
+            sections.append(section)
+    return sections
+
+
+def markdown_to_html(text: str) -> str:
+    """The subset of markdown attnlab writes: pipe tables, ``#`` headings, paragraphs, code fences."""
+    blocks: list[str] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.lstrip().startswith("|"):
+            table_lines = []
+            while index < len(lines) and lines[index].lstrip().startswith("|"):
+                table_lines.append(lines[index])
+                index += 1
+            blocks.append(_table_html(table_lines))
+            continue
+        if line.startswith("```"):
+            code = []
+            index += 1
+            while index < len(lines) and not lines[index].startswith("```"):
+                code.append(lines[index])
+                index += 1
+            blocks.append(f"<pre>{_escape(chr(10).join(code))}</pre>")
+        elif line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")) + 2, 6)
+            blocks.append(f"<h{level}>{_escape(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            blocks.append(f"<p>{_escape(line.strip())}</p>")
+        index += 1
+    return "\n".join(blocks)
+
+
+def _table_html(lines: Sequence[str]) -> str:
+    rows = [_cells(line) for line in lines]
+    separator = re.compile(r"^:?-{2,}:?$")
+    header: list[str] = []
+    if len(rows) > 1 and rows[1] and all(separator.match(cell.strip()) for cell in rows[1]):
+        header, rows = rows[0], rows[2:]
+    head = "<thead><tr>" + "".join(f"<th>{_escape(cell)}</th>" for cell in header) + "</tr></thead>"
+    body = "".join("<tr>" + "".join(f"<td>{_escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table>{head if header else ''}<tbody>{body}</tbody></table>"
+
+
+def _cells(line: str) -> list[str]:
+    stripped = line.strip()
+    if stripped.startswith("|"):
+        stripped = stripped[1:]
+    if stripped.endswith("|"):
+        stripped = stripped[:-1]
+    return [cell.strip() for cell in stripped.split("|")]
+
+
+def _section_html(section: Section) -> str:
+    parts = [f"<section><h2>{_escape(section.title)}</h2>"]
+    for name, text in section.tables:
+        parts.append(f"<h3>{_escape(name)}</h3>\n{markdown_to_html(text)}")
+    if section.figures:
+        parts.append("<div class='figures'>")
+        parts.extend(_figure(path.read_bytes(), path.name) for path in section.figures)
+        parts.append("</div>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _runs_html(runs_dir: Path, run_dirs: Sequence[Path], max_curves: int) -> str:
+    from attnlab.experiments.sweep import run_status
+
+    summaries = {run_dir: _summary(run_dir) for run_dir in run_dirs}
+    columns = list(
+        dict.fromkeys(
+            f"{test_set} {metric}"
+            for summary in summaries.values()
+            for test_set, metrics in summary.items()
+            for metric in metrics
+            if metric != "examples"
+        )
+    )
+    head = "".join(f"<th>{_escape(column)}</th>" for column in ["run", "status", *columns])
+    rows = []
+    for run_dir in run_dirs:
+        status = run_status(run_dir)
+        values = {
+            f"{test_set} {metric}": value
+            for test_set, metrics in summaries[run_dir].items()
+            for metric, value in metrics.items()
+        }
+        cells = "".join(f"<td>{_format(values.get(column))}</td>" for column in columns)
+        name = _escape(str(run_dir.relative_to(runs_dir)))
+        rows.append(f"<tr><td>{name}</td><td class='{status}'>{status}</td>{cells}</tr>")
+    parts = [
+        "<section><h2>Runs</h2>",
+        f"<table class='runs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>",
+    ]
+    for number, run_dir in enumerate(run_dirs):
+        parts.append(_run_details(runs_dir, run_dir, curve=number < max_curves))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _run_details(runs_dir: Path, run_dir: Path, curve: bool) -> str:
+    name = _escape(str(run_dir.relative_to(runs_dir)))
+    parts = [f"<details class='run'><summary>{name}</summary>"]
+    error = run_dir / "error.txt"
+    if error.is_file():
+        parts.append(f"<pre>{_escape(error.read_text(errors='replace')[-4000:])}</pre>")
+    history = _history(run_dir / "metrics.jsonl")
+    figures = []
+    if curve and history:
+        figures.append(_figure(_curve_png(history), "learning curve"))
+    plots = run_dir / "plots"
+    if plots.is_dir():
+        figures.extend(_figure(path.read_bytes(), path.name) for path in sorted(plots.glob("*.png")))
+    parts.extend(figures)
+    if not figures and not error.is_file():
+        parts.append("<p>(no history or plots yet)</p>")
+    parts.append("</details>")
+    return "\n".join(parts)
+
+
+def _summary(run_dir: Path) -> dict[str, dict[str, Any]]:
+    path = run_dir / "eval" / "summary.json"
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def _history(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by an interruption
+    return records
+
+
+def _curve_png(history: Sequence[dict[str, Any]]) -> bytes:
+    """Training and validation loss (left) and any validation accuracy (right) against epochs."""
+    from matplotlib.figure import Figure
+
+    epochs = [record.get("epoch", number + 1) for number, record in enumerate(history)]
+    figure = Figure(figsize=(6.4, 2.6), dpi=80)
+    loss_axes, accuracy_axes = figure.subplots(1, 2)
+    for key in ("train_loss", "validation_loss"):
+        values = [record.get(key) for record in history]
+        if any(isinstance(value, (int, float)) for value in values):
+            loss_axes.plot(epochs, values, marker=".", label=key.replace("_", " "))
+    loss_axes.set(xlabel="epoch", title="loss")
+    loss_axes.legend(fontsize=7)
+    for key in _numeric_keys(history):
+        if "accuracy" in key:
+            accuracy_axes.plot(epochs, [record.get(key) for record in history], marker=".", label=key)
+    accuracy_axes.set(xlabel="epoch", title="accuracy")
+    if accuracy_axes.lines:
+        accuracy_axes.legend(fontsize=7)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _numeric_keys(history: Iterable[dict[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for record in history:
+        keys.update(
+            dict.fromkeys(
+                key for key, value in record.items() if isinstance(value, (int, float)) and key != "epoch"
+            )
+        )
+    return list(keys)
+
+
+def _figure(png: bytes, caption: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (
+        f"<figure><img src='data:image/png;base64,{data}' alt='{_escape(caption)}'>"
+        f"<figcaption>{_escape(caption)}</figcaption></figure>"
+    )
+
+
+def _format(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return _escape(str(value))
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line: ``attnlab report RUNS_DIR``
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs_dir", help="a folder of run directories (a sweep's or a recipe's output)")
+    parser.add_argument("--out", help="HTML file to write (default RUNS_DIR/report.html)")
+    parser.add_argument("--max-curves", type=int, default=100, help="draw learning curves of this many runs")
+
+
+def main(args: argparse.Namespace) -> None:
+    path = build_report(args.runs_dir, args.out, max_curves=args.max_curves)
+    print(path)

@@ -1,0 +1,390 @@
+"""Sweeps: grid × seeds expansion, resumable execution on the local and Ray backends, aggregation."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attnlab.errors import USER_ERRORS
+from attnlab.experiments import sweep
+from attnlab.experiments.sweep import (
+    LocalBackend,
+    RayBackend,
+    RunTask,
+    SweepError,
+    expand,
+    load_spec,
+    run_status,
+    run_sweep,
+)
+
+TINY = [
+    "data.t0=20",
+    "data.test_size=50",
+    "training.updates_per_epoch=5",
+    "training.batch_size=20",
+    "training.stop_at_accuracy=null",
+    "model.hidden_dim=16",
+    "training.epochs=1",
+    "training.progress=false",
+    "training.device=cpu",
+]
+"""memory_addition in a fraction of a second per run."""
+
+
+def _spec(tmp_path: Path, grid: dict | None = None, seeds: list[int] | None = None, extra=(), name="spec"):
+    data = {
+        "config": "memory_addition",
+        "overrides": [*TINY, *extra],
+        "grid": grid or {},
+        "seeds": seeds or [0],
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _cli(argv: list[str]) -> int:
+    """What ``attnlab sweep ARGV`` returns (the CLI prints USER_ERRORS as one line, status 2)."""
+    parser = argparse.ArgumentParser()
+    sweep.add_arguments(parser)
+    try:
+        return sweep.run_command(parser.parse_args(argv))
+    except USER_ERRORS as error:
+        print(f"attnlab: error: {error}", file=sys.stderr)
+        return 2
+
+
+class RecordingBackend(LocalBackend):
+    """The sequential local backend, remembering which runs it was asked to execute."""
+
+    def __init__(self) -> None:
+        super().__init__(jobs=1)
+        self.names: list[str] = []
+
+    def run(self, tasks, on_result):
+        self.names.extend(task.name for task in tasks)
+        super().run(tasks, on_result)
+
+
+def _summaries(out: Path) -> dict[str, float]:
+    """Run name → modification time of its eval/summary.json."""
+    return {
+        str(path.parent.parent.relative_to(out)): path.stat().st_mtime_ns
+        for path in out.glob("*/seed*/eval/summary.json")
+    }
+
+
+# -- spec and expansion ------------------------------------------------------------------------------
+
+
+def test_expansion_names_runs_by_grid_point_and_seed(tmp_path):
+    spec = load_spec(
+        _spec(
+            tmp_path,
+            {"model.pooling": ["attention", "mean"], "training.learning_rate": [1.0e-3, 0.01]},
+            seeds=[3, 7],
+        )
+    )
+    runs = expand(spec)
+    assert [run.name for run in runs][:3] == [
+        "model.pooling=attention,training.learning_rate=0.001/seed3",
+        "model.pooling=attention,training.learning_rate=0.001/seed7",
+        "model.pooling=attention,training.learning_rate=0.01/seed3",
+    ]
+    assert len(runs) == 8 and len({run.name for run in runs}) == 8
+    last = runs[-1]
+    assert last.params == {"model.pooling": "mean", "training.learning_rate": 0.01}
+    assert last.config["model"]["pooling"] == "mean" and last.config["training"]["learning_rate"] == 0.01
+    assert last.config["training"]["seed"] == 7 and last.config["data"]["t0"] == 20
+    assert last.run_dir(tmp_path) == tmp_path / "model.pooling=mean,training.learning_rate=0.01" / "seed7"
+    assert expand(spec) == runs  # stable
+
+    no_grid = expand(load_spec(_spec(tmp_path, seeds=[0, 1])))
+    assert [run.name for run in no_grid] == ["base/seed0", "base/seed1"]
+
+
+def test_builtin_example_spec_expands():
+    spec = load_spec("raffel2015_addition_lr")
+    runs = expand(spec)
+    assert len(runs) == 2 * 4 * 3
+    assert all(run.config["data"]["t0"] == 50 for run in runs)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ({"config": "memory_addition", "grid": {"model.pooling": []}}, "non-empty list"),
+        ({"config": "memory_addition", "grid": ["model.pooling"]}, "'grid' must map"),
+        ({"config": "memory_addition", "seeds": [0, "one"]}, "'seeds' must be"),
+        ({"config": "memory_addition", "seeds": [1, 1]}, "seed twice"),
+        ({"config": "memory_addition", "grid": {"training.seed": [1, 2]}}, "under 'seeds:'"),
+        ({"config": "memory_addition", "gird": {}}, "unknown key(s) ['gird']"),
+        ({"config": "no_such_config"}, "neither a file nor a built-in config"),
+        ({"grid": {}}, "'config' must be"),
+    ],
+)
+def test_bad_spec_is_a_clear_error(tmp_path, content, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(content))
+    with pytest.raises(SweepError) as raised:
+        expand(load_spec(path))
+    assert message in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_unknown_grid_key_fails_before_any_run(tmp_path, capsys):
+    path = _spec(tmp_path, {"training.learnin_rate": [0.1, 0.01]})
+    with pytest.raises(SweepError, match="grid key 'training.learnin_rate' is not a valid key"):
+        expand(load_spec(path))
+    assert _cli([str(path), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "training.learnin_rate" in error and "learning_rate" in error  # names the valid keys
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_grid_value_names_the_point(tmp_path):
+    with pytest.raises(SweepError, match=r"grid point \{'model.pooling': 'maximum'\}: .*expected one of"):
+        expand(load_spec(_spec(tmp_path, {"model.pooling": ["attention", "maximum"]})))
+
+
+def test_cli_exit_status_for_bad_input_is_2(tmp_path):
+    """The real command line (``python -m``), as the CLI will run it."""
+    path = _spec(tmp_path, {"training.no_such_key": [1]})
+    result = subprocess.run(
+        [sys.executable, "-m", "attnlab.experiments.sweep", str(path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("attnlab: error:") and "training.no_such_key" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+# -- running, resuming, failures, aggregation ----------------------------------------------------------
+
+
+def test_local_sweep_runs_aggregates_and_skips_finished_runs(tmp_path, capsys):
+    path = _spec(tmp_path, {"model.pooling": ["attention", "mean"]}, seeds=[0, 1])
+    out = tmp_path / "out"
+    assert _cli([str(path), "--out", str(out)]) == 0
+    names = [run.name for run in expand(load_spec(path))]
+    assert all(run_status(out / name) == "done" for name in names)
+
+    summary = json.loads((out / "aggregate.json").read_text())
+    assert list(summary["cells"]) == ["model.pooling=attention", "model.pooling=mean"]
+    cell = summary["cells"]["model.pooling=mean"]
+    assert cell["params"] == {"model.pooling": "mean"} and cell["seeds"] == [0, 1]
+    accuracies = [
+        json.loads((out / "model.pooling=mean" / f"seed{seed}" / "eval" / "summary.json").read_text())[
+            "test"
+        ]["accuracy"]
+        for seed in (0, 1)
+    ]
+    stats = cell["results"]["test"]["accuracy"]
+    assert stats["n"] == 2 and stats["mean"] == pytest.approx(sum(accuracies) / 2)
+    assert stats["min"] == min(accuracies) and stats["max"] == max(accuracies)
+
+    rows = list(csv.DictReader((out / "aggregate.csv").open()))
+    assert {(row["model.pooling"], row["metric"]) for row in rows} == {
+        (pooling, metric) for pooling in ("attention", "mean") for metric in ("accuracy", "mse", "examples")
+    }
+    table = (out / "aggregate.md").read_text()
+    assert "model.pooling=attention · test" in table and "model.pooling=mean · test" in table
+    for cell_name in ("model.pooling=attention", "model.pooling=mean"):  # per-cell multiseed files
+        assert json.loads((out / cell_name / "aggregate.json").read_text())["seeds"] == [0, 1]
+        assert (out / cell_name / "aggregate.md").is_file() and (out / cell_name / "aggregate.csv").is_file()
+    assert "4 done, 0 failed, 0 missing" in capsys.readouterr().out
+
+    # Again: nothing runs; adding a seed runs just the new ones.
+    before = _summaries(out)
+    backend = RecordingBackend()
+    report = run_sweep(load_spec(path), out, backend, log=lambda line: None)
+    assert backend.names == [] and report.ok and _summaries(out) == before
+    more = load_spec(_spec(tmp_path, {"model.pooling": ["attention", "mean"]}, seeds=[0, 1, 2], name="more"))
+    run_sweep(more, out, backend, log=lambda line: None)
+    assert sorted(backend.names) == ["model.pooling=attention/seed2", "model.pooling=mean/seed2"]
+
+    # A sweep whose base config changed does not mix its runs with these.
+    changed = load_spec(
+        _spec(tmp_path, {"model.pooling": ["attention"]}, extra=["data.t0=30"], name="changed")
+    )
+    with pytest.raises(SweepError, match=r"another config \(data.t0: 20 there, 30 in this sweep\)"):
+        run_sweep(changed, out, backend, log=lambda line: None)
+
+    # --report-only rebuilds the aggregates from the run directories alone.
+    (out / "aggregate.json").unlink()
+    assert _cli([str(path), "--out", str(out), "--report-only"]) == 0
+    assert json.loads((out / "aggregate.json").read_text())["cells"]["model.pooling=mean"]["seeds"] == [0, 1]
+
+
+def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsys):
+    path = _spec(tmp_path, {"training.learning_rate": [0.01, 0.02]})
+    out = tmp_path / "out"
+    bad = "training.learning_rate=0.02/seed0"
+    real_train = sweep.train_or_resume
+
+    def flaky(config, run_dir):
+        if config["training"]["learning_rate"] == 0.02:
+            raise RuntimeError("simulated failure in the data loader")
+        return real_train(config, run_dir)
+
+    monkeypatch.setattr(sweep, "train_or_resume", flaky)
+    assert _cli([str(path), "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert f"{bad}: RuntimeError: simulated failure in the data loader" in captured.err
+    assert "--retry-failed" in captured.err
+    assert run_status(out / bad) == "failed"
+    assert "Traceback" in (out / bad / "error.txt").read_text()
+    assert json.loads((out / "failures.json").read_text())[0]["run"] == bad
+    assert list(json.loads((out / "aggregate.json").read_text())["cells"]) == ["training.learning_rate=0.01"]
+
+    # A plain restart leaves the failed run alone (and still exits non-zero).
+    assert _cli([str(path), "--out", str(out)]) == 1
+    assert "skipping failed run" in capsys.readouterr().out
+
+    # Fixed: retry it alone.
+    monkeypatch.setattr(sweep, "train_or_resume", real_train)
+    backend = RecordingBackend()
+    report = run_sweep(load_spec(path), out, backend, only=[bad], log=lambda line: None)
+    assert backend.names == [bad] and report.ok
+    assert not (out / bad / "error.txt").exists() and not (out / "failures.json").exists()
+    assert len(json.loads((out / "aggregate.json").read_text())["cells"]) == 2
+
+    with pytest.raises(SweepError, match="--only 'lr=1/seed0': no such run"):
+        run_sweep(load_spec(path), out, backend, only=["lr=1/seed0"], log=lambda line: None)
+
+
+def test_retry_failed_flag(tmp_path, monkeypatch):
+    path = _spec(tmp_path, seeds=[0, 1])
+    out = tmp_path / "out"
+    monkeypatch.setattr(sweep, "train_or_resume", lambda config, run_dir: 1 / 0)
+    assert _cli([str(path), "--out", str(out)]) == 1
+    assert run_status(out / "base/seed0") == run_status(out / "base/seed1") == "failed"
+    monkeypatch.undo()
+    assert _cli([str(path), "--out", str(out), "--retry-failed"]) == 0
+    assert run_status(out / "base/seed0") == run_status(out / "base/seed1") == "done"
+
+
+def test_interrupted_sweep_restarts_only_what_is_missing(tmp_path):
+    """Kill a real sweep process (SIGKILL) once some runs finished; the restart runs only the rest."""
+    path = _spec(
+        tmp_path,
+        {"training.learning_rate": [0.01, 0.003, 0.001]},
+        seeds=[0, 1],
+        extra=["training.epochs=3", "training.updates_per_epoch=15"],
+    )
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attnlab.experiments.sweep", str(path), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(_summaries(out)) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    finished = _summaries(out)
+    names = [run.name for run in expand(load_spec(path))]
+    assert 2 <= len(finished) < len(names), "the sweep should have been killed halfway"
+
+    backend = RecordingBackend()
+    report = run_sweep(load_spec(path), out, backend, log=lambda line: None)
+    assert sorted(backend.names) == sorted(set(names) - set(finished))
+    assert report.ok and report.counts() == {"done": 6, "failed": 0, "missing": 0}
+    after = _summaries(out)
+    assert {name: after[name] for name in finished} == finished  # finished runs untouched
+    assert (
+        sum(
+            cell["seeds"] == [0, 1]
+            for cell in json.loads((out / "aggregate.json").read_text())["cells"].values()
+        )
+        == 3
+    )
+
+
+def test_process_pool_backend(tmp_path):
+    path = _spec(tmp_path, seeds=[0, 1])
+    report = run_sweep(load_spec(path), tmp_path / "out", LocalBackend(jobs=2), log=lambda line: None)
+    assert report.ok and sorted(report.executed) == ["base/seed0", "base/seed1"]
+
+
+# -- runs directory and Ray --------------------------------------------------------------------------
+
+
+def test_empty_or_absent_runs_directory_is_a_clear_error(tmp_path, capsys):
+    path = _spec(tmp_path)
+    (tmp_path / "empty").mkdir()
+    assert _cli([str(path), "--out", str(tmp_path / "empty"), "--report-only"]) == 2
+    assert "holds no finished run" in capsys.readouterr().err
+    assert _cli([str(path), "--out", str(tmp_path / "absent"), "--report-only"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}", "10.255.255.1:6379"])
+def test_unreachable_ray_address_fails_fast(tmp_path, capsys, address):
+    address = address.format(port=_closed_port())
+    path = _spec(tmp_path)
+    argv = [str(path), "--out", str(tmp_path / "out"), "--backend", "ray", "--address", address]
+    start = time.monotonic()
+    assert _cli([*argv, "--connect-timeout", "1"]) == 2
+    assert time.monotonic() - start < 5
+    assert f"cannot reach the Ray cluster at {address}" in capsys.readouterr().err
+    assert not list((tmp_path / "out").glob("*/seed*/eval"))
+
+    # Also when every run is already done (nothing to start Ray for).
+    assert _cli(argv[:3]) == 0
+    assert _cli([*argv, "--connect-timeout", "1"]) == 2
+
+
+def test_malformed_ray_address(tmp_path):
+    with pytest.raises(SweepError, match="not of the form host:port"):
+        RayBackend(address="nowhere").run([RunTask("x", {}, str(tmp_path))], lambda outcome: None)
+
+
+@pytest.fixture
+def local_ray():
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'attnlab[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_backend_on_a_real_local_instance(tmp_path, local_ray):
+    path = _spec(tmp_path, {"model.pooling": ["attention", "mean"]})
+    spec = load_spec(path)
+    report = run_sweep(spec, tmp_path / "ray", RayBackend(), log=lambda line: None)
+    assert report.ok and sorted(report.executed) == [run.name for run in expand(spec)]
+    assert local_ray.is_initialized()  # an instance it did not start is left running
+
+    # The same runs in this process give the same numbers.
+    run_sweep(spec, tmp_path / "local", LocalBackend(jobs=1), log=lambda line: None)
+    ray_cells = json.loads((tmp_path / "ray" / "aggregate.json").read_text())["cells"]
+    local_cells = json.loads((tmp_path / "local" / "aggregate.json").read_text())["cells"]
+    for cell, entry in local_cells.items():
+        for metric, stats in entry["results"]["test"].items():
+            assert ray_cells[cell]["results"]["test"][metric]["mean"] == pytest.approx(
+                stats["mean"], rel=1e-4
+            )

@@ -1,0 +1,254 @@
+"""The static HTML report, checked in a real headless browser (Debian's chromium, driven over the
+DevTools protocol on a pipe): no console errors, the expected table rows, images that render."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from attnlab.config import ConfigError
+from attnlab.experiments.sweep import LocalBackend, load_spec, run_sweep
+from attnlab.plotting.attention import plot_attention_heatmap
+from attnlab.reporting.html import build_report, markdown_to_html
+
+TINY = [
+    "data.t0=20",
+    "data.test_size=50",
+    "training.updates_per_epoch=5",
+    "training.batch_size=20",
+    "training.stop_at_accuracy=null",
+    "model.hidden_dim=16",
+    "training.epochs=2",
+    "training.progress=false",
+    "training.device=cpu",
+]
+TABLE1 = """# Table 1
+
+| problem | T0 | ours | paper |
+|---|---:|---:|---:|
+| addition | 50 | 1 | 1 |
+| multiplication | 50 | 2 | 1 |
+"""
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory) -> Path:
+    """A recipe-like folder (a table, a figure) and a sweep of two runs, one with a heatmap."""
+    root = tmp_path_factory.mktemp("runs")
+    (root / "raffel2015").mkdir()
+    (root / "raffel2015" / "table1.md").write_text(TABLE1)
+    plot_attention_heatmap(
+        np.full((2, 3), 1 / 3), ["a", "b", "c"], ["x", "y"], root / "raffel2015" / "fig.png"
+    )
+    spec = root.parent / "spec.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {"config": "memory_addition", "overrides": TINY, "grid": {"model.pooling": ["attention", "mean"]}}
+        )
+    )
+    report = run_sweep(load_spec(spec), root / "sweep", LocalBackend(1), log=lambda line: None)
+    assert report.ok
+    weights = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]])
+    plot_attention_heatmap(
+        weights,
+        ["1", "2", "3"],
+        ["p", "q"],
+        root / "sweep" / "model.pooling=attention" / "seed0" / "plots" / "attention.png",
+    )
+    failed = root / "sweep" / "broken" / "seed0"  # a failed run: config and traceback only
+    failed.mkdir(parents=True)
+    (failed / "config.yaml").write_text("experiment: memory\n")
+    (failed / "error.txt").write_text("Traceback (most recent call last):\nRuntimeError: <boom> & co\n")
+    return root
+
+
+def test_report_is_self_contained(runs_dir, tmp_path):
+    page = build_report(runs_dir, tmp_path / "report.html").read_text()
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert page.count("data:image/png;base64,") == 1 + 2 + 1  # a figure, 2 learning curves, a heatmap
+    assert "RuntimeError: &lt;boom&gt; &amp; co" in page  # escaped
+
+
+def test_markdown_tables_become_html_tables():
+    html = markdown_to_html(TABLE1)
+    assert html.startswith("<h3>Table 1</h3>")
+    assert "<th>problem</th>" in html and html.count("<tr>") == 3 and "<td>multiplication</td>" in html
+
+
+def test_empty_or_absent_runs_directory_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="holds no run directories"):
+        build_report(tmp_path)
+    with pytest.raises(ConfigError, match="does not exist"):
+        build_report(tmp_path / "absent")
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_report_in_a_headless_browser(runs_dir, tmp_path):
+    path = build_report(runs_dir, tmp_path / "report.html")
+    with DevToolsBrowser(CHROMIUM, tmp_path / "profile") as browser:
+        page = browser.open(path.resolve().as_uri())
+        result = browser.evaluate(
+            page,
+            """(() => {
+                document.querySelectorAll('details').forEach(d => { d.open = true; });
+                const rows = t => [...t.querySelectorAll('tbody tr')].map(r => r.cells[0].textContent);
+                return {
+                    tables: [...document.querySelectorAll('table')].map(rows),
+                    statuses: [...document.querySelectorAll('table.runs tbody tr')]
+                        .map(r => r.cells[1].textContent),
+                    images: [...document.images].map(i => {
+                        const box = i.getBoundingClientRect();
+                        return [i.alt, i.complete, i.naturalWidth, i.naturalHeight, box.width, box.height];
+                    }),
+                };
+            })()""",
+        )
+        errors = browser.errors
+    assert errors == []
+    tables = result["tables"]
+    assert ["addition", "multiplication"] in tables  # the recipe's table, beside the paper
+    sweep_rows = [table for table in tables if any("·" in row for row in table)]
+    assert sweep_rows == [["model.pooling=attention · test", "model.pooling=mean · test"]]
+    assert [
+        "sweep/broken/seed0",
+        "sweep/model.pooling=attention/seed0",
+        "sweep/model.pooling=mean/seed0",
+    ] in tables
+    assert result["statuses"] == ["failed", "done", "done"]
+    assert len(result["images"]) == 4
+    for alt, complete, width, height, box_width, box_height in result["images"]:
+        assert complete and width > 0 and height > 0 and box_width > 0 and box_height > 0, alt
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_the_browser_check_sees_errors_and_broken_images(tmp_path):
+    """The check above is meaningful: a console error, an exception and a broken image are seen."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<img src='missing.png' alt='x'><script>console.error('bad'); undefinedCall();</script>")
+    with DevToolsBrowser(CHROMIUM, tmp_path / "profile") as browser:
+        page = browser.open(bad.resolve().as_uri())
+        width = browser.evaluate(page, "document.images[0].naturalWidth")
+        errors = browser.errors
+    assert width == 0
+    assert any("bad" in error for error in errors) and any("undefinedCall" in error for error in errors)
+    assert any("missing.png" in error for error in errors)
+
+
+class DevToolsBrowser:
+    """Headless chromium driven over ``--remote-debugging-pipe`` (JSON messages ended by NUL)."""
+
+    def __init__(self, executable: str, profile: Path, timeout_s: float = 60) -> None:
+        self.executable, self.profile, self.timeout_s = executable, profile, timeout_s
+        self.errors: list[str] = []
+        self._next_id = 0
+        self._buffer = b""
+
+    def __enter__(self) -> DevToolsBrowser:
+        to_browser_read, self._write = os.pipe()
+        self._read, from_browser_write = os.pipe()
+
+        def wire_pipes() -> None:  # the browser reads commands on fd 3 and writes replies on fd 4
+            os.dup2(to_browser_read, 3)
+            os.dup2(from_browser_write, 4)
+
+        self.process = subprocess.Popen(
+            [
+                self.executable,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self.profile}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=False,
+            preexec_fn=wire_pipes,
+        )
+        os.close(to_browser_read)
+        os.close(from_browser_write)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._send("Browser.close")
+            self.process.wait(timeout=10)
+        except Exception:
+            self.process.kill()
+            self.process.wait()
+        finally:
+            os.close(self._write)
+            os.close(self._read)
+
+    def open(self, url: str) -> str:
+        """Open ``url`` in a new tab, wait for its load event; return the session id."""
+        target = self.command("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.command("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Runtime", "Log", "Page"):
+            self.command(f"{domain}.enable", session=session)
+        self.command("Page.navigate", {"url": url}, session=session)
+        self._wait(lambda message: message.get("method") == "Page.loadEventFired")
+        return session
+
+    def evaluate(self, session: str, expression: str) -> object:
+        reply = self.command(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session
+        )
+        if "exceptionDetails" in reply:
+            raise AssertionError(f"script failed: {reply['exceptionDetails']}")
+        return reply["result"]["value"]
+
+    def command(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        identifier = self._send(method, params, session)
+        reply = self._wait(lambda message: message.get("id") == identifier)
+        if "error" in reply:
+            raise AssertionError(f"{method}: {reply['error']}")
+        return reply["result"]
+
+    def _send(self, method: str, params: dict | None = None, session: str | None = None) -> int:
+        self._next_id += 1
+        message: dict = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._write, json.dumps(message).encode() + b"\0")
+        return self._next_id
+
+    def _wait(self, wanted) -> dict:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            while b"\0" in self._buffer:
+                raw, self._buffer = self._buffer.split(b"\0", 1)
+                message = json.loads(raw)
+                self._note_error(message)
+                if wanted(message):
+                    return message
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self._read], [], [], remaining)[0]:
+                raise TimeoutError("no answer from chromium")
+            chunk = os.read(self._read, 1 << 16)
+            if not chunk:
+                raise ConnectionError("chromium closed the pipe")
+            self._buffer += chunk
+
+    def _note_error(self, message: dict) -> None:
+        method, params = message.get("method"), message.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            self.errors.append(str(params.get("exceptionDetails")))
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            self.errors.append(str(params.get("args")))
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            self.errors.append(str(params["entry"]))
