@@ -84,3 +84,34 @@ def test_every_papers_recipe_is_a_reproduce_subcommand(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["reproduce", "vaswani2017"])
     assert stop.value.code == 2 and "invalid choice: 'vaswani2017'" in capsys.readouterr().err
+
+
+def test_recipe_cells_run_on_a_local_ray_instance(tmp_path, local_ray):
+    out = tmp_path / "ray"
+    args = ["reproduce", "raffel2015", "--out", str(out), "--problems", "addition", "--t0", "20"]
+    args += [
+        "--learning-rates",
+        "1e-2",
+        "--max-epochs",
+        "1",
+        "--no-variable",
+        "--backend",
+        "ray",
+        "--jobs",
+        "2",
+    ]
+    args += ["training.updates_per_epoch=5", "data.test_size=50", "training.device=cpu"]
+    assert main(args) == 0
+    for pooling in ("attention", "mean"):
+        history = raffel2015._history(Cell("addition", 20, pooling).path(out) / "lr0.01" / "seed0")
+        assert [record["epoch"] for record in history] == [1]
+    assert local_ray.is_initialized()  # the shared instance is used and left running
+
+
+def test_recipe_backend_errors_are_usage_errors(tmp_path, capsys):
+    base = ["reproduce", "raffel2015", "--out", str(tmp_path), "--t0", "20", "--no-variable"]
+    assert main([*base, "--address", "127.0.0.1:1"]) == 2
+    assert "--address applies to --backend ray only" in capsys.readouterr().err
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'attnlab[ray]')")
+    assert main([*base, "--backend", "ray", "--address", "127.0.0.1:1"]) == 2
+    assert "127.0.0.1:1" in capsys.readouterr().err

@@ -364,14 +364,6 @@ def test_malformed_ray_address(tmp_path):
         RayBackend(address="nowhere").run([RunTask("x", {}, str(tmp_path))], lambda outcome: None)
 
 
-@pytest.fixture
-def local_ray():
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'attnlab[ray]')")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def test_ray_backend_on_a_real_local_instance(tmp_path, local_ray):
     path = _spec(tmp_path, {"model.pooling": ["attention", "mean"]})
     spec = load_spec(path)

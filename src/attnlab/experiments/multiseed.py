@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
 import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from attnlab.config import apply_overrides
+from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_json, atomic_write_text
 
@@ -46,23 +47,63 @@ def run_seeds(
     return aggregate
 
 
-def run_parallel(function: Callable[..., Any], arguments: Sequence[tuple], jobs: int) -> None:
-    """Call ``function(*argument)`` for each argument tuple: in this process, or in ``jobs``
-    single-threaded worker processes (runs are small; one thread each uses the cores best)."""
+def run_parallel(
+    function: Callable[..., Any],
+    arguments: Sequence[tuple],
+    jobs: int = 1,
+    *,
+    backend: str = "local",
+    address: str | None = None,
+) -> None:
+    """Call ``function(*argument)`` for each argument tuple (``function`` must be a module-level
+    function, so that worker processes can import it).
+
+    ``backend="local"``: in this process (``jobs == 1``) or in ``jobs`` single-threaded worker
+    processes (runs are small; one thread each uses the cores best). ``backend="ray"``: one
+    single-threaded Ray task per call, on a local Ray instance with ``jobs`` CPUs or on the running
+    cluster at ``address`` (see :class:`attnlab.experiments.sweep.RayBackend`). Every call runs to
+    its end; then the first failure, if any, is raised.
+    """
+    if backend == "ray":
+        from attnlab.experiments.sweep import RayBackend
+
+        RayBackend(address=address, num_cpus=jobs if jobs > 1 else None).call_all(function, arguments)
+        return
+    if backend != "local":
+        raise ConfigError(f"unknown backend {backend!r}; choose 'local' or 'ray'")
+    if address:
+        raise ConfigError("--address applies to --backend ray only")
     if jobs <= 1:
         for argument in arguments:
             function(*argument)
         return
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_single_thread) as pool:
-        for future in [pool.submit(function, *argument) for argument in arguments]:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=single_thread) as pool:
+        futures = [pool.submit(function, *argument) for argument in arguments]
+        wait(futures)
+        for future in futures:
             future.result()
 
 
-def _single_thread() -> None:
+def single_thread() -> None:
+    """Make this (worker) process use one CPU thread."""
+    os.environ["OMP_NUM_THREADS"] = "1"
     import torch
 
     torch.set_num_threads(1)
-    os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def add_parallel_arguments(parser: argparse.ArgumentParser, what: str = "runs") -> None:
+    """``--jobs``, ``--backend`` and ``--address`` of a recipe (see :func:`run_parallel`)."""
+    parser.add_argument("--jobs", type=int, default=1, help=f"{what} trained in parallel (one thread each)")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local", help="local processes or Ray")
+    parser.add_argument(
+        "--address", default=None, help="ray: host:port of a running cluster (default: start one)"
+    )
+
+
+def parallel_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`run_parallel` from :func:`add_parallel_arguments`' options."""
+    return {"jobs": args.jobs, "backend": args.backend, "address": args.address}
 
 
 def aggregate_results(results: Sequence[Results]) -> dict[str, dict[str, dict[str, float]]]:

@@ -36,7 +36,6 @@ import csv
 import io
 import itertools
 import json
-import os
 import re
 import socket
 import sys
@@ -54,6 +53,7 @@ import yaml
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 from attnlab.experiments.multiseed import aggregate_results, mean_std, write_aggregate
+from attnlab.experiments.multiseed import single_thread as use_one_thread
 from attnlab.experiments.registry import experiment_module, resolve_config, train_or_resume
 from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_json, atomic_write_text
@@ -297,7 +297,7 @@ class RunOutcome:
 def execute_run(task: RunTask, single_thread: bool = False) -> RunOutcome:
     """Train (or resume) one run; an exception is recorded in ``run_dir/error.txt``, not raised."""
     if single_thread:
-        _single_thread()
+        use_one_thread()
     run_dir = Path(task.run_dir)
     error_file = run_dir / ERROR_FILE
     start = time.perf_counter()
@@ -322,11 +322,9 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
 
 
-def _single_thread() -> None:
-    os.environ["OMP_NUM_THREADS"] = "1"
-    import torch
-
-    torch.set_num_threads(1)
+def _call_single_threaded(function: Callable[..., Any], argument: tuple) -> Any:
+    use_one_thread()
+    return function(*argument)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -356,7 +354,7 @@ class LocalBackend:
             for task in tasks:
                 on_result(execute_run(task))
             return
-        with ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), initializer=_single_thread) as pool:
+        with ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), initializer=use_one_thread) as pool:
             pending = {pool.submit(execute_run, task): task for task in tasks}
             try:
                 while pending:
@@ -417,6 +415,33 @@ class RayBackend:
                 for ref in pending:
                     ray.cancel(ref, force=True)
                 raise
+        finally:
+            if started_here:
+                ray.shutdown()
+
+    def call_all(self, function: Callable[..., Any], arguments: Sequence[tuple]) -> None:
+        """Call ``function(*argument)`` for every argument as one-CPU Ray tasks (a recipe's cells);
+        once all have ended, raise the first failure."""
+        if not arguments:
+            return
+        ray = self._connect()
+        started_here = self._started_here
+        try:
+            remote = ray.remote(num_cpus=1, max_retries=0)(_call_single_threaded)
+            refs = [remote.remote(function, argument) for argument in arguments]
+            errors = []
+            try:
+                for ref in refs:
+                    try:
+                        ray.get(ref)
+                    except Exception as error:  # RayTaskError wraps the worker's exception
+                        errors.append(error)
+            except BaseException:
+                for ref in refs:
+                    ray.cancel(ref, force=True)
+                raise
+            if errors:
+                raise errors[0]
         finally:
             if started_here:
                 ray.shutdown()

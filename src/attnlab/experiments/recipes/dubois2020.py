@@ -26,8 +26,10 @@ from typing import Any
 
 from attnlab.config import apply_overrides
 from attnlab.experiments.multiseed import (
+    add_parallel_arguments,
     aggregate_results,
     mean_std,
+    parallel_options,
     run_parallel,
     run_seeds,
     summarize,
@@ -77,12 +79,14 @@ def reproduce(
     attenders: Sequence[str] | None = None,
     tasks: Sequence[str] | None = None,
     jobs: int = 1,
+    backend: str = "local",
+    address: str | None = None,
     overrides: Sequence[str] = (),
 ) -> None:
     """Train every missing run of the grid, then write the figures and tables."""
     cells = [(task, attender) for task in (tasks or TASKS) for attender in (attenders or ATTENDERS)]
     arguments = [(out_dir, task, attender, list(seeds), quick, list(overrides)) for task, attender in cells]
-    run_parallel(_run_cell, arguments, jobs)
+    run_parallel(_run_cell, arguments, jobs, backend=backend, address=address)
     print(report(out_dir))
 
 
@@ -200,7 +204,7 @@ def _ordered(attenders: Any) -> list[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     parser.add_argument("--out", default="runs/dubois2020")
-    parser.add_argument("--jobs", type=int, default=1, help="runs trained in parallel (one thread each)")
+    add_parallel_arguments(parser, "runs")
     parser.add_argument(
         "--report-only", action="store_true", help="rebuild figures and tables from finished runs"
     )
@@ -220,6 +224,6 @@ def main(args: argparse.Namespace) -> None:
         quick=args.quick,
         attenders=args.attenders,
         tasks=args.tasks,
-        jobs=args.jobs,
+        **parallel_options(args),
         overrides=args.overrides,
     )

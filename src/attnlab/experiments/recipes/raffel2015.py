@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.config import apply_overrides
-from attnlab.experiments.multiseed import run_parallel, run_seeds
+from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel, run_seeds
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_text
@@ -108,6 +108,8 @@ def reproduce(
     seed: int = 0,
     quick: bool = False,
     jobs: int = 1,
+    backend: str = "local",
+    address: str | None = None,
     overrides: Sequence[str] = (),
 ) -> str:
     """Train every missing run (learning rates raced within a cell), then write the report."""
@@ -117,7 +119,7 @@ def reproduce(
     arguments = [
         (out_dir, cell, epochs, list(learning_rates), seed, quick, list(overrides)) for cell, epochs in cells
     ]
-    run_parallel(_race_learning_rates, arguments, jobs)
+    run_parallel(_race_learning_rates, arguments, jobs, backend=backend, address=address)
     text = report(out_dir, seed)
     print(text)
     return text
@@ -276,7 +278,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-variable", action="store_true", help="skip the variable-length runs")
     parser.add_argument("--variable-epochs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0, help="training seed of every run (one run per cell)")
-    parser.add_argument("--jobs", type=int, default=1, help="cells trained in parallel (one thread each)")
+    add_parallel_arguments(parser, "cells")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (20 updates per epoch)")
     parser.add_argument("--report-only", action="store_true", help="rebuild tables and figures only")
 
@@ -299,6 +301,6 @@ def main(args: argparse.Namespace) -> None:
         variable_epochs=args.variable_epochs,
         seed=args.seed,
         quick=args.quick,
-        jobs=args.jobs,
+        **parallel_options(args),
         overrides=args.overrides,
     )

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.config import apply_overrides
-from attnlab.experiments.multiseed import run_parallel, run_seeds
+from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel, run_seeds
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_text
@@ -154,6 +154,8 @@ def reproduce(
     tables: Sequence[str] = TABLES,
     shared_data: Path = Path("../shared/data"),
     jobs: int = 1,
+    backend: str = "local",
+    address: str | None = None,
     overrides: Sequence[str] = (),
 ) -> str:
     """Train every missing run of ``tables``, then write the report; returns its markdown."""
@@ -161,7 +163,7 @@ def reproduce(
         (out_dir / folder, config, list(cell), list(seeds), quick, shared_data, list(overrides))
         for folder, config, cell in cells(tables)
     ]
-    run_parallel(_run_cell, arguments, jobs)
+    run_parallel(_run_cell, arguments, jobs, backend=backend, address=address)
     return report(out_dir)
 
 
@@ -287,7 +289,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shared-data", default="../shared/data", help="folder holding scan/ and mt-eng-fra/"
     )
-    parser.add_argument("--jobs", type=int, default=1, help="runs trained in parallel (one thread each)")
+    add_parallel_arguments(parser, "runs")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (minutes; numbers mean nothing)")
     parser.add_argument(
         "--report-only", action="store_true", help="rebuild tables and plots from finished runs"
@@ -305,7 +307,7 @@ def main(args: argparse.Namespace) -> None:
             quick=args.quick,
             tables=args.tables,
             shared_data=Path(args.shared_data),
-            jobs=args.jobs,
+            **parallel_options(args),
             overrides=args.overrides,
         )
     )
