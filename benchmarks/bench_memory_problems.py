@@ -73,7 +73,7 @@ def make_batches(t0: int, batch_size: int, count: int, seed: int, device: torch.
     for _ in range(count):
         lengths = sample_lengths("fixed", batch_size, generator, t0)
         batch = generate_memory_batch("addition", batch_size, lengths, generator)
-        batches.append(MemoryBatch(*(getattr(batch, name).to(device) for name in batch.__dataclass_fields__)))
+        batches.append(batch.to(device))
     return batches
 
 

@@ -36,10 +36,11 @@ class PoolingOutput:
     weights: torch.Tensor
 
 
-def _check_inputs(
-    name: str, states: torch.Tensor, padding_mask: torch.Tensor | None, dim: int | None
+def check_pooling_inputs(
+    name: str, states: torch.Tensor, padding_mask: torch.Tensor | None, dim: int | None = None
 ) -> None:
-    """Shape / dtype checks shared by the pooling modules; rejects all-padding rows by index."""
+    """Shape / dtype checks of anything pooled over time (``[batch, time, dim]`` with at least one
+    step, a valid padding mask); rejects all-padding rows by index."""
     if states.dim() != 3 or (dim is not None and states.size(-1) != dim):
         expected = "dim" if dim is None else f"dim={dim}"
         raise ValueError(f"{name}: states must be [batch, time, {expected}], got {tuple(states.shape)}")
@@ -98,7 +99,7 @@ class FeedForwardAttentionPooling(nn.Module):
         return self.score_activation(torch.matmul(states, self.weight) + self.bias)
 
     def forward(self, states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> PoolingOutput:
-        _check_inputs(type(self).__name__, states, padding_mask, self.input_dim)
+        check_pooling_inputs(type(self).__name__, states, padding_mask, self.input_dim)
         scores = self.scores(states)  # [B, T]
         weights = masked_softmax(scores.unsqueeze(1), padding_mask).squeeze(1)  # [B, T]
         return PoolingOutput(context=_pool(weights, states), weights=weights)
@@ -121,7 +122,7 @@ class MeanPooling(nn.Module):
         self.input_dim = input_dim
 
     def forward(self, states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> PoolingOutput:
-        _check_inputs(type(self).__name__, states, padding_mask, self.input_dim)
+        check_pooling_inputs(type(self).__name__, states, padding_mask, self.input_dim)
         batch, time = states.shape[:2]
         if padding_mask is None:
             weights = states.new_full((batch, time), 1.0 / time)

@@ -143,7 +143,7 @@ def test_set(data: MemoryDataConfig, device: torch.device) -> list[MemoryBatch]:
     chunks = []
     for start in range(0, data.test_size, data.eval_batch_size):
         size = min(data.eval_batch_size, data.test_size - start)
-        chunks.append(_to_device(_batch(data, size, generator), device))
+        chunks.append(_batch(data, size, generator).to(device))
     return chunks
 
 
@@ -152,16 +152,6 @@ def _batch(data: MemoryDataConfig, size: int, generator: torch.Generator) -> Mem
     if data.problem == TEMPORAL_ORDER:
         return generate_temporal_order_batch(size, lengths, generator)
     return generate_memory_batch(data.problem, size, lengths, generator)
-
-
-def _to_device(batch: MemoryBatch, device: torch.device) -> MemoryBatch:
-    return MemoryBatch(
-        inputs=batch.inputs.to(device),
-        padding_mask=batch.padding_mask.to(device),
-        targets=batch.targets.to(device),
-        lengths=batch.lengths.to(device),
-        marker_positions=batch.marker_positions.to(device),
-    )
 
 
 # ---------------------------------------------------------------------------------- model
@@ -271,7 +261,7 @@ class MemoryTrainingTask:
         """``updates_per_epoch`` fresh batches, generated (on the CPU) from ``generator`` only."""
         for _ in range(self.config.training.updates_per_epoch):
             batch = _batch(self.config.data, self.config.training.batch_size, generator)
-            yield _to_device(batch, self.device)
+            yield batch.to(self.device)
 
     def training_loss(self, model: FeedForwardAttentionNetwork, batch: MemoryBatch) -> torch.Tensor:
         return memory_loss(model, batch)

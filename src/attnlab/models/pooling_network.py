@@ -46,13 +46,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.attention.base import check_padding_mask
 from attnlab.attention.fused_pooling import (
     can_use_fused_pooling,
     leaky_affine_pooling,
     right_padded_lengths,
 )
-from attnlab.attention.pooling import FeedForwardAttentionPooling, MeanPooling
+from attnlab.attention.pooling import FeedForwardAttentionPooling, MeanPooling, check_pooling_inputs
 
 Pooling = Literal["attention", "mean"]
 POOLINGS: tuple[str, ...] = ("attention", "mean")
@@ -156,11 +155,7 @@ class FeedForwardAttentionNetwork(nn.Module):
                 f"FeedForwardAttentionNetwork: inputs must be [batch, time, {self.input_dim}] "
                 f"(input_dim={self.input_dim} channels), got shape {tuple(inputs.shape)}"
             )
-        context, weights = self._pool_fused(inputs, padding_mask) if self._fuse(inputs) else (None, None)
-        if context is None:
-            states = self._lrelu(self.input_layer(inputs))  # h_t, [B, T, D]
-            pooled = self.pooling(states, padding_mask)  # c [B, D], alpha [B, T]
-            context, weights = pooled.context, pooled.weights
+        context, weights = self._pool(inputs, padding_mask)  # c [B, D], alpha [B, T]
         hidden = self._lrelu(self.hidden_layer(context))  # s, [B, D]
         if self.num_classes is not None:
             return PoolingNetworkOutput(prediction=self.output_layer(hidden), weights=weights)  # logits
@@ -176,25 +171,23 @@ class FeedForwardAttentionNetwork(nn.Module):
             return False
         return can_use_fused_pooling(inputs, *self.parameters())
 
-    def _pool_fused(
+    def _pool(
         self, inputs: torch.Tensor, padding_mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """``(c, alpha)`` from the fused kernel, or ``(None, None)`` when padding is not on the right."""
-        if inputs.size(1) == 0:
-            raise ValueError(
-                "FeedForwardAttentionNetwork: inputs have time length 0; there is nothing to pool"
-            )
-        if padding_mask is not None:
-            check_padding_mask(type(self).__name__, padding_mask, inputs.shape[:2], "padding_mask")
-        lengths = right_padded_lengths(padding_mask, inputs.size(0), inputs.size(1))
-        if lengths is None:
-            return None, None
-        scores = {}
-        if isinstance(self.pooling, FeedForwardAttentionPooling):
-            scores = {"score_weight": self.pooling.weight, "score_bias": self.pooling.bias}
-        return leaky_affine_pooling(
-            inputs, lengths, self.input_layer.weight, self.input_layer.bias, leak=self.leak, **scores
-        )
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(c, alpha)``: from the fused kernel when it applies (and padding is on the right), else
+        from the per-step layer and the pooling module."""
+        if self._fuse(inputs):
+            check_pooling_inputs(type(self).__name__, inputs, padding_mask)
+            lengths = right_padded_lengths(padding_mask, inputs.size(0), inputs.size(1))
+            if lengths is not None:
+                scores = {}
+                if isinstance(self.pooling, FeedForwardAttentionPooling):
+                    scores = {"score_weight": self.pooling.weight, "score_bias": self.pooling.bias}
+                return leaky_affine_pooling(
+                    inputs, lengths, self.input_layer.weight, self.input_layer.bias, leak=self.leak, **scores
+                )
+        pooled = self.pooling(self._lrelu(self.input_layer(inputs)), padding_mask)  # over h_t, [B, T, D]
+        return pooled.context, pooled.weights
 
     def extra_repr(self) -> str:
         return (

@@ -85,6 +85,16 @@ class MemoryBatch:
     lengths: torch.Tensor
     marker_positions: torch.Tensor
 
+    def to(self, device: torch.device | str) -> MemoryBatch:
+        """The same batch with every tensor on ``device``."""
+        return MemoryBatch(
+            inputs=self.inputs.to(device),
+            padding_mask=self.padding_mask.to(device),
+            targets=self.targets.to(device),
+            lengths=self.lengths.to(device),
+            marker_positions=self.marker_positions.to(device),
+        )
+
 
 def is_correct(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Bool ``[B]``: ``|prediction - target| < 0.04`` (Raffel & Ellis §2)."""
