@@ -179,3 +179,27 @@ def test_missing_split_file_is_named(copy_corpus, tmp_path, capsys):
     assert main(["train", "lm_wikitext2", *_overrides(folder), "--run-dir", str(tmp_path / "r")]) == 2
     error = capsys.readouterr().err
     assert str(folder) in error and "no test split" in error
+
+
+def test_recipe_trains_only_the_chosen_models(copy_corpus, tmp_path):
+    from attnlab.experiments.recipes import daniluk2017
+
+    data_root = tmp_path / "data"
+    (data_root / "wikitext-2").mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (data_root / "wikitext-2" / f"{split}.txt").write_text((copy_corpus / f"{split}.txt").read_text())
+    out = tmp_path / "out"
+    report = daniluk2017.reproduce(
+        out, quick=True, corpora=["wikitext-2"], data_root=data_root, models=["4-gram", "lstm"]
+    )
+    assert sorted(p.name for p in (out / "wikitext-2").iterdir() if p.is_dir()) == ["4-gram", "lstm"]
+    assert "4-gram" in report and "lstm" in report
+
+
+def test_recipe_refuses_an_unknown_model(tmp_path):
+    from attnlab.config import ConfigError
+    from attnlab.experiments.recipes import daniluk2017
+
+    with pytest.raises(ConfigError, match="unknown model.*'gru_L5'"):
+        daniluk2017.reproduce(tmp_path, quick=True, models=["lstm", "gru_L5"])
+    assert not any(tmp_path.iterdir())

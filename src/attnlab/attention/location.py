@@ -163,6 +163,19 @@ class _Weighting:
 
 
 STAIRCASES = {"exact": softstair, "straight_through": straight_through_softstair}
+WEIGHTERS = ("gru", "feedforward")
+
+
+def straight_through_gate(logits: torch.Tensor) -> torch.Tensor:
+    """A binary gate: ``sigmoid(logits) > 0.5`` in the forward pass, the sigmoid's gradient in the
+    backward pass (Bengio et al. 2013). Exactly 0 or 1, so a gated sum such as
+    ``mu = rho_previous mean_alpha + steps / (n - 1) + rho_bias`` is exactly "previous position +
+    k steps" at every length, not an approximation fitted to the training lengths."""
+    soft = torch.sigmoid(logits)
+    return soft + ((logits > 0).to(soft.dtype) - soft).detach()
+
+
+GATES = {"sigmoid": torch.sigmoid, "straight_through": straight_through_gate}
 
 
 class LocationAttender(Attender):
@@ -206,6 +219,13 @@ class LocationAttender(Attender):
         clamp_slope: the leaky clamp's slope outside ``[0, 1]`` (default 0.01).
         learn_initial_hidden: learn ``omega_{-1}`` instead of using zeros (default False; the
             paper does not say, zeros is the usual GRU start).
+        weighter: ``"gru"`` (the paper's recurrent weighter, default) or ``"feedforward"``:
+            ``omega_t = tanh(W_omega ReLU(W_resize q_t))``, which cannot count steps, so on
+            longer inputs than seen in training its gates depend on the query alone (issue 6;
+            see docs/results.md, "Solving the eos problem").
+        gates: ``"sigmoid"`` (the paper's, default) or ``"straight_through"``: binary gates
+            ``rho_previous``, ``rho_bias`` with straight-through gradients
+            (:func:`straight_through_gate`).
     """
 
     stateful = True
@@ -224,6 +244,8 @@ class LocationAttender(Attender):
         learn_initial_hidden: bool = False,
         staircase_gradient: str = "straight_through",
         initial_rho: tuple[float, float, float] | None = (1.0, 1.0, -2.0),
+        weighter: str = "gru",
+        gates: str = "sigmoid",
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
@@ -240,7 +262,17 @@ class LocationAttender(Attender):
         self.staircase_sharpness = float(staircase_sharpness)
         self.clamp_slope = float(clamp_slope)
         self.resize = nn.Linear(query_dim, resize_dim)
-        self.weighter = nn.GRU(resize_dim, weighter_hidden_dim, batch_first=True)
+        if weighter not in WEIGHTERS:
+            raise ValueError(f"{name}: option weighter must be one of {WEIGHTERS}, got {weighter!r}")
+        if gates not in GATES:
+            raise ValueError(f"{name}: option gates must be one of {sorted(GATES)}, got {gates!r}")
+        self.gate = GATES[gates]
+        self.weighter_hidden_dim = weighter_hidden_dim
+        self.weighter: nn.Module = (
+            nn.GRU(resize_dim, weighter_hidden_dim, batch_first=True)
+            if weighter == "gru"
+            else nn.Linear(resize_dim, weighter_hidden_dim)
+        )
         self.sigma_layer = nn.Linear(weighter_hidden_dim, 1)
         self.rho_layer = nn.Linear(weighter_hidden_dim, 3)
         self.initial_hidden: nn.Parameter | None = (
@@ -276,7 +308,7 @@ class LocationAttender(Attender):
 
     def _initial_hidden(self, batch: int, keys: torch.Tensor) -> torch.Tensor:
         if self.initial_hidden is None:
-            return keys.new_zeros(batch, self.weighter.hidden_size)
+            return keys.new_zeros(batch, self.weighter_hidden_dim)
         return self.initial_hidden.to(keys.dtype).expand(batch, -1)
 
     def attention_mean(self, weights: torch.Tensor, state: AttentionState) -> torch.Tensor:
@@ -361,16 +393,19 @@ class LocationAttender(Attender):
     def _weigh(self, query: torch.Tensor, state: AttentionState) -> _Weighting:
         """Run the weighter over all steps: ``sigma_t`` and the three activated ``rho_t``."""
         resized = F.relu(self.resize(query))  # [B, T, R]
-        # The weighter's input does not depend on the attention, so one fused GRU call covers
-        # all steps; only mu's dependence on the previous attention needs a Python loop.
-        omega, last = self.weighter(resized, state["hidden"].unsqueeze(0).contiguous())  # [B, T, H]
-        hidden = last.squeeze(0)
+        if isinstance(self.weighter, nn.GRU):
+            # The weighter's input does not depend on the attention, so one fused GRU call covers
+            # all steps; only mu's dependence on the previous attention needs a Python loop.
+            omega, last = self.weighter(resized, state["hidden"].unsqueeze(0).contiguous())  # [B, T, H]
+            hidden = last.squeeze(0)
+        else:  # feed-forward weighter: no memory of earlier steps, so no step counter
+            omega, hidden = torch.tanh(self.weighter(resized)), state["hidden"]
         sigma = F.relu(self.sigma_layer(omega).squeeze(-1)) + self.min_sigma
         rho = self.rho_layer(omega)  # [B, T, 3]
         return _Weighting(
             sigma=sigma * state["inverse_length"][:, None],
-            rho_previous=torch.sigmoid(rho[..., 0]),
+            rho_previous=self.gate(rho[..., 0]),
             rho_steps=self.staircase(rho[..., 1], self.staircase_sharpness),
-            rho_bias=torch.sigmoid(rho[..., 2]),
+            rho_bias=self.gate(rho[..., 2]),
             hidden=hidden,
         )

@@ -25,7 +25,7 @@ from attnlab.attention.content import (
     ScoringAttender,
     advance_state,
 )
-from attnlab.attention.location import LocationAttender
+from attnlab.attention.location import GATES, LocationAttender
 
 __all__ = ["CONTENT_ATTENDERS", "MixAttender"]
 
@@ -65,6 +65,9 @@ class MixAttender(Attender):
             needs no ``query_dim == key_dim``) and ``"scaled_dot"``.
         content_options: keyword options of the content attender (e.g. ``{"hidden_dim": 32}``).
         location_options: keyword options of the :class:`LocationAttender`.
+        mix_gate: ``"sigmoid"`` (the paper's, default) or ``"straight_through"``: ``gamma_t`` is
+            exactly 0 or 1 (pure content or pure location attention) with the sigmoid's gradient,
+            so no residue of content attention shifts the location recurrence on long inputs.
     """
 
     stateful = True
@@ -78,6 +81,7 @@ class MixAttender(Attender):
         content: str = "multiplicative",
         content_options: dict[str, Any] | None = None,
         location_options: dict[str, Any] | None = None,
+        mix_gate: str = "sigmoid",
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         if content not in CONTENT_ATTENDERS:
@@ -93,6 +97,11 @@ class MixAttender(Attender):
             LocationAttender, query_dim, key_dim, value_dim, location_options
         )
         self.mix_layer = nn.Linear(query_dim, 1)
+        if mix_gate not in GATES:
+            raise ValueError(
+                f"{type(self).__name__}: option mix_gate must be one of {sorted(GATES)}, got {mix_gate!r}"
+            )
+        self.mix_gate = GATES[mix_gate]
 
     def _init_state(
         self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None, lengths: torch.Tensor
@@ -112,7 +121,7 @@ class MixAttender(Attender):
     ) -> AttentionOutput:
         content_state = _unprefixed("content", state)
         content_attention = self.content.attention(query, keys, key_padding_mask, content_state)
-        mix_weight = torch.sigmoid(self.mix_layer(query)).squeeze(-1)  # [B, T]
+        mix_weight = self.mix_gate(self.mix_layer(query)).squeeze(-1)  # [B, T]
 
         contents = content_attention.unbind(1)
         gammas = mix_weight.unsqueeze(-1).unbind(1)

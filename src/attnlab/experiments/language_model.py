@@ -298,6 +298,17 @@ class LMTrainingTask:
             "validation_perplexity": float(metrics["perplexity"]),
         }
 
+    def attention_samples(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """The window attention of the first validation stream over its first segment
+        (TensorBoard images: rows = steps, columns = window positions, oldest first); none for
+        the variants without attention (``lstm``, ``ngram``)."""
+        batch = next(segments(self.valid, self.config.training.bptt), None)
+        if batch is None:
+            return {}
+        batch = batch.to(self.device)
+        output = model(batch.inputs, batch.resets, None, padding_mask=~batch.target_mask)
+        return {} if output.attention is None else {"validation_stream_0": output.attention[0]}
+
 
 def train(
     config: LMExperimentConfig, run_dir: str | Path, *, resume: bool = False

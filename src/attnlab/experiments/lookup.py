@@ -15,7 +15,11 @@ import torch
 from attnlab.config import ConfigError, from_dict
 from attnlab.evaluation.seq2seq import evaluate_seq2seq, teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
-from attnlab.experiments.seq2seq import seq2seq_from_checkpoint, seq2seq_model_spec
+from attnlab.experiments.seq2seq import (
+    decoded_attention_samples,
+    seq2seq_from_checkpoint,
+    seq2seq_model_spec,
+)
 from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.tasks.batching import batches, encode_examples
 from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
@@ -60,6 +64,8 @@ class Seq2SeqModelConfig:
     hidden_dim: int = 128
     bottleneck_dropout: float = 0.5
     residual: bool = True
+    decoder_recurrence: bool = True
+    input_feeding: bool = False
 
 
 @dataclass
@@ -156,6 +162,8 @@ def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabular
             hidden_dim=model.hidden_dim,
             bottleneck_dropout=model.bottleneck_dropout,
             residual=model.residual,
+            decoder_recurrence=model.decoder_recurrence,
+            input_feeding=model.input_feeding,
             pad_id=target.pad_id,
             sos_id=target.sos_id,
             eos_id=target.eos_id,
@@ -214,6 +222,12 @@ class LookupTrainingTask:
             "validation_seq_acc": metrics["seq_acc"],
             **({"validation_attn_loss": metrics["attn_loss"]} if "attn_loss" in metrics else {}),
         }
+
+    def attention_samples(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """The decoded attention of the first validation examples (TensorBoard images)."""
+        return decoded_attention_samples(
+            model, self.validation, self.device, self.config.evaluation.max_length
+        )
 
 
 def train(

@@ -10,6 +10,7 @@ Layout::
       eval/<test set>.json   metrics of one evaluation
       eval/summary.json      all test sets of the last ``train``/``evaluate`` call
       plots/*.png            attention heatmaps, interpretable-variable views, curves
+      tensorboard/           TensorBoard event files (only with ``training.tensorboard: true``)
 """
 
 from __future__ import annotations

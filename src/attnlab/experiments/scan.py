@@ -42,7 +42,11 @@ from attnlab.config import ConfigError, from_dict
 from attnlab.evaluation.metrics import sequence_correct
 from attnlab.evaluation.seq2seq import teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
-from attnlab.experiments.seq2seq import seq2seq_from_checkpoint, seq2seq_model_spec
+from attnlab.experiments.seq2seq import (
+    decoded_attention_samples,
+    seq2seq_from_checkpoint,
+    seq2seq_model_spec,
+)
 from attnlab.models.syntactic_attention import (
     GRUAttentionSeq2Seq,
     StepwiseSeq2Seq,
@@ -485,6 +489,12 @@ class ScanTrainingTask:
             given_length=False,
         )
         return {"validation_loss": metrics["loss"], "validation_seq_acc": metrics["seq_acc"]}
+
+    def attention_samples(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """The decoded attention of the first validation examples (TensorBoard images)."""
+        return decoded_attention_samples(
+            model, self.validation.dataset, self.device, self.config.evaluation.max_length
+        )
 
 
 def bucketed_batches(

@@ -1,6 +1,7 @@
 """What the sequence-to-sequence experiments (:mod:`~attnlab.experiments.lookup`,
 :mod:`~attnlab.experiments.scan`) share: a model spec that carries the source and target
-vocabularies, and rebuilding a model from a checkpoint with such a spec."""
+vocabularies, rebuilding a model from a checkpoint with such a spec, and the attention maps of a
+few decoded examples (the trainer's TensorBoard images)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,16 @@ from typing import Any, TypeVar
 import torch
 
 from attnlab.config import from_dict, to_dict
+from attnlab.evaluation.seq2seq import default_max_length
+from attnlab.tasks.batching import EncodedDataset, collate
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.checkpoint import check_model_spec, load_model_weights, load_system_checkpoint
 
 ModelConfigT = TypeVar("ModelConfigT")
 ModelT = TypeVar("ModelT", bound=torch.nn.Module)
+
+ATTENTION_SAMPLES = 2
+"""How many validation examples :func:`decoded_attention_samples` shows by default."""
 
 
 def seq2seq_model_spec(system: str, model: Any, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
@@ -52,3 +58,35 @@ def seq2seq_from_checkpoint(
     check_model_spec(path, checkpoint, seq2seq_model_spec(system, model_config, source, target))
     load_model_weights(path, model, checkpoint)
     return model.to(device).eval(), source, target
+
+
+@torch.no_grad()
+def decoded_attention_samples(
+    model: Any,
+    dataset: EncodedDataset,
+    device: torch.device,
+    max_length: int | None,
+    *,
+    count: int = ATTENTION_SAMPLES,
+    prefix: str = "validation",
+) -> dict[str, torch.Tensor]:
+    """The greedy decoding's attention on the first ``count`` examples of ``dataset``.
+
+    ``<prefix>_<i>`` → ``[decoded steps (<eos> included), source length]`` weights of example
+    ``i``, for the trainer's optional ``attention_samples`` hook. ``model`` is any seq2seq model
+    with ``greedy_decode(source, padding_mask, max_length)`` returning ``tokens`` and ``attention``;
+    ``max_length=None`` decodes up to ``2·S + 10`` tokens.
+    """
+    rows = list(range(min(count, len(dataset))))
+    if not rows:
+        return {}
+    batch = collate(dataset, rows).to(device)
+    budget = max_length if max_length is not None else default_max_length(batch.source.size(1))
+    decoded = model.greedy_decode(batch.source, batch.source_padding_mask, budget)
+    samples = {}
+    for row in rows:
+        tokens = decoded.tokens[row].tolist()
+        steps = tokens.index(model.eos_id) + 1 if model.eos_id in tokens else len(tokens)
+        source_length = int((~batch.source_padding_mask[row]).sum())
+        samples[f"{prefix}_{row}"] = decoded.attention[row, :steps, :source_length]
+    return samples

@@ -57,6 +57,8 @@ class RecurrentSeq2Seq(nn.Module):
         hidden_dim: int = 128,
         bottleneck_dropout: float = 0.5,
         residual: bool = True,
+        decoder_recurrence: bool = True,
+        input_feeding: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -68,10 +70,13 @@ class RecurrentSeq2Seq(nn.Module):
         self.encoder = nn.GRU(embedding_dim, hidden_dim, batch_first=True)
         self.residual = _residual_projection(embedding_dim, hidden_dim) if residual else None
         self.bottleneck_dropout = nn.Dropout(bottleneck_dropout)
-        self.decoder = nn.GRU(embedding_dim, hidden_dim, batch_first=True)
+        self.decoder_recurrence = decoder_recurrence
+        self.input_feeding = input_feeding
         self.attender: Attender = build_attender(
             attender, hidden_dim, hidden_dim, hidden_dim, **(attender_options or {})
         )
+        glimpse_dim = self.attender.value_dim if input_feeding else 0
+        self.decoder = nn.GRU(embedding_dim + glimpse_dim, hidden_dim, batch_first=True)
         self.combine = nn.Linear(2 * hidden_dim, hidden_dim)
         self.generator = nn.Linear(hidden_dim, target_vocab_size)
         never_predicted = torch.zeros(target_vocab_size)
@@ -97,10 +102,62 @@ class RecurrentSeq2Seq(nn.Module):
     ) -> Seq2SeqOutput:
         """Teacher forcing: predict ``target_output`` from ``target_input`` (``<sos>`` + target)."""
         memory, hidden = self.encode(source, source_padding_mask)
-        decoder_states, _ = self.decoder(self.target_embedding(target_input), hidden)
+        embedded = self.target_embedding(target_input)
+        if self.input_feeding:
+            return self._teacher_forced_steps(embedded, memory, source_padding_mask, hidden)
+        if self.decoder_recurrence:
+            decoder_states, _ = self.decoder(embedded, hidden)
+        else:  # every step starts from the same fresh state: all steps in one call
+            batch, steps, _ = embedded.shape
+            flat, _ = self.decoder(
+                embedded.reshape(batch * steps, 1, -1), self._fresh_hidden(batch * steps, memory)
+            )
+            decoder_states = flat.reshape(batch, steps, -1)
         attended = self.attender(decoder_states, memory, memory, source_padding_mask)
         logits = self._predict(decoder_states, attended.glimpse)
         return Seq2SeqOutput(logits, attended.weights, attended.variables)
+
+    def _teacher_forced_steps(
+        self,
+        embedded: torch.Tensor,
+        memory: torch.Tensor,
+        source_padding_mask: torch.Tensor,
+        hidden: torch.Tensor,
+    ) -> Seq2SeqOutput:
+        """Input feeding needs the previous glimpse, so teacher forcing runs step by step."""
+        state = self.attender.initial_state(memory, source_padding_mask)
+        glimpse = memory.new_zeros(memory.size(0), 1, self.attender.value_dim)
+        alive = torch.ones(memory.size(0), dtype=torch.bool, device=memory.device)
+        steps: list[_DecodedStep] = []
+        for previous in embedded.split(1, dim=1):
+            logits, hidden, attended = self._step(
+                previous, hidden, glimpse, memory, source_padding_mask, state
+            )
+            state, glimpse = attended.state, attended.glimpse
+            steps.append(_DecodedStep(logits, attended.weights, None, alive, attended.variables))
+        decoded = _stack_steps(steps)
+        return Seq2SeqOutput(decoded.logits, decoded.attention, decoded.variables)
+
+    def _step(
+        self,
+        previous: torch.Tensor,
+        hidden: torch.Tensor,
+        glimpse: torch.Tensor,
+        memory: torch.Tensor,
+        source_padding_mask: torch.Tensor,
+        state: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """One decoder step from the embedded previous token ``[B, 1, E]`` and the previous glimpse."""
+        inputs = torch.cat([previous, glimpse], dim=-1) if self.input_feeding else previous
+        if not self.decoder_recurrence:
+            hidden = self._fresh_hidden(previous.size(0), memory)
+        decoder_state, hidden = self.decoder(inputs, hidden)
+        attended = self.attender(decoder_state, memory, memory, source_padding_mask, state)
+        return self._predict(decoder_state, attended.glimpse), hidden, attended
+
+    def _fresh_hidden(self, batch: int, like: torch.Tensor) -> torch.Tensor:
+        """The state every step starts from without decoder recurrence: zeros, no encoder summary."""
+        return like.new_zeros(1, batch, self.decoder.hidden_size)
 
     @torch.no_grad()
     def greedy_decode(
@@ -117,11 +174,13 @@ class RecurrentSeq2Seq(nn.Module):
         previous = torch.full((batch, 1), self.sos_id, dtype=torch.long, device=source.device)
         finished = torch.zeros(batch, dtype=torch.bool, device=source.device)
         steps: list[_DecodedStep] = []
+        glimpse = memory.new_zeros(batch, 1, self.attender.value_dim)
         for _ in range(max_length):
-            decoder_state, hidden = self.decoder(self.target_embedding(previous), hidden)
-            attended = self.attender(decoder_state, memory, memory, source_padding_mask, state)
-            state = attended.state
-            logits = self._predict(decoder_state, attended.glimpse)
+            embedded = self.target_embedding(previous)
+            logits, hidden, attended = self._step(
+                embedded, hidden, glimpse, memory, source_padding_mask, state
+            )
+            state, glimpse = attended.state, attended.glimpse
             tokens = self._best_tokens(logits).masked_fill(finished, self.pad_id)
             steps.append(_DecodedStep(logits, attended.weights, tokens, ~finished, attended.variables))
             finished = finished | (tokens == self.eos_id)
@@ -149,7 +208,7 @@ def _residual_projection(embedding_dim: int, hidden_dim: int) -> nn.Module:
 class _DecodedStep:
     logits: torch.Tensor  # [B, 1, V]
     weights: torch.Tensor  # [B, 1, S]
-    tokens: torch.Tensor  # [B]
+    tokens: torch.Tensor | None  # [B]; None under teacher forcing
     alive: torch.Tensor  # [B] bool: no <eos> before this step
     variables: dict[str, torch.Tensor]
 
@@ -164,5 +223,5 @@ def _stack_steps(steps: list[_DecodedStep]) -> Seq2SeqOutput:
         logits=torch.cat([step.logits for step in steps], dim=1),
         attention=attention,
         variables=variables,
-        tokens=torch.stack([step.tokens for step in steps], dim=1),
+        tokens=None if steps[0].tokens is None else torch.stack([s.tokens for s in steps], dim=1),  # type: ignore[misc]
     )

@@ -4,7 +4,9 @@ A system supplies a :class:`TrainingTask` (its batches, its loss, its validation
 :class:`Trainer` owns the optimisation (Adam, gradient clipping), seeding, the progress bar,
 metrics (``metrics.jsonl``), checkpoints (``checkpoints/best.pt`` by validation loss and
 ``checkpoints/last.pt`` for resuming) and exact resume: a run interrupted at any point and resumed
-from ``last.pt`` ends with the same weights and metrics as an uninterrupted run on the CPU.
+from ``last.pt`` ends with the same weights and metrics as an uninterrupted run on the CPU. With
+``training.tensorboard: true`` it also logs the metrics and the task's attention maps to
+TensorBoard (:mod:`attnlab.training.tensorboard`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from attnlab.training.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
+from attnlab.training.tensorboard import TensorBoardLogger, summary_writer_class
 
 
 @dataclass
@@ -45,6 +48,9 @@ class TrainingConfig:
     seed: int = 0
     device: str = "auto"
     progress: bool = True
+    tensorboard: bool = False
+    """Also log to TensorBoard, in ``RUN_DIR/tensorboard/`` (needs ``pip install 'attnlab[tensorboard]'``):
+    the per-epoch metrics (the ``metrics.jsonl`` keys, step = epoch) and the task's attention images."""
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -53,6 +59,8 @@ class TrainingConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not isinstance(self.tensorboard, bool):
+            raise ValueError(f"tensorboard must be true or false, got {self.tensorboard!r}")
 
 
 class TrainingDiverged(RuntimeError):
@@ -60,7 +68,11 @@ class TrainingDiverged(RuntimeError):
 
 
 class TrainingTask(Protocol):
-    """What a system gives the trainer."""
+    """What a system gives the trainer.
+
+    A task may also define :meth:`AttentionSampler.attention_samples`; the trainer calls it only
+    when ``training.tensorboard`` is on (tasks without it log no images).
+    """
 
     def train_batches(self, generator: torch.Generator) -> Iterable[Any]:
         """The epoch's training batches, shuffled with ``generator`` only."""
@@ -70,6 +82,16 @@ class TrainingTask(Protocol):
 
     def validate(self, model: nn.Module) -> dict[str, float]:
         """Validation metrics; must contain ``validation_loss``."""
+
+
+class AttentionSampler(Protocol):
+    """The optional hook of a :class:`TrainingTask` for TensorBoard attention images."""
+
+    def attention_samples(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """A few attention maps of the current model: name → ``[target_len, source_len]`` weights
+        in [0, 1] (rows: output steps, columns: source positions). Called after each validation,
+        in eval mode under ``torch.no_grad()``; the torch random state is restored afterwards, so
+        the hook cannot change training."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -113,6 +135,8 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.best_validation_loss = math.inf
         self.start_epoch = 0
+        if config.tensorboard:
+            summary_writer_class()  # a missing tensorboard package fails now, not after an epoch
 
     @property
     def last_checkpoint(self) -> Path:
@@ -133,24 +157,54 @@ class Trainer:
         self.start_epoch = int(checkpoint["epoch"])
         restore_rng_state(checkpoint["rng"])
 
+    @property
+    def tensorboard_dir(self) -> Path:
+        return self.run_dir / "tensorboard"
+
     def fit(self) -> list[dict[str, Any]]:
         """Train for the remaining epochs (or until ``stop_when``); returns the metrics history."""
-        for epoch in range(self.start_epoch, self.config.epochs):
-            if self.history and self.stop_when is not None and self.stop_when(self.history[-1]):
-                break
-            started = time.perf_counter()
-            train_loss = self._train_epoch(epoch)
-            self.model.eval()
-            validation = self.task.validate(self.model)
-            record = {
-                "epoch": epoch + 1,
-                "train_loss": train_loss,
-                **validation,
-                "seconds": round(time.perf_counter() - started, 3),
-            }
-            self.history.append(record)
-            self._save(epoch + 1, improved=validation["validation_loss"] < self.best_validation_loss)
+        logger: TensorBoardLogger | None = None
+        try:
+            for epoch in range(self.start_epoch, self.config.epochs):
+                if self.history and self.stop_when is not None and self.stop_when(self.history[-1]):
+                    break
+                started = time.perf_counter()
+                train_loss = self._train_epoch(epoch)
+                self.model.eval()
+                validation = self.task.validate(self.model)
+                record = {
+                    "epoch": epoch + 1,
+                    "train_loss": train_loss,
+                    **validation,
+                    "seconds": round(time.perf_counter() - started, 3),
+                }
+                self.history.append(record)
+                if self.config.tensorboard:
+                    if logger is None:
+                        # Steps from this epoch on replace what an interrupted attempt logged.
+                        logger = TensorBoardLogger(self.tensorboard_dir, purge_step=epoch + 1)
+                    self._log_tensorboard(logger, record)
+                self._save(epoch + 1, improved=validation["validation_loss"] < self.best_validation_loss)
+        finally:
+            if logger is not None:
+                logger.close()
         return self.history
+
+    def _log_tensorboard(self, logger: TensorBoardLogger, record: dict[str, Any]) -> None:
+        """The epoch's metrics and, if the task has the hook, its attention maps (step = epoch)."""
+        step = int(record["epoch"])
+        logger.log_scalars(step, {key: value for key, value in record.items() if key != "epoch"})
+        attention_samples = getattr(self.task, "attention_samples", None)
+        if attention_samples is not None:
+            rng = capture_rng_state()
+            try:
+                self.model.eval()
+                with torch.no_grad():
+                    images = attention_samples(self.model)
+            finally:
+                restore_rng_state(rng)
+            logger.log_attention(step, images)
+        logger.flush()
 
     def _train_epoch(self, epoch: int) -> float:
         self.model.train()

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.config import apply_overrides
+from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments import language_model as lm
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.runs import RunDirectory
@@ -97,11 +97,21 @@ def reproduce(
     data_root: Path | None = None,
     lstm_hidden: int = 300,
     overrides: Sequence[str] = (),
+    models: Sequence[str] | None = None,
 ) -> str:
-    """Train every missing run, then write the figures and ``results.md``; returns the report."""
+    """Train every missing run, then write the figures and ``results.md``; returns the report.
+
+    ``models`` (names as in :func:`cells`, e.g. ``lstm``, ``key_value_L5``, ``4-gram``) limits
+    training to those cells, in that order; the report covers every finished run.
+    """
+    grid = cells(quick)
+    unknown = sorted(set(models or ()) - set(grid))
+    if unknown:
+        raise ConfigError(f"--models: unknown model(s) {unknown}; choose from {list(grid)}")
+    chosen = {name: grid[name] for name in models} if models else grid
     for corpus in corpora:
         extra = [*overrides, *([f"data.corpus={data_root / corpus}"] if data_root else [])]
-        for name, model in cells(quick).items():
+        for name, model in chosen.items():
             run_dir = out_dir / corpus / name
             if (run_dir / "eval" / "summary.json").is_file():
                 continue
@@ -280,6 +290,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lstm-hidden", type=int, default=300, help="hidden size of the LSTM that sets the budget"
     )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        help="train only these cells, in this order (e.g. lstm key_value_predict_L5 4-gram)",
+    )
     parser.add_argument("--report-only", action="store_true", help="rebuild results.md and figures from runs")
 
 
@@ -297,6 +312,7 @@ def main(args: argparse.Namespace) -> None:
             data_root=data_root,
             lstm_hidden=args.lstm_hidden,
             overrides=args.overrides,
+            models=args.models,
         )
     )
 
