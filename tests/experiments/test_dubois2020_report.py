@@ -41,3 +41,22 @@ def test_report_writes_figures_tables_and_aggregates(tmp_path):
 
 def test_report_without_runs_says_so(tmp_path):
     assert "no finished runs" in dubois2020.report(tmp_path)
+
+
+def test_extrapolating_cells_use_the_issue6_config():
+    from attnlab.experiments import lookup
+    from attnlab.experiments.recipes.dubois2020 import cell_config
+
+    location = lookup.parse_config(cell_config("reversed", "location_extrapolate", quick=False))
+    assert (location.data.variant, location.model.attender, location.model.encoder) == (
+        "reversed",
+        "location",
+        "local",
+    )
+    assert not location.model.decoder_recurrence and location.model.input_feeding
+    assert location.model.attender_options["gates"] == "straight_through"
+    anchored = lookup.parse_config(cell_config("noisy", "mix_anchor_extrapolate", quick=True))
+    assert anchored.model.attender == "mix" and anchored.model.attender_options["combination"] == "anchor"
+    assert anchored.training.epochs == 1  # quick overrides still apply
+    paper = lookup.parse_config(cell_config("noisy", "mix", quick=False))
+    assert paper.model.encoder == "gru" and paper.model.decoder_recurrence and not paper.model.input_feeding

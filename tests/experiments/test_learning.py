@@ -19,3 +19,37 @@ def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
     results = lookup.train(config, tmp_path / "run")
     assert results["interpolation"]["seq_acc"] == 100.0
     assert results["interpolation"]["attn_loss"] < 0.05
+
+
+def test_extrapolating_model_stops_at_the_right_step_on_longer_inputs(tmp_path):
+    """Issue 6: trained on 1-4 tables, the model decides itself to stop after 7 tables (long 3):
+    its ``<eos>`` comes exactly after the last table's output, and every output is right."""
+    import torch
+
+    from attnlab.tasks.batching import batches
+
+    overrides = [
+        "data.interpolation_size=200",
+        "data.validation_size=200",
+        "data.long_size=100",
+        "data.long_levels=3",
+        "training.epochs=4",
+        "training.progress=false",
+    ]
+    config = lookup.parse_config(resolve_config("lookup_extrapolate", overrides))
+    results = lookup.train(config, tmp_path / "run")
+    assert results["interpolation"]["seq_acc"] == 100.0
+    assert results["long3"]["seq_acc"] >= 95.0
+
+    model, source_vocab, target_vocab = lookup.model_from_checkpoint(
+        tmp_path / "run" / "checkpoints" / "best.pt", torch.device("cpu")
+    )
+    splits = lookup.load_splits(config.data)
+    longest_training_target = max(len(example.target) for example in splits["train"])
+    long3 = lookup._encode(config.data, "long3", splits["long3"], source_vocab, target_vocab)
+    batch = next(iter(batches(long3, 100, shuffle=False)))
+    decoded = model.greedy_decode(batch.source, batch.source_padding_mask, max_length=40)
+    stop_step = (decoded.tokens == model.eos_id).float().argmax(dim=1)
+    gold_stop = (batch.target_output == model.eos_id).float().argmax(dim=1)
+    assert int(gold_stop.min()) > longest_training_target  # longer than anything seen in training
+    assert float((stop_step == gold_stop).float().mean()) >= 0.95

@@ -159,6 +159,7 @@ class _Weighting:
     rho_previous: torch.Tensor
     rho_steps: torch.Tensor
     rho_bias: torch.Tensor
+    rho_anchor: torch.Tensor | None
     hidden: torch.Tensor  # omega of the last step, [batch, weighter_hidden_dim]
 
 
@@ -176,6 +177,15 @@ def straight_through_gate(logits: torch.Tensor) -> torch.Tensor:
 
 
 GATES = {"sigmoid": torch.sigmoid, "straight_through": straight_through_gate}
+REFERENCES = ("gates", "choice")
+
+
+def straight_through_one_hot(logits: torch.Tensor) -> torch.Tensor:
+    """One-hot of the last dimension's argmax in the forward pass, the softmax's gradient in the
+    backward pass (straight-through, Bengio et al. 2013)."""
+    soft = torch.softmax(logits, dim=-1)
+    hard = F.one_hot(logits.argmax(dim=-1), logits.size(-1)).to(soft.dtype)
+    return soft + (hard - soft).detach()
 
 
 class LocationAttender(Attender):
@@ -226,6 +236,20 @@ class LocationAttender(Attender):
         gates: ``"sigmoid"`` (the paper's, default) or ``"straight_through"``: binary gates
             ``rho_previous``, ``rho_bias`` with straight-through gradients
             (:func:`straight_through_gate`).
+        content_anchor: add a fourth building block, the mean position of a content attention
+            at the same step (``anchors`` of :meth:`run`), with its own gate ``rho_anchor``:
+            ``mu_t = ... + rho_anchor_t mean_c_t``. The Mix Attender's ``combination="anchor"``
+            uses it, so content finds a landmark (e.g. ``!``) and location steps from it.
+        fixed_sigma: ``sigma_t = min_sigma / n_s`` (about a quarter of a word) at every step
+            instead of a learned width: the attention stays on one word, so the glimpse cannot
+            become a blurred summary of the whole source (a shortcut that does not extrapolate).
+        max_sigma: an upper bound on the learned ``sigma_t n_s`` (in words; default none, as in
+            the paper), another way to keep the attention from blurring over the source.
+        reference: ``"gates"`` (the paper's independent gates, default) or ``"choice"``: exactly
+            one reference point — the previous mean, the end (the bias 1), the content anchor or
+            the start (0) — picked by a straight-through one-hot over ``rho_previous``,
+            ``rho_bias``, ``rho_anchor`` and one more logit, so ``mu`` never sums two positions
+            (and is never pushed past the end of the source by doing so).
     """
 
     stateful = True
@@ -246,6 +270,10 @@ class LocationAttender(Attender):
         initial_rho: tuple[float, float, float] | None = (1.0, 1.0, -2.0),
         weighter: str = "gru",
         gates: str = "sigmoid",
+        content_anchor: bool = False,
+        fixed_sigma: bool = False,
+        max_sigma: float | None = None,
+        reference: str = "gates",
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
@@ -273,8 +301,17 @@ class LocationAttender(Attender):
             if weighter == "gru"
             else nn.Linear(resize_dim, weighter_hidden_dim)
         )
-        self.sigma_layer = nn.Linear(weighter_hidden_dim, 1)
-        self.rho_layer = nn.Linear(weighter_hidden_dim, 3)
+        self.sigma_layer: nn.Linear | None = None if fixed_sigma else nn.Linear(weighter_hidden_dim, 1)
+        self.content_anchor = content_anchor
+        if max_sigma is not None and max_sigma < min_sigma:
+            raise ValueError(f"{name}: option max_sigma must be >= min_sigma, got {max_sigma!r}")
+        self.max_sigma = max_sigma
+        if reference not in REFERENCES:
+            raise ValueError(f"{name}: option reference must be one of {REFERENCES}, got {reference!r}")
+        self.reference = reference
+        # [previous-mean gate, steps, bias gate, (anchor gate), (start logit for reference="choice")]
+        outputs = 3 + int(content_anchor) + int(reference == "choice")
+        self.rho_layer = nn.Linear(weighter_hidden_dim, outputs)
         self.initial_hidden: nn.Parameter | None = (
             nn.Parameter(torch.zeros(weighter_hidden_dim)) if learn_initial_hidden else None
         )
@@ -285,10 +322,15 @@ class LocationAttender(Attender):
             )
         self.staircase = STAIRCASES[staircase_gradient]
         if initial_rho is not None:
-            if len(initial_rho) != 3:
-                raise ValueError(f"{name}: option initial_rho needs 3 values, got {initial_rho!r}")
+            if not 3 <= len(initial_rho) <= self.rho_layer.out_features:
+                raise ValueError(
+                    f"{name}: option initial_rho needs 3 to {self.rho_layer.out_features} values "
+                    "(previous-mean gate, steps, bias gate, then the anchor gate with content_anchor "
+                    f"and the start logit with reference='choice'), got {initial_rho!r}"
+                )
             with torch.no_grad():
-                self.rho_layer.bias.copy_(torch.tensor(initial_rho, dtype=self.rho_layer.bias.dtype))
+                given = torch.tensor(initial_rho, dtype=self.rho_layer.bias.dtype)
+                self.rho_layer.bias[: len(given)].copy_(given)
 
     # ----------------------------------------------------------------------------------- state
 
@@ -348,6 +390,7 @@ class LocationAttender(Attender):
         key_padding_mask: torch.Tensor | None,
         state: AttentionState,
         mixer: Mixer | None = None,
+        anchors: torch.Tensor | None = None,
     ) -> LocationSteps:
         """Location attention for ``query [batch, steps, query_dim]``, one step after the other.
 
@@ -360,6 +403,12 @@ class LocationAttender(Attender):
         bias = padding_bias(key_padding_mask, positions)
         neg_half_precision = -0.5 / weighting.sigma**2  # [B, T]
         partial_mu = torch.addcmul(weighting.rho_bias, weighting.rho_steps, state["step_size"][:, None])
+        if self.content_anchor:
+            if anchors is None:
+                raise ValueError(
+                    f"{type(self).__name__} with content_anchor=True needs anchors [batch, steps]"
+                )
+            partial_mu = torch.addcmul(partial_mu, weighting.rho_anchor, anchors)
         previous = state["previous_mean"]
         mus: list[torch.Tensor] = []
         previous_means: list[torch.Tensor] = []
@@ -383,6 +432,7 @@ class LocationAttender(Attender):
             "rho_previous": weighting.rho_previous,
             "rho_steps": weighting.rho_steps,
             "rho_bias": weighting.rho_bias,
+            **({"rho_anchor": weighting.rho_anchor, "anchor": anchors} if anchors is not None else {}),
             "previous_mean": stack_steps(previous_means),
             "location_attention": location_attention,
         }
@@ -400,12 +450,26 @@ class LocationAttender(Attender):
             hidden = last.squeeze(0)
         else:  # feed-forward weighter: no memory of earlier steps, so no step counter
             omega, hidden = torch.tanh(self.weighter(resized)), state["hidden"]
-        sigma = F.relu(self.sigma_layer(omega).squeeze(-1)) + self.min_sigma
-        rho = self.rho_layer(omega)  # [B, T, 3]
+        if self.sigma_layer is None:
+            sigma = omega.new_full(omega.shape[:-1], self.min_sigma)
+        else:
+            sigma = F.relu(self.sigma_layer(omega).squeeze(-1)) + self.min_sigma
+            if self.max_sigma is not None:
+                sigma = sigma.clamp(max=self.max_sigma)
+        rho = self.rho_layer(omega)  # [B, T, 3 (+1 anchor) (+1 start)]
+        if self.reference == "choice":
+            # one reference point: previous mean, end (the bias 1), anchor, or start (0)
+            choice = straight_through_one_hot(torch.cat([rho[..., :1], rho[..., 2:]], dim=-1))
+            gates = [choice[..., 0], choice[..., 1], *([choice[..., 2]] if self.content_anchor else [])]
+        else:
+            gates = [self.gate(rho[..., 0]), self.gate(rho[..., 2])]
+            if self.content_anchor:
+                gates.append(self.gate(rho[..., 3]))
         return _Weighting(
             sigma=sigma * state["inverse_length"][:, None],
-            rho_previous=self.gate(rho[..., 0]),
+            rho_previous=gates[0],
             rho_steps=self.staircase(rho[..., 1], self.staircase_sharpness),
-            rho_bias=self.gate(rho[..., 2]),
+            rho_bias=gates[1],
+            rho_anchor=gates[2] if self.content_anchor else None,
             hidden=hidden,
         )

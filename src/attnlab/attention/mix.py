@@ -36,6 +36,7 @@ CONTENT_ATTENDERS: dict[str, type[ScoringAttender]] = {
 }
 
 _SHARED_KEYS = ("step", "source_lengths")
+COMBINATIONS = ("mix", "anchor")
 
 
 class MixAttender(Attender):
@@ -68,6 +69,11 @@ class MixAttender(Attender):
         mix_gate: ``"sigmoid"`` (the paper's, default) or ``"straight_through"``: ``gamma_t`` is
             exactly 0 or 1 (pure content or pure location attention) with the sigmoid's gradient,
             so no residue of content attention shifts the location recurrence on long inputs.
+        combination: ``"mix"`` (the paper's convex combination, default) or ``"anchor"``: the
+            content attention is not mixed in but anchors the location attention — its mean
+            position is a fourth gated building block of ``mu_t`` (the Location Attender's
+            ``content_anchor``), so one step can read "the word after ``!``" exactly, at any
+            length. There is no ``mix_layer`` in this mode.
     """
 
     stateful = True
@@ -82,6 +88,7 @@ class MixAttender(Attender):
         content_options: dict[str, Any] | None = None,
         location_options: dict[str, Any] | None = None,
         mix_gate: str = "sigmoid",
+        combination: str = "mix",
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         if content not in CONTENT_ATTENDERS:
@@ -93,10 +100,18 @@ class MixAttender(Attender):
         self.content: ScoringAttender = construct(
             CONTENT_ATTENDERS[content], query_dim, key_dim, value_dim, content_options
         )
+        if combination not in COMBINATIONS:
+            raise ValueError(
+                f"{type(self).__name__}: option combination must be one of {COMBINATIONS}, "
+                f"got {combination!r}"
+            )
+        self.combination = combination
+        if combination == "anchor":
+            location_options = {**(location_options or {}), "content_anchor": True}
         self.location: LocationAttender = construct(
             LocationAttender, query_dim, key_dim, value_dim, location_options
         )
-        self.mix_layer = nn.Linear(query_dim, 1)
+        self.mix_layer: nn.Linear | None = nn.Linear(query_dim, 1) if combination == "mix" else None
         if mix_gate not in GATES:
             raise ValueError(
                 f"{type(self).__name__}: option mix_gate must be one of {sorted(GATES)}, got {mix_gate!r}"
@@ -121,6 +136,9 @@ class MixAttender(Attender):
     ) -> AttentionOutput:
         content_state = _unprefixed("content", state)
         content_attention = self.content.attention(query, keys, key_padding_mask, content_state)
+        if self.combination == "anchor":
+            return self._anchored(query, key_padding_mask, state, content_state, content_attention, values)
+        assert self.mix_layer is not None
         mix_weight = self.mix_gate(self.mix_layer(query)).squeeze(-1)  # [B, T]
 
         contents = content_attention.unbind(1)
@@ -142,6 +160,34 @@ class MixAttender(Attender):
             "mix_weight": mix_weight,
             "content_attention": content_attention,
         }
+        return AttentionOutput(
+            glimpse=weighted_sum(steps.attention, values),
+            weights=steps.attention,
+            state=next_state,
+            variables=variables,
+        )
+
+    def _anchored(
+        self,
+        query: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        state: AttentionState,
+        content_state: AttentionState,
+        content_attention: torch.Tensor,
+        values: torch.Tensor,
+    ) -> AttentionOutput:
+        """``combination="anchor"``: the content attention's mean position is one more building
+        block of the location mean; the attention is the location attention alone."""
+        location_state = _unprefixed("location", state)
+        anchors = self.location.attention_mean(content_attention, location_state)
+        steps = self.location.run(query, key_padding_mask, location_state, anchors=anchors)
+        next_state = advance_state(
+            state,
+            query.size(1),
+            **_prefixed("location", steps.state),
+            **_prefixed("content", advance_state(content_state, query.size(1))),
+        )
+        variables = {**steps.variables, "content_attention": content_attention}
         return AttentionOutput(
             glimpse=weighted_sum(steps.attention, values),
             weights=steps.attention,

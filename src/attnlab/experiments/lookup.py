@@ -64,6 +64,8 @@ class Seq2SeqModelConfig:
     hidden_dim: int = 128
     bottleneck_dropout: float = 0.5
     residual: bool = True
+    encoder: str = "gru"
+    encoder_window: int = 3
     decoder_recurrence: bool = True
     input_feeding: bool = False
 
@@ -162,6 +164,8 @@ def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabular
             hidden_dim=model.hidden_dim,
             bottleneck_dropout=model.bottleneck_dropout,
             residual=model.residual,
+            encoder=model.encoder,
+            encoder_window=model.encoder_window,
             decoder_recurrence=model.decoder_recurrence,
             input_feeding=model.input_feeding,
             pad_id=target.pad_id,

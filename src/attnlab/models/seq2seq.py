@@ -57,6 +57,8 @@ class RecurrentSeq2Seq(nn.Module):
         hidden_dim: int = 128,
         bottleneck_dropout: float = 0.5,
         residual: bool = True,
+        encoder: str = "gru",
+        encoder_window: int = 3,
         decoder_recurrence: bool = True,
         input_feeding: bool = False,
         pad_id: int = 0,
@@ -67,7 +69,13 @@ class RecurrentSeq2Seq(nn.Module):
         self.pad_id, self.sos_id, self.eos_id = pad_id, sos_id, eos_id
         self.source_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
         self.target_embedding = nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id)
-        self.encoder = nn.GRU(embedding_dim, hidden_dim, batch_first=True)
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+        self.encoder: nn.Module = (
+            nn.GRU(embedding_dim, hidden_dim, batch_first=True)
+            if encoder == "gru"
+            else LocalEncoder(embedding_dim, hidden_dim, encoder_window)
+        )
         self.residual = _residual_projection(embedding_dim, hidden_dim) if residual else None
         self.bottleneck_dropout = nn.Dropout(bottleneck_dropout)
         self.decoder_recurrence = decoder_recurrence
@@ -88,11 +96,15 @@ class RecurrentSeq2Seq(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Encoder outputs ``[B, S, H]`` (keys and values) and the decoder's initial state ``[1, B, H]``."""
         embedded = self.source_embedding(source)
-        outputs, _ = self.encoder(embedded)
-        lengths = (~source_padding_mask).sum(dim=1)
-        # Right padding: the last real position's output is the final state of each sequence.
-        last = (lengths - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, outputs.size(-1))
-        final = outputs.gather(1, last).transpose(0, 1).contiguous()
+        if isinstance(self.encoder, LocalEncoder):
+            outputs = self.encoder(embedded, source_padding_mask)
+            final = _masked_mean(outputs, source_padding_mask).unsqueeze(0)
+        else:
+            outputs, _ = self.encoder(embedded)
+            lengths = (~source_padding_mask).sum(dim=1)
+            # Right padding: the last real position's output is the final state of each sequence.
+            last = (lengths - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, outputs.size(-1))
+            final = outputs.gather(1, last).transpose(0, 1).contiguous()
         if self.residual is not None:
             outputs = outputs + self.residual(embedded)
         return outputs, self.bottleneck_dropout(final)
@@ -196,6 +208,36 @@ class RecurrentSeq2Seq(nn.Module):
     def _predict(self, decoder_states: torch.Tensor, glimpse: torch.Tensor) -> torch.Tensor:
         combined = torch.tanh(self.combine(torch.cat([decoder_states, glimpse], dim=-1)))
         return self.generator(combined)
+
+
+ENCODERS = ("gru", "local")
+
+
+class LocalEncoder(nn.Module):
+    """Each source token encoded from a window of its neighbours: ``tanh(Conv1d(x)_s)``.
+
+    With no recurrence, the vector of a token depends on its ``window`` neighbours only, never on
+    its position or on the length of the source, so keys and values look the same on inputs
+    longer than any seen in training. Padding and the space beyond either end of the source
+    read as zero vectors, so the first and last tokens are recognisable as such.
+    """
+
+    def __init__(self, embedding_dim: int, hidden_dim: int, window: int = 3) -> None:
+        super().__init__()
+        if window < 1 or window % 2 == 0:
+            raise ValueError(f"encoder_window must be a positive odd number, got {window!r}")
+        self.convolution = nn.Conv1d(embedding_dim, hidden_dim, window, padding=window // 2)
+
+    def forward(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        """``embedded [B, S, E]`` with ``padding_mask [B, S]`` → ``[B, S, H]``."""
+        embedded = embedded.masked_fill(padding_mask.unsqueeze(-1), 0.0)
+        return torch.tanh(self.convolution(embedded.transpose(1, 2))).transpose(1, 2)
+
+
+def _masked_mean(outputs: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``outputs [B, S, H]`` over the real positions: ``[B, H]``."""
+    real = (~padding_mask).unsqueeze(-1).to(outputs.dtype)
+    return (outputs * real).sum(dim=1) / real.sum(dim=1).clamp_min(1.0)
 
 
 def _residual_projection(embedding_dim: int, hidden_dim: int) -> nn.Module:

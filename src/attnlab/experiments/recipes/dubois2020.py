@@ -62,13 +62,42 @@ QUICK_OVERRIDES = (
 )
 
 
+EXTRAPOLATING = {
+    "location_extrapolate": ("lookup_extrapolate", ()),
+    "mix_anchor_extrapolate": (
+        "lookup_extrapolate",
+        (
+            "model.attender=mix",
+            "model.attender_options={combination: anchor, location_options: {weighter: feedforward, "
+            "gates: straight_through, initial_rho: [1.0, 0.0, -2.0]}}",
+        ),
+    ),
+}
+ABLATIONS = {
+    "location_extrapolate-local_encoder": ("model.encoder=gru",),
+    "location_extrapolate-stateless_decoder": ("model.decoder_recurrence=true", "model.input_feeding=false"),
+    "location_extrapolate-binary_gates": ("model.attender_options.gates=sigmoid",),
+    "location_extrapolate-feedforward_weighter": ("model.attender_options.weighter=gru",),
+    "location_extrapolate-zero_step_start": ("model.attender_options.initial_rho=[1.0, 1.0, -2.0]",),
+}
+"""Leave-one-out ablations of ``location_extrapolate``: each undoes one of its choices."""
+EXTRAPOLATING.update({name: ("lookup_extrapolate", undo) for name, undo in ABLATIONS.items()})
+"""Beyond the paper (issue 6, docs/results.md "Solving the eos problem"): model name → built-in
+config and overrides. Not in the default grid, which stays the paper's."""
+
+
 def base_config() -> dict[str, Any]:
     return resolve_config("lookup", [])
 
 
 def cell_config(task: str, attender: str, quick: bool, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    cell = [f"data.variant={task}", f"model.attender={attender}", "training.progress=false"]
-    return apply_overrides(base_config(), [*cell, *(QUICK_OVERRIDES if quick else ()), *overrides])
+    if attender in EXTRAPOLATING:
+        config_name, model = EXTRAPOLATING[attender]
+        base, cell = resolve_config(config_name, []), [*model, f"data.variant={task}"]
+    else:
+        base, cell = base_config(), [f"data.variant={task}", f"model.attender={attender}"]
+    cell.append("training.progress=false")
+    return apply_overrides(base, [*cell, *(QUICK_OVERRIDES if quick else ()), *overrides])
 
 
 def reproduce(
@@ -195,7 +224,8 @@ def _mean_std(values: list[float]) -> str:
 
 
 def _ordered(attenders: Any) -> list[str]:
-    return [name for name in ATTENDERS if name in attenders] + sorted(set(attenders) - set(ATTENDERS))
+    known = [*ATTENDERS, *EXTRAPOLATING]
+    return [name for name in known if name in attenders] + sorted(set(attenders) - set(known))
 
 
 # ------------------------------------------------------------------------------------- CLI
@@ -210,7 +240,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
-    parser.add_argument("--attenders", nargs="+", default=None, choices=list(ATTENDERS))
+    parser.add_argument(
+        "--attenders",
+        nargs="+",
+        default=None,
+        choices=[*ATTENDERS, *EXTRAPOLATING],
+        help="default: the paper's seven; add location_extrapolate / mix_anchor_extrapolate (issue 6)",
+    )
     parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS))
 
 

@@ -1,0 +1,222 @@
+"""The recurrent seq2seq's extrapolation options (issue 6): local encoder, decoder without
+recurrence, input feeding; and the Location / Mix Attender options they are used with."""
+
+import pytest
+import torch
+
+from attnlab.attention import build_attender
+from attnlab.attention.location import straight_through_gate
+from attnlab.models.seq2seq import RecurrentSeq2Seq
+
+SOURCE_VOCAB, TARGET_VOCAB = 12, 9
+EXTRAPOLATING = {
+    "mix_gate": "straight_through",
+    "location_options": {"weighter": "feedforward", "gates": "straight_through", "initial_rho": [1, 0, -2]},
+}
+DECODERS = [
+    pytest.param({}, id="paper"),
+    pytest.param({"decoder_recurrence": False}, id="no-recurrence"),
+    pytest.param({"input_feeding": True}, id="input-feeding"),
+    pytest.param({"decoder_recurrence": False, "input_feeding": True}, id="no-recurrence+input-feeding"),
+    pytest.param(
+        {
+            "encoder": "local",
+            "decoder_recurrence": False,
+            "input_feeding": True,
+            "attender_options": EXTRAPOLATING,
+        },
+        id="extrapolating",
+    ),
+]
+
+
+def _model(**options) -> RecurrentSeq2Seq:
+    torch.manual_seed(0)
+    options.setdefault("attender", "mix")
+    return RecurrentSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, embedding_dim=8, hidden_dim=16, **options).eval()
+
+
+def _source(lengths=(6, 4, 2), seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    source = torch.randint(3, SOURCE_VOCAB, (len(lengths), max(lengths)), generator=generator)
+    mask = torch.arange(max(lengths))[None, :] >= torch.tensor(lengths)[:, None]
+    return source.masked_fill(mask, 0), mask
+
+
+@pytest.mark.parametrize("options", DECODERS)
+def test_teacher_forcing_on_the_greedy_tokens_gives_the_greedy_logits(options):
+    """The step-by-step decoder and the teacher-forced forward pass compute the same model."""
+    model = _model(**options)
+    source, mask = _source()
+    decoded = model.greedy_decode(source, mask, max_length=5)
+    tokens = decoded.tokens
+    sos = torch.full((source.size(0), 1), model.sos_id)
+    forced = model(source, mask, torch.cat([sos, tokens[:, :-1]], dim=1))
+    ended_before = torch.cat([torch.zeros_like(sos), (tokens[:, :-1] == model.eos_id).long().cumsum(1)], 1)
+    alive = ended_before == 0
+    torch.testing.assert_close(forced.logits[alive], decoded.logits[alive], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(forced.attention[alive], decoded.attention[alive], rtol=1e-5, atol=1e-5)
+
+
+def test_without_recurrence_a_step_depends_only_on_its_own_input_token():
+    model = _model(attender="additive", decoder_recurrence=False)
+    source, mask = _source()
+    target = torch.randint(3, TARGET_VOCAB, (source.size(0), 5))
+    changed = target.clone()
+    changed[:, 1] = (changed[:, 1] + 1 - 3) % (TARGET_VOCAB - 3) + 3
+    before, after = model(source, mask, target).logits, model(source, mask, changed).logits
+    assert not torch.allclose(before[:, 1], after[:, 1])
+    torch.testing.assert_close(before[:, [0, 2, 3, 4]], after[:, [0, 2, 3, 4]])
+
+
+def test_the_recurrent_decoder_carries_earlier_tokens_forward():
+    """The contrast: the paper's decoder does depend on earlier tokens (a step counter can form)."""
+    model = _model(attender="additive")
+    source, mask = _source()
+    target = torch.randint(3, TARGET_VOCAB, (source.size(0), 5))
+    changed = target.clone()
+    changed[:, 1] = (changed[:, 1] + 1 - 3) % (TARGET_VOCAB - 3) + 3
+    assert not torch.allclose(
+        model(source, mask, target).logits[:, 3], model(source, mask, changed).logits[:, 3]
+    )
+
+
+def test_local_encoder_vectors_do_not_depend_on_position_or_length():
+    """A token's key depends on its window only: the same trigram anywhere, in any length, encodes
+    the same; batched (padded) and unbatched encodings agree."""
+    model = _model(encoder="local", encoder_window=3, residual=True)
+    short = torch.tensor([[5, 6, 7, 8]])
+    long = torch.tensor([[4, 4, 9, 10, 11, 5, 6, 7, 8, 9]])
+    no_padding = torch.zeros_like
+    short_keys, _ = model.encode(short, no_padding(short, dtype=torch.bool))
+    long_keys, _ = model.encode(long, no_padding(long, dtype=torch.bool))
+    torch.testing.assert_close(short_keys[0, 1:3], long_keys[0, 6:8])  # "5 6 7", "6 7 8"
+    assert not torch.allclose(short_keys[0, 0], long_keys[0, 5])  # "<start> 5 6" vs "11 5 6"
+    padded = torch.cat([short, torch.zeros(1, 6, dtype=torch.long)], dim=1)
+    padded_keys, _ = model.encode(padded, padded == 0)
+    torch.testing.assert_close(padded_keys[0, :4], short_keys[0])
+
+
+@pytest.mark.parametrize("window", [0, 2, -1])
+def test_local_encoder_window_must_be_positive_and_odd(window):
+    with pytest.raises(ValueError, match="encoder_window must be a positive odd number"):
+        _model(encoder="local", encoder_window=window)
+
+
+def test_unknown_encoder_is_refused():
+    with pytest.raises(ValueError, match="encoder must be one of"):
+        _model(encoder="lstm")
+
+
+def test_straight_through_gate_is_binary_with_the_sigmoid_gradient():
+    logits = torch.tensor([-3.0, -0.1, 0.2, 4.0], requires_grad=True)
+    gate = straight_through_gate(logits)
+    assert gate.tolist() == [0.0, 0.0, 1.0, 1.0]
+    gate.sum().backward()
+    sigmoid = torch.sigmoid(logits.detach())
+    torch.testing.assert_close(logits.grad, sigmoid * (1 - sigmoid))
+
+
+def test_hard_gated_location_attention_moves_exactly_one_step_at_any_length():
+    """With binary gates (previous-mean gate on, bias gate off) and one staircase step, ``mu``
+    is exactly "previous position + 1 word" for every source length."""
+    attender = build_attender(
+        "location", 4, 4, 4, weighter="feedforward", gates="straight_through", initial_rho=(5.0, 1.0, -5.0)
+    )
+    torch.nn.init.zeros_(attender.rho_layer.weight)
+    for length in (4, 9, 30):
+        keys = torch.randn(1, length, 4)
+        mask = torch.zeros(1, length, dtype=torch.bool)
+        steps = 3
+        output = attender(torch.randn(1, steps, 4), keys, keys, mask)
+        mu = output.variables["mu"][0]
+        # mu_0 = 0 + 1 step; each later step adds one word to the previous attention's mean.
+        assert mu[0].item() == pytest.approx(1 / (length - 1), abs=1e-3)
+        previous = output.variables["previous_mean"][0]
+        torch.testing.assert_close(
+            mu[1:] - previous[1:], torch.full((steps - 1,), 1 / (length - 1)), atol=1e-3, rtol=0
+        )
+
+
+def test_feedforward_weighter_has_no_memory_of_earlier_steps():
+    attender = build_attender("location", 4, 4, 4, weighter="feedforward")
+    keys = torch.randn(1, 6, 4)
+    mask = torch.zeros(1, 6, dtype=torch.bool)
+    queries = torch.randn(1, 3, 4)
+    together = attender(queries, keys, keys, mask).variables
+    alone = attender(queries[:, 2:], keys, keys, mask).variables
+    for name in ("sigma", "rho_previous", "rho_steps", "rho_bias"):
+        torch.testing.assert_close(together[name][:, 2:], alone[name])
+
+
+def test_mix_gate_straight_through_picks_one_attention():
+    attender = build_attender("mix", 4, 4, 4, mix_gate="straight_through")
+    keys = torch.randn(2, 5, 4)
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    output = attender(torch.randn(2, 3, 4), keys, keys, mask)
+    gamma = output.variables["mix_weight"]
+    assert set(gamma.unique().tolist()) <= {0.0, 1.0}
+    chosen = torch.where(
+        gamma.unsqueeze(-1) == 1,
+        output.variables["location_attention"],
+        output.variables["content_attention"],
+    )
+    torch.testing.assert_close(output.weights, chosen)
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("location", {"weighter": "lstm"}, "option weighter must be one of"),
+        ("location", {"gates": "hard"}, "option gates must be one of"),
+        ("mix", {"mix_gate": "hard"}, "option mix_gate must be one of"),
+    ],
+)
+def test_unknown_option_values_are_refused(name, options, message):
+    with pytest.raises(ValueError, match=message):
+        build_attender(name, 4, 4, 4, **options)
+
+
+def test_anchored_location_attention_steps_from_the_content_attention():
+    """``combination="anchor"``: with the anchor gate on, the previous-mean and bias gates off
+    and one staircase step, ``mu`` is the content attention's mean position plus one word."""
+    attender = build_attender(
+        "mix",
+        4,
+        4,
+        4,
+        combination="anchor",
+        location_options={
+            "weighter": "feedforward",
+            "gates": "straight_through",
+            "initial_rho": (-5.0, 1.0, -5.0),
+        },
+    )
+    assert attender.mix_layer is None
+    rho = attender.location.rho_layer
+    torch.nn.init.zeros_(rho.weight)
+    with torch.no_grad():
+        rho.bias[3] = 5.0  # anchor gate on
+    keys = torch.randn(2, 9, 4)
+    mask = torch.zeros(2, 9, dtype=torch.bool)
+    mask[1, 6:] = True
+    output = attender(torch.randn(2, 3, 4), keys, keys, mask)
+    variables = output.variables
+    assert set(variables["rho_anchor"].unique().tolist()) == {1.0}
+    step = torch.tensor([1 / 8, 1 / 5]).unsqueeze(1)
+    expected = (variables["anchor"] + step).clamp(max=1.0)
+    torch.testing.assert_close(variables["mu"], expected, atol=0.02, rtol=0)  # leaky clamp above 1
+    torch.testing.assert_close(output.weights, variables["location_attention"])
+
+
+def test_content_anchor_needs_anchors():
+    attender = build_attender("location", 4, 4, 4, content_anchor=True)
+    keys = torch.randn(1, 5, 4)
+    state = attender.initial_state(keys, None)
+    with pytest.raises(ValueError, match="needs anchors"):
+        attender.run(torch.randn(1, 2, 4), None, state)
+
+
+def test_unknown_combination_is_refused():
+    with pytest.raises(ValueError, match="option combination must be one of"):
+        build_attender("mix", 4, 4, 4, combination="sum")
