@@ -1,21 +1,33 @@
 """Learning test: a small Lookup Tables run learns the task (fixed seed, CPU, well under a minute)."""
 
+import torch
+
 from attnlab.experiments import lookup
 from attnlab.experiments.registry import resolve_config
+from attnlab.tasks.batching import batches
+
+
+def _small_config(name: str, *, interpolation: int, long_levels: int, epochs: int, extra=()):
+    overrides = [
+        f"data.interpolation_size={interpolation}",
+        "data.validation_size=200",
+        "data.long_size=100",
+        f"data.long_levels={long_levels}",
+        f"training.epochs={epochs}",
+        "training.progress=false",
+        *extra,
+    ]
+    return lookup.parse_config(resolve_config(name, overrides))
 
 
 def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
-    overrides = [
-        "data.interpolation_size=500",
-        "data.validation_size=200",
-        "data.long_size=100",
-        "data.long_levels=1",
-        "model.attender=mix",
-        "training.epochs=3",
-        "training.learning_rate=0.003",
-        "training.progress=false",
-    ]
-    config = lookup.parse_config(resolve_config("lookup", overrides))
+    config = _small_config(
+        "lookup",
+        interpolation=500,
+        long_levels=1,
+        epochs=3,
+        extra=("model.attender=mix", "training.learning_rate=0.003"),
+    )
     results = lookup.train(config, tmp_path / "run")
     assert results["interpolation"]["seq_acc"] == 100.0
     assert results["interpolation"]["attn_loss"] < 0.05
@@ -24,19 +36,7 @@ def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
 def test_extrapolating_model_stops_at_the_right_step_on_longer_inputs(tmp_path):
     """Issue 6: trained on 1-4 tables, the model decides itself to stop after 7 tables (long 3):
     its ``<eos>`` comes exactly after the last table's output, and every output is right."""
-    import torch
-
-    from attnlab.tasks.batching import batches
-
-    overrides = [
-        "data.interpolation_size=200",
-        "data.validation_size=200",
-        "data.long_size=100",
-        "data.long_levels=3",
-        "training.epochs=4",
-        "training.progress=false",
-    ]
-    config = lookup.parse_config(resolve_config("lookup_extrapolate", overrides))
+    config = _small_config("lookup_extrapolate", interpolation=200, long_levels=3, epochs=4)
     results = lookup.train(config, tmp_path / "run")
     assert results["interpolation"]["seq_acc"] == 100.0
     assert results["long3"]["seq_acc"] >= 95.0
