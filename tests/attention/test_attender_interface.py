@@ -230,3 +230,10 @@ def test_device_agnostic_on_meta_tensors(name):
     output = attender(torch.empty(3, 2, QUERY_DIM, device="meta"), keys, values, None, state)
     assert output.weights.device.type == output.glimpse.device.type == "meta"
     assert all(v.device.type == "meta" for v in output.state.values() if torch.is_tensor(v))
+
+
+def test_every_public_name_of_the_package_is_importable():
+    import attnlab.attention as package
+
+    missing = [name for name in package.__all__ if not hasattr(package, name)]
+    assert missing == []
