@@ -170,6 +170,8 @@ def test_mix_gate_straight_through_picks_one_attention():
         ("location", {"weighter": "lstm"}, "option weighter must be one of"),
         ("location", {"gates": "hard"}, "option gates must be one of"),
         ("mix", {"mix_gate": "hard"}, "option mix_gate must be one of"),
+        ("location", {"reference": "all"}, "option reference must be one of"),
+        ("location", {"staircase_gradient": "smooth"}, "option staircase_gradient must be one of"),
     ],
 )
 def test_unknown_option_values_are_refused(name, options, message):

@@ -39,7 +39,7 @@ from attnlab.attention.base import (
     AttentionState,
     weighted_sum,
 )
-from attnlab.attention.content import advance_state, check_positive
+from attnlab.attention.content import advance_state, check_choice, check_positive
 from attnlab.attention.positional import source_positions
 
 __all__ = [
@@ -290,10 +290,10 @@ class LocationAttender(Attender):
         self.staircase_sharpness = float(staircase_sharpness)
         self.clamp_slope = float(clamp_slope)
         self.resize = nn.Linear(query_dim, resize_dim)
-        if weighter not in WEIGHTERS:
-            raise ValueError(f"{name}: option weighter must be one of {WEIGHTERS}, got {weighter!r}")
-        if gates not in GATES:
-            raise ValueError(f"{name}: option gates must be one of {sorted(GATES)}, got {gates!r}")
+        check_choice(name, "weighter", weighter, WEIGHTERS)
+        check_choice(name, "gates", gates, GATES)
+        check_choice(name, "reference", reference, REFERENCES)
+        check_choice(name, "staircase_gradient", staircase_gradient, STAIRCASES)
         self.gate = GATES[gates]
         self.weighter_hidden_dim = weighter_hidden_dim
         self.weighter: nn.Module = (
@@ -306,8 +306,6 @@ class LocationAttender(Attender):
         if max_sigma is not None and max_sigma < min_sigma:
             raise ValueError(f"{name}: option max_sigma must be >= min_sigma, got {max_sigma!r}")
         self.max_sigma = max_sigma
-        if reference not in REFERENCES:
-            raise ValueError(f"{name}: option reference must be one of {REFERENCES}, got {reference!r}")
         self.reference = reference
         # [previous-mean gate, steps, bias gate, (anchor gate), (start logit for reference="choice")]
         outputs = 3 + int(content_anchor) + int(reference == "choice")
@@ -315,11 +313,6 @@ class LocationAttender(Attender):
         self.initial_hidden: nn.Parameter | None = (
             nn.Parameter(torch.zeros(weighter_hidden_dim)) if learn_initial_hidden else None
         )
-        if staircase_gradient not in STAIRCASES:
-            raise ValueError(
-                f"{name}: option staircase_gradient must be one of {sorted(STAIRCASES)}, "
-                f"got {staircase_gradient!r}"
-            )
         self.staircase = STAIRCASES[staircase_gradient]
         if initial_rho is not None:
             if not 3 <= len(initial_rho) <= self.rho_layer.out_features:

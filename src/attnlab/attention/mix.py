@@ -24,6 +24,7 @@ from attnlab.attention.content import (
     ScaledDotAttender,
     ScoringAttender,
     advance_state,
+    check_choice,
 )
 from attnlab.attention.location import GATES, LocationAttender
 
@@ -100,11 +101,8 @@ class MixAttender(Attender):
         self.content: ScoringAttender = construct(
             CONTENT_ATTENDERS[content], query_dim, key_dim, value_dim, content_options
         )
-        if combination not in COMBINATIONS:
-            raise ValueError(
-                f"{type(self).__name__}: option combination must be one of {COMBINATIONS}, "
-                f"got {combination!r}"
-            )
+        check_choice(type(self).__name__, "combination", combination, COMBINATIONS)
+        check_choice(type(self).__name__, "mix_gate", mix_gate, GATES)
         self.combination = combination
         if combination == "anchor":
             location_options = {**(location_options or {}), "content_anchor": True}
@@ -112,10 +110,6 @@ class MixAttender(Attender):
             LocationAttender, query_dim, key_dim, value_dim, location_options
         )
         self.mix_layer: nn.Linear | None = nn.Linear(query_dim, 1) if combination == "mix" else None
-        if mix_gate not in GATES:
-            raise ValueError(
-                f"{type(self).__name__}: option mix_gate must be one of {sorted(GATES)}, got {mix_gate!r}"
-            )
         self.mix_gate = GATES[mix_gate]
 
     def _init_state(
@@ -135,59 +129,33 @@ class MixAttender(Attender):
         state: AttentionState,
     ) -> AttentionOutput:
         content_state = _unprefixed("content", state)
+        location_state = _unprefixed("location", state)
         content_attention = self.content.attention(query, keys, key_padding_mask, content_state)
         if self.combination == "anchor":
-            return self._anchored(query, key_padding_mask, state, content_state, content_attention, values)
-        assert self.mix_layer is not None
-        mix_weight = self.mix_gate(self.mix_layer(query)).squeeze(-1)  # [B, T]
+            # the content attention's mean position is one more building block of mu; the
+            # attention is the location attention alone
+            anchors = self.location.attention_mean(content_attention, location_state)
+            steps = self.location.run(query, key_padding_mask, location_state, anchors=anchors)
+            mixing: dict[str, torch.Tensor] = {}
+        else:
+            assert self.mix_layer is not None
+            mix_weight = self.mix_gate(self.mix_layer(query)).squeeze(-1)  # [B, T]
+            contents = content_attention.unbind(1)
+            gammas = mix_weight.unsqueeze(-1).unbind(1)
 
-        contents = content_attention.unbind(1)
-        gammas = mix_weight.unsqueeze(-1).unbind(1)
+            def mix(i: int, location_attention: torch.Tensor) -> torch.Tensor:
+                # gamma * lambda + (1 - gamma) * content, in one kernel
+                return torch.lerp(contents[i], location_attention, gammas[i])
 
-        def mix(i: int, location_attention: torch.Tensor) -> torch.Tensor:
-            # gamma * lambda + (1 - gamma) * content, in one kernel
-            return torch.lerp(contents[i], location_attention, gammas[i])
-
-        steps = self.location.run(query, key_padding_mask, _unprefixed("location", state), mix)
+            steps = self.location.run(query, key_padding_mask, location_state, mix)
+            mixing = {"mix_weight": mix_weight}
         next_state = advance_state(
             state,
             query.size(1),
             **_prefixed("location", steps.state),
             **_prefixed("content", advance_state(content_state, query.size(1))),
         )
-        variables = {
-            **steps.variables,
-            "mix_weight": mix_weight,
-            "content_attention": content_attention,
-        }
-        return AttentionOutput(
-            glimpse=weighted_sum(steps.attention, values),
-            weights=steps.attention,
-            state=next_state,
-            variables=variables,
-        )
-
-    def _anchored(
-        self,
-        query: torch.Tensor,
-        key_padding_mask: torch.Tensor | None,
-        state: AttentionState,
-        content_state: AttentionState,
-        content_attention: torch.Tensor,
-        values: torch.Tensor,
-    ) -> AttentionOutput:
-        """``combination="anchor"``: the content attention's mean position is one more building
-        block of the location mean; the attention is the location attention alone."""
-        location_state = _unprefixed("location", state)
-        anchors = self.location.attention_mean(content_attention, location_state)
-        steps = self.location.run(query, key_padding_mask, location_state, anchors=anchors)
-        next_state = advance_state(
-            state,
-            query.size(1),
-            **_prefixed("location", steps.state),
-            **_prefixed("content", advance_state(content_state, query.size(1))),
-        )
-        variables = {**steps.variables, "content_attention": content_attention}
+        variables = {**steps.variables, **mixing, "content_attention": content_attention}
         return AttentionOutput(
             glimpse=weighted_sum(steps.attention, values),
             weights=steps.attention,

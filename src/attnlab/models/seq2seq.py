@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab.attention import Attender, build_attender
+from attnlab.attention import Attender, MeanPooling, build_attender
 
 
 @dataclass
@@ -98,7 +98,7 @@ class RecurrentSeq2Seq(nn.Module):
         embedded = self.source_embedding(source)
         if isinstance(self.encoder, LocalEncoder):
             outputs = self.encoder(embedded, source_padding_mask)
-            final = _masked_mean(outputs, source_padding_mask).unsqueeze(0)
+            final = self.encoder.summary(outputs, source_padding_mask).context.unsqueeze(0)
         else:
             outputs, _ = self.encoder(embedded)
             lengths = (~source_padding_mask).sum(dim=1)
@@ -227,17 +227,12 @@ class LocalEncoder(nn.Module):
         if window < 1 or window % 2 == 0:
             raise ValueError(f"encoder_window must be a positive odd number, got {window!r}")
         self.convolution = nn.Conv1d(embedding_dim, hidden_dim, window, padding=window // 2)
+        self.summary = MeanPooling(hidden_dim)  # the decoder's initial state: mean over real tokens
 
     def forward(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         """``embedded [B, S, E]`` with ``padding_mask [B, S]`` → ``[B, S, H]``."""
         embedded = embedded.masked_fill(padding_mask.unsqueeze(-1), 0.0)
         return torch.tanh(self.convolution(embedded.transpose(1, 2))).transpose(1, 2)
-
-
-def _masked_mean(outputs: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``outputs [B, S, H]`` over the real positions: ``[B, H]``."""
-    real = (~padding_mask).unsqueeze(-1).to(outputs.dtype)
-    return (outputs * real).sum(dim=1) / real.sum(dim=1).clamp_min(1.0)
 
 
 def _residual_projection(embedding_dim: int, hidden_dim: int) -> nn.Module:
