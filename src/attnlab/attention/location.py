@@ -232,7 +232,7 @@ class LocationAttender(Attender):
         weighter: ``"gru"`` (the paper's recurrent weighter, default) or ``"feedforward"``:
             ``omega_t = tanh(W_omega ReLU(W_resize q_t))``, which cannot count steps, so on
             longer inputs than seen in training its gates depend on the query alone (issue 6;
-            see docs/results.md, "Solving the eos problem").
+            see docs/results.md, "Beyond the paper: solving the <eos> problem").
         gates: ``"sigmoid"`` (the paper's, default) or ``"straight_through"``: binary gates
             ``rho_previous``, ``rho_bias`` with straight-through gradients
             (:func:`straight_through_gate`).

@@ -62,17 +62,7 @@ QUICK_OVERRIDES = (
 )
 
 
-EXTRAPOLATING = {
-    "location_extrapolate": ("lookup_extrapolate", ()),
-    "mix_anchor_extrapolate": (
-        "lookup_extrapolate",
-        (
-            "model.attender=mix",
-            "model.attender_options={combination: anchor, location_options: {weighter: feedforward, "
-            "gates: straight_through, initial_rho: [1.0, 0.0, -2.0]}}",
-        ),
-    ),
-}
+EXTRAPOLATING_CONFIG = "lookup_extrapolate"
 ABLATIONS = {
     "location_extrapolate-local_encoder": ("model.encoder=gru",),
     "location_extrapolate-stateless_decoder": ("model.decoder_recurrence=true", "model.input_feeding=false"),
@@ -81,9 +71,21 @@ ABLATIONS = {
     "location_extrapolate-zero_step_start": ("model.attender_options.initial_rho=[1.0, 1.0, -2.0]",),
 }
 """Leave-one-out ablations of ``location_extrapolate``: each undoes one of its choices."""
-EXTRAPOLATING.update({name: ("lookup_extrapolate", undo) for name, undo in ABLATIONS.items()})
-"""Beyond the paper (issue 6, docs/results.md "Solving the eos problem"): model name → built-in
-config and overrides. Not in the default grid, which stays the paper's."""
+EXTRAPOLATING = ("location_extrapolate", "mix_anchor_extrapolate", *ABLATIONS)
+"""Beyond the paper (issue 6, docs/results.md "Beyond the paper: solving the ``<eos>`` problem"),
+all built on ``configs/lookup_extrapolate.yaml``. Not in the default grid, which stays the paper's."""
+
+
+def extrapolating_config(name: str) -> dict[str, Any]:
+    """The config of one :data:`EXTRAPOLATING` model: ``lookup_extrapolate`` itself, one of its
+    :data:`ABLATIONS`, or (``mix_anchor_extrapolate``) its Location options inside a Mix Attender
+    whose content attention anchors the location (``combination: anchor``)."""
+    config = resolve_config(EXTRAPOLATING_CONFIG, list(ABLATIONS.get(name, ())))
+    if name == "mix_anchor_extrapolate":
+        model = config["model"]
+        model["attender_options"] = {"combination": "anchor", "location_options": model["attender_options"]}
+        model["attender"] = "mix"
+    return config
 
 
 def base_config() -> dict[str, Any]:
@@ -92,8 +94,7 @@ def base_config() -> dict[str, Any]:
 
 def cell_config(task: str, attender: str, quick: bool, overrides: Sequence[str] = ()) -> dict[str, Any]:
     if attender in EXTRAPOLATING:
-        config_name, model = EXTRAPOLATING[attender]
-        base, cell = resolve_config(config_name, []), [*model, f"data.variant={task}"]
+        base, cell = extrapolating_config(attender), [f"data.variant={task}"]
     else:
         base, cell = base_config(), [f"data.variant={task}", f"model.attender={attender}"]
     cell.append("training.progress=false")
