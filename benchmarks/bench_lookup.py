@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from attnlab.attention import ATTENDERS
-from attnlab.evaluation.seq2seq import default_max_length, evaluate_seq2seq, teacher_forced_loss
+from attnlab.evaluation.seq2seq import decoding_budget, evaluate_seq2seq, teacher_forced_loss
 from attnlab.experiments.lookup import LookupDataConfig, Seq2SeqModelConfig, build_model, load_splits
 from attnlab.io import atomic_write_json
 from attnlab.tasks.batching import batches, encode_examples, epoch_generator
@@ -271,7 +271,7 @@ def check_batched_decoding(contender: Contender, batch) -> tuple[bool, str]:
         del model.greedy_decode
         for hook in hooks:
             hook.remove()
-    size, limit = len(batch), default_max_length(batch.source.size(1))
+    size, limit = len(batch), decoding_budget(batch.source.size(1))
     ok = (
         calls["greedy_decode"] == [size]
         and 1 <= steps[0] <= limit
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         f"data: generated Long Lookup Tables; training {args.train_batches} batches of {args.batch_size} "
         f"(after {WARMUP_BATCHES} warm-up batches, source length <= {train_width}); "
         f"evaluation {n_eval} {EVAL_SPLIT} examples in batches of {args.eval_batch_size} "
-        f"(source length {eval_width}, decoding <= {default_max_length(eval_width)} steps); "
+        f"(source length {eval_width}, decoding <= {decoding_budget(eval_width)} steps); "
         f"{repeats}, {args.stat} reported"
     )
 

@@ -17,9 +17,10 @@ from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.tasks.examples import Seq2SeqBatch
 
 
-def default_max_length(source_len: int) -> int:
-    """Decoding budget: well beyond any target of a length-preserving task (2·S + 10)."""
-    return 2 * source_len + 10
+def decoding_budget(source_len: int, max_length: int | None = None) -> int:
+    """How many tokens to decode: ``max_length`` when configured, else well beyond any target of a
+    length-preserving task (``2·S + 10``)."""
+    return max_length or 2 * source_len + 10
 
 
 def teacher_forced_loss(model: RecurrentSeq2Seq, batch: Seq2SeqBatch) -> torch.Tensor:
@@ -63,7 +64,7 @@ def evaluate_seq2seq(
     """seqAcc, seqAccBE (percent), attnLoss (squared positions) and teacher-forced loss.
 
     ``max_length`` caps the number of decoded tokens (``<eos>`` included); by default
-    :func:`default_max_length` of each batch's source length.
+    :func:`decoding_budget` of each batch's source length.
     """
     model.eval()
     totals = _Totals()
@@ -76,7 +77,7 @@ def evaluate_seq2seq(
 def _accumulate(
     model: RecurrentSeq2Seq, batch: Seq2SeqBatch, totals: _Totals, max_length: int | None
 ) -> None:
-    limit = max_length or default_max_length(batch.source.size(1))
+    limit = decoding_budget(batch.source.size(1), max_length)
     decoded = model.greedy_decode(batch.source, batch.source_padding_mask, limit)
     assert decoded.tokens is not None
     ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from attnlab.config import ConfigError
-from attnlab.evaluation.seq2seq import default_max_length
+from attnlab.evaluation.seq2seq import decoding_budget
 from attnlab.experiments import lookup
 from attnlab.experiments.runs import RunDirectory
 from attnlab.io import read_jsonl
@@ -44,7 +44,7 @@ def plot_run(
     decoded = model.greedy_decode(
         batch.source,
         batch.source_padding_mask,
-        config.evaluation.max_length or default_max_length(batch.source.size(1)),
+        decoding_budget(batch.source.size(1), config.evaluation.max_length),
     )
     written = []
     for row, (index, example) in enumerate(zip(indices or [0], chosen)):

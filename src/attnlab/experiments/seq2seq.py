@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import torch
 
 from attnlab.config import from_dict, to_dict
-from attnlab.evaluation.seq2seq import default_max_length
+from attnlab.evaluation.seq2seq import decoding_budget
 from attnlab.tasks.batching import EncodedDataset, collate
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.checkpoint import check_model_spec, load_model_weights, load_system_checkpoint
@@ -81,7 +81,7 @@ def decoded_attention_samples(
     if not rows:
         return {}
     batch = collate(dataset, rows).to(device)
-    budget = max_length if max_length is not None else default_max_length(batch.source.size(1))
+    budget = decoding_budget(batch.source.size(1), max_length)
     decoded = model.greedy_decode(batch.source, batch.source_padding_mask, budget)
     samples = {}
     for row in rows:
