@@ -11,9 +11,10 @@ step, as in :class:`attnlab.training.trainer.Trainer`) of the paper-sized Syntac
 
 Both start from the same weights and see the same examples in the same order; the measurements are
 interleaved (``--repeats`` rounds, best round reported) so that machine noise hits both alike. The
-target is a ratio ≥ 20×. ``--converge`` additionally trains both settings to convergence (early
-stopping, :mod:`attnlab.experiments.scan`) and prints their test accuracies — hours on a CPU for the
-one-at-a-time run; meant for a GPU machine.
+target is a ratio ≥ 20×. ``--converge OUT_DIR`` adds the other half of the target, equal accuracy
+after training to convergence: it trains both settings (early stopping on the held-out 20%, epoch caps
+``--batched-epochs`` and ``--one-at-a-time-epochs``; finished runs in ``OUT_DIR`` are reused) and
+prints their whole-training throughput and test accuracies. The one-at-a-time run takes hours on a CPU.
 
 Usage: ``.venv/bin/python benchmarks/bench_scan.py [--batch-size 64] [--threads 1] [--device cpu]``
 """
@@ -22,17 +23,19 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import platform
 import time
 from pathlib import Path
 
 import torch
+import yaml
 from torch import nn
 
 from attnlab.evaluation.seq2seq import teacher_forced_loss
 from attnlab.experiments import scan as experiment
-from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.tasks.batching import EncodedDataset, collate, encode_examples
 from attnlab.tasks.scan import generate_standard_split, load_standard_split
@@ -94,24 +97,64 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, float]:
 
 
 def converge(args: argparse.Namespace) -> None:
-    """Train both settings on the simple split to convergence and print their test accuracy."""
-    for name, batch_size in (("batched", args.batch_size), ("one_at_a_time", 1)):
+    """Train both settings on the simple split (finished runs in ``--converge`` are reused) and compare.
+
+    Prints, per setting, the epochs and updates it trained, its whole training time (the trainer's
+    per-epoch seconds, validation included), examples/s over that time and the test accuracy of its
+    best checkpoint (early stopping on the held-out 20%), with the model emitting ``<eos>`` and with the
+    output length given.
+    """
+    settings = (
+        ("batched", args.batch_size, args.batched_epochs),
+        ("one_at_a_time", 1, args.one_at_a_time_epochs),
+    )
+    rows = {}
+    for name, batch_size, epochs in settings:
         overrides = [
             "data.split=simple",
             f"training.batch_size={batch_size}",
+            f"training.epochs={epochs}",
             f"training.device={args.device}",
+            "training.progress=false",
         ]
         if batch_size == 1:
             overrides.append("training.bucket_by_length=false")
-        config = experiment.parse_config(resolve_config("scan", overrides))
         run_dir = Path(args.converge) / name
-        resume = (run_dir / "checkpoints" / "last.pt").exists()
-        started = time.perf_counter()
-        results = experiment.train(config, run_dir, resume=resume)["test"]
+        if not (run_dir / "eval" / "summary.json").is_file():
+            print(f"training {name} into {run_dir} ({epochs} epochs at most)", flush=True)
+            train_or_resume(resolve_config("scan", overrides), run_dir)
+        rows[name] = finished_run(run_dir, batch_size)
+    header = ("setting", "epochs", "updates", "seconds", "ex/s", "seq_acc", "given len")
+    print("\n{:14s} {:>6s} {:>8s} {:>8s} {:>7s} {:>8s} {:>9s}".format(*header))
+    for name, row in rows.items():
         print(
-            f"{name:14s} batch {batch_size:4d}: test seq_acc {results['seq_acc']:.2f}%, "
-            f"given length {results['seq_acc_given_length']:.2f}% ({time.perf_counter() - started:.0f} s)"
+            f"{name:14s} {row['epochs']:6d} {row['updates']:8d} {row['seconds']:8.0f}"
+            f" {row['examples_per_s']:7.1f} {row['seq_acc']:7.2f}% {row['seq_acc_given_length']:8.2f}%"
         )
+    ratio = rows["batched"]["examples_per_s"] / rows["one_at_a_time"]["examples_per_s"]
+    batched, single = rows["batched"], rows["one_at_a_time"]
+    gaps = {key: batched[key] - single[key] for key in ("seq_acc", "seq_acc_given_length")}
+    print(
+        f"throughput ratio over whole training: {ratio:.1f}x; accuracy batched minus one-at-a-time:"
+        f" {gaps['seq_acc']:+.2f} points (<eos>), {gaps['seq_acc_given_length']:+.2f} points (length given)"
+    )
+
+
+def finished_run(run_dir: Path, batch_size: int) -> dict[str, float]:
+    """Training cost and test accuracy of a finished SCAN run directory."""
+    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    test = json.loads((run_dir / "eval" / "summary.json").read_text())["test"]
+    config = experiment.parse_config(yaml.safe_load((run_dir / "config.yaml").read_text()))
+    training_examples = len(experiment.load_splits(config.data)["train"].examples)
+    seconds = sum(record["seconds"] for record in history)
+    return {
+        "epochs": len(history),
+        "updates": len(history) * -(-training_examples // batch_size),
+        "seconds": seconds,
+        "examples_per_s": len(history) * training_examples / seconds,
+        "seq_acc": test["seq_acc"],
+        "seq_acc_given_length": test["seq_acc_given_length"],
+    }
 
 
 def main() -> None:
@@ -124,7 +167,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--converge", metavar="OUT_DIR", help="also train both to convergence into OUT_DIR")
+    parser.add_argument(
+        "--converge", metavar="OUT_DIR", help="also train both settings (or reuse their runs) in OUT_DIR"
+    )
+    parser.add_argument("--batched-epochs", type=int, default=10, help="epoch cap of the batched run")
+    parser.add_argument(
+        "--one-at-a-time-epochs", type=int, default=5, help="epoch cap of the one-example-at-a-time run"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)

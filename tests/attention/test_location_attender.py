@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attnlab.attention.location import LocationAttender, leaky_clamp, softstair
+from attnlab.attention.location import LocationAttender, leaky_clamp, softstair, straight_through_clamp
 
 D = 6
 BIG = 30.0  # a logit that saturates a sigmoid gate
@@ -79,6 +79,33 @@ def test_leaky_clamp_is_leaky_outside():
     torch.testing.assert_close(leaky_clamp(x, slope=0.1), expected)
     dense = leaky_clamp(torch.linspace(-5, 5, 10001, dtype=torch.float64))
     assert torch.all(dense.diff() > 0)
+
+
+def test_straight_through_clamp_clamps_forward_and_passes_the_whole_gradient():
+    x = torch.tensor([-0.5, 0.3, 1.8], dtype=torch.float64, requires_grad=True)
+    value = straight_through_clamp(x)
+    torch.testing.assert_close(value, torch.tensor([0.0, 0.3, 1.0], dtype=torch.float64))
+    value.sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(3, dtype=torch.float64))
+
+
+def test_clamp_gradient_option_pulls_a_mu_parked_past_the_end(source, make_queries):
+    """Previous mean + bias gate put mu past the end; only the straight-through clamp's gradient
+    tells the bias gate to close (the leaky clamp passes 1% of it)."""
+    gradients = {}
+    for clamp in ("leaky", "straight_through"):
+        attender = location(clamp_gradient=clamp)
+        set_weighter_output(attender, [BIG, 0.0, 0.0])  # previous-mean gate on, 0 steps, bias gate at 0.5
+        state = attender.initial_state(source.keys, source.mask)
+        state["previous_mean"] = torch.full_like(state["previous_mean"], 0.8)
+        output = attender(make_queries(4, 1), source.keys, source.values, source.mask, state)
+        assert torch.all(output.variables["mu"] <= 1.0 + 0.01 * 0.5 + 1e-9)
+        output.variables["mu"].sum().backward()
+        gradients[clamp] = attender.rho_layer.bias.grad[2].item()
+    assert gradients["straight_through"] == pytest.approx(100 * gradients["leaky"], rel=1e-6)
+    assert gradients["straight_through"] > 0
+    with pytest.raises(ValueError, match="clamp_gradient"):
+        location(clamp_gradient="hard")
 
 
 # ------------------------------------------------------------------------- where the peak lands

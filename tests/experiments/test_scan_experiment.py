@@ -245,3 +245,18 @@ def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
         "table2/translation_rnn",
         "table2/translate_from_context",
     ]
+
+
+def test_russin2019_cells_filter_keeps_pattern_order_and_refuses_patterns_matching_nothing():
+    from attnlab.experiments.recipes import russin2019
+
+    found = russin2019.cells(["table1", "table2"])
+    chosen = russin2019.select_cells(found, ["table2/*", "table1/*/syntactic_attention"])
+    assert [folder for folder, _, _ in chosen] == [
+        "table2/translation_rnn",
+        "table2/translate_from_context",
+        *(f"table1/{split}/syntactic_attention" for split in russin2019.SPLITS),
+    ]
+    assert russin2019.select_cells(found, None) == found
+    with pytest.raises(ConfigError, match=r"--cells: 'mt/\*' matches no cell"):
+        russin2019.select_cells(found, ["mt/*"])

@@ -45,11 +45,11 @@ def test_resume_after_interruption_matches_uninterrupted_run(
     calls = {"n": 0}
     original = lookup.teacher_forced_loss
 
-    def crash_midway(model, batch):
+    def crash_midway(model, batch, *args):
         calls["n"] += 1
         if calls["n"] == 13 + 5:  # 13 batches per epoch (400 / 32), crash in epoch 2
             raise KeyboardInterrupt
-        return original(model, batch)
+        return original(model, batch, *args)
 
     monkeypatch.setattr(lookup, "teacher_forced_loss", crash_midway)
     with pytest.raises(KeyboardInterrupt):
@@ -71,9 +71,9 @@ def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(
     calls = {"n": 0}
     original = lookup.teacher_forced_loss
 
-    def diverge_in_epoch_two(model, batch):
+    def diverge_in_epoch_two(model, batch, *args):
         calls["n"] += 1
-        loss = original(model, batch)
+        loss = original(model, batch, *args)
         return loss * float("nan") if calls["n"] > 13 else loss
 
     monkeypatch.setattr(lookup, "teacher_forced_loss", diverge_in_epoch_two)

@@ -52,6 +52,7 @@ __all__ = [
     "padding_bias",
     "softstair",
     "stack_steps",
+    "straight_through_clamp",
 ]
 
 Mixer = Callable[[int, torch.Tensor], torch.Tensor]
@@ -81,6 +82,18 @@ def straight_through_softstair(x: torch.Tensor, sharpness: float = 20.0) -> torc
     value stays (nearly) integer.
     """
     return x + (softstair(x, sharpness) - x).detach()
+
+
+def straight_through_clamp(x: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
+    """``clamp(x, 0, 1)`` in the forward pass, the identity's gradient in the backward pass.
+
+    With the leaky clamp, a ``mu`` pushed past the end of the source (e.g. two reference points
+    summed, ``1 + 0.8``) gets only ``slope`` (0.01) of its gradient back, so a model can park its
+    attention there and never leave (issue 6, Reversed Lookup Tables). The straight-through clamp
+    (Bengio et al. 2013) keeps the forward value in ``[0, 1]`` and passes the whole gradient.
+    ``slope`` is ignored (it keeps the signature of :func:`leaky_clamp`).
+    """
+    return x + (x.clamp(0.0, 1.0) - x).detach()
 
 
 def leaky_clamp(x: torch.Tensor, slope: float = 0.01) -> torch.Tensor:
@@ -164,6 +177,7 @@ class _Weighting:
 
 
 STAIRCASES = {"exact": softstair, "straight_through": straight_through_softstair}
+CLAMPS = {"leaky": leaky_clamp, "straight_through": straight_through_clamp}
 WEIGHTERS = ("gru", "feedforward")
 
 
@@ -227,6 +241,9 @@ class LocationAttender(Attender):
         min_sigma: the paper's ``min_sigma`` (default 0.27), added before dividing by ``n_s``.
         staircase_sharpness: the soft staircase's slope (default 20, the paper's).
         clamp_slope: the leaky clamp's slope outside ``[0, 1]`` (default 0.01).
+        clamp_gradient: ``"leaky"`` (the paper's leaky clamp of ``mu``, default) or
+            ``"straight_through"``: ``mu`` clamped to ``[0, 1]`` with the identity's gradient
+            (:func:`straight_through_clamp`), so a ``mu`` past either end is pulled back.
         learn_initial_hidden: learn ``omega_{-1}`` instead of using zeros (default False; the
             paper does not say, zeros is the usual GRU start).
         weighter: ``"gru"`` (the paper's recurrent weighter, default) or ``"feedforward"``:
@@ -265,6 +282,7 @@ class LocationAttender(Attender):
         min_sigma: float = 0.27,
         staircase_sharpness: float = 20.0,
         clamp_slope: float = 0.01,
+        clamp_gradient: str = "leaky",
         learn_initial_hidden: bool = False,
         staircase_gradient: str = "straight_through",
         initial_rho: tuple[float, float, float] | None = (1.0, 1.0, -2.0),
@@ -294,6 +312,8 @@ class LocationAttender(Attender):
         check_choice(name, "gates", gates, GATES)
         check_choice(name, "reference", reference, REFERENCES)
         check_choice(name, "staircase_gradient", staircase_gradient, STAIRCASES)
+        check_choice(name, "clamp_gradient", clamp_gradient, CLAMPS)
+        self.clamp = CLAMPS[clamp_gradient]
         self.gate = GATES[gates]
         self.weighter_hidden_dim = weighter_hidden_dim
         self.weighter: nn.Module = (
@@ -410,7 +430,7 @@ class LocationAttender(Attender):
         # Split the per-step inputs once (one op each) instead of slicing them at every step.
         steps = zip(partial_mu.unbind(1), weighting.rho_previous.unbind(1), neg_half_precision.unbind(1))
         for i, (partial, gate, precision) in enumerate(steps):
-            mu = leaky_clamp(torch.addcmul(partial, gate, previous), self.clamp_slope)
+            mu = self.clamp(torch.addcmul(partial, gate, previous), self.clamp_slope)
             lam = _gaussian(mu, precision, positions, bias)
             final = lam if mixer is None else mixer(i, lam)
             previous_means.append(previous)

@@ -23,12 +23,38 @@ def decoding_budget(source_len: int, max_length: int | None = None) -> int:
     return max_length or 2 * source_len + 10
 
 
-def teacher_forced_loss(model: RecurrentSeq2Seq, batch: Seq2SeqBatch) -> torch.Tensor:
-    """Mean token cross-entropy of the target (``<eos>`` included, padding excluded)."""
+def teacher_forced_loss(
+    model: RecurrentSeq2Seq, batch: Seq2SeqBatch, attention_guidance: float = 0.0
+) -> torch.Tensor:
+    """Mean token cross-entropy of the target (``<eos>`` included, padding excluded).
+
+    With ``attention_guidance > 0``, plus that weight times :func:`attention_guidance_loss` of the
+    batch's gold attention (Hupkes et al. 2018's attentive guidance; the batch must have one).
+    """
     output = model(batch.source, batch.source_padding_mask, batch.target_input)
-    return F.cross_entropy(
+    loss = F.cross_entropy(
         output.logits.flatten(0, 1), batch.target_output.flatten(), ignore_index=model.pad_id
     )
+    if attention_guidance > 0:
+        if batch.gold_attention is None:
+            raise ValueError("attention guidance needs gold attention, and this batch has none")
+        loss = loss + attention_guidance * attention_guidance_loss(output.attention, batch.gold_attention)
+    return loss
+
+
+def attention_guidance_loss(attention: torch.Tensor, gold_attention: torch.Tensor) -> torch.Tensor:
+    """Mean of ``-log alpha_t[g_t]`` over the target steps with a gold position ``g_t``.
+
+    The attentive-guidance loss of Hupkes et al. (2018, "Learning compositionally through attentive
+    guidance"): the cross-entropy between the one-hot gold attention and the model's attention
+    ``[B, T, S]``. ``gold_attention`` is ``[B, T]`` source indices, negative where unknown or padding.
+    Weights below ``1e-30`` count as ``1e-30`` (a bounded loss where a Gaussian underflows).
+    """
+    known = gold_attention >= 0
+    if not bool(known.any()):
+        return attention.new_zeros(())
+    picked = attention.gather(-1, gold_attention.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    return -picked[known].clamp_min(1e-30).log().mean()
 
 
 @dataclass

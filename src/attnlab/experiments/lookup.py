@@ -71,6 +71,21 @@ class Seq2SeqModelConfig:
 
 
 @dataclass
+class Seq2SeqTrainingConfig(TrainingConfig):
+    """:class:`TrainingConfig` plus the seq2seq experiments' optional attention supervision."""
+
+    attention_guidance: float = 0.0
+    """Weight of the attentive-guidance loss (Hupkes et al. 2018) added to the token loss: the
+    cross-entropy of the data's gold attention (Dubois et al. 2020, Tables 1–2) under the model's
+    attention. 0 (the default, and the paper's setting) trains without attention supervision."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.attention_guidance < 0:
+            raise ValueError(f"attention_guidance must be >= 0, got {self.attention_guidance}")
+
+
+@dataclass
 class EvaluationConfig:
     batch_size: int = 500
     max_length: int | None = None
@@ -82,7 +97,7 @@ class LookupExperimentConfig:
     experiment: Literal["lookup"] = "lookup"
     data: LookupDataConfig = field(default_factory=LookupDataConfig)
     model: Seq2SeqModelConfig = field(default_factory=Seq2SeqModelConfig)
-    training: TrainingConfig = field(default_factory=TrainingConfig)
+    training: Seq2SeqTrainingConfig = field(default_factory=Seq2SeqTrainingConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 
 
@@ -212,7 +227,7 @@ class LookupTrainingTask:
             yield batch.to(self.device)
 
     def training_loss(self, model: torch.nn.Module, batch: Seq2SeqBatch) -> torch.Tensor:
-        return teacher_forced_loss(model, batch)  # type: ignore[arg-type]
+        return teacher_forced_loss(model, batch, self.config.training.attention_guidance)  # type: ignore[arg-type]
 
     def validate(self, model: torch.nn.Module) -> dict[str, float]:
         metrics = evaluate_seq2seq(
@@ -247,6 +262,12 @@ def train(
         name: _encode(config.data, name, examples, source_vocab, target_vocab)
         for name, examples in splits.items()
     }
+    if config.training.attention_guidance > 0 and encoded["train"].gold_attention is None:
+        where = config.data.train_file or "the generated training set"
+        raise ConfigError(
+            f"training.attention_guidance={config.training.attention_guidance} needs gold attention, "
+            f"and {where} has none (machine-tasks files give it as a third column)"
+        )
     seed_everything(config.training.seed)
     model = build_model(config.model, source_vocab, target_vocab).to(device)
     run.save_config(config)

@@ -29,13 +29,14 @@ evaluation on 100 examples per set): its numbers mean nothing.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnlab.config import apply_overrides
+from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel, run_seeds
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.tables import format_table
@@ -146,6 +147,25 @@ def cells(tables: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
     return found
 
 
+def select_cells(
+    found: list[tuple[str, str, tuple[str, ...]]], patterns: Sequence[str] | None
+) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The cells whose folder matches one of the shell-style ``patterns``, in the patterns' order.
+
+    ``None`` keeps every cell; a pattern that matches no cell is a usage error listing the folders.
+    """
+    if patterns is None:
+        return found
+    chosen: list[tuple[str, str, tuple[str, ...]]] = []
+    for pattern in patterns:
+        matches = [cell for cell in found if fnmatch.fnmatchcase(cell[0], pattern)]
+        if not matches:
+            folders = [folder for folder, _, _ in found]
+            raise ConfigError(f"--cells: {pattern!r} matches no cell of these tables; cells: {folders}")
+        chosen += [cell for cell in matches if cell not in chosen]
+    return chosen
+
+
 def reproduce(
     out_dir: Path,
     seeds: Sequence[int],
@@ -157,11 +177,16 @@ def reproduce(
     backend: str = "local",
     address: str | None = None,
     overrides: Sequence[str] = (),
+    only: Sequence[str] | None = None,
 ) -> str:
-    """Train every missing run of ``tables``, then write the report; returns its markdown."""
+    """Train every missing run of ``tables``, then write the report; returns its markdown.
+
+    ``only`` (shell-style patterns on the cell folders, e.g. ``table1/*/syntactic_attention``) limits
+    training to the matching cells, in the patterns' order; the report covers every finished run.
+    """
     arguments = [
         (out_dir / folder, config, list(cell), list(seeds), quick, shared_data, list(overrides))
-        for folder, config, cell in cells(tables)
+        for folder, config, cell in select_cells(cells(tables), only)
     ]
     run_parallel(_run_cell, arguments, jobs, backend=backend, address=address)
     return report(out_dir)
@@ -289,6 +314,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shared-data", default="../shared/data", help="folder holding scan/ and mt-eng-fra/"
     )
+    parser.add_argument(
+        "--cells",
+        nargs="+",
+        metavar="PATTERN",
+        help="train only the cells whose folder matches, in this order (e.g. 'table1/*/syntactic_attention')",
+    )
     add_parallel_arguments(parser, "runs")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (minutes; numbers mean nothing)")
     parser.add_argument(
@@ -309,6 +340,7 @@ def main(args: argparse.Namespace) -> None:
             shared_data=Path(args.shared_data),
             **parallel_options(args),
             overrides=args.overrides,
+            only=args.cells,
         )
     )
 
