@@ -228,6 +228,7 @@ def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
         "table1/addprim_jump/syntactic_attention": (100.0, 50.0, 90.0),
         "table1/simple/gru_attention": (100.0, 100.0, 100.0),
         "table2/translation_rnn": (2.0, 4.0, 0.0),
+        "table1/length/syntactic_attention": (12.0,),
     }.items():
         for seed, value in enumerate(values):
             summary = tmp_path / folder / f"seed{seed}" / "eval" / "summary.json"
@@ -238,6 +239,7 @@ def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
     assert "78.4 ± 27.4 (median 91.0; n=25)" in text  # add-jump, paper
     assert "| GRU + attn (Bastings et al.) (paper) | 100.0 ± 0.0 | 18.1 ± 1.1 |" in text
     assert "RNN for translation encoding | 2.0 ± 2.0 (median 2.0; n=3)" in text
+    assert "| 12.0 (n=1) |" in text  # one seed: no spread shown
     assert (tmp_path / "results.md").read_text().strip() == text.strip()
     folders = [folder for folder, _, _ in russin2019.cells(["table2"])]
     assert folders == [

@@ -214,11 +214,14 @@ def collect(folder: Path) -> list[dict[str, dict[str, float]]]:
 
 
 def cell_text(results: list[dict[str, dict[str, float]]], test_set: str, metric: str) -> str:
-    """``mean ± std (median m; n=k)`` over the runs that have the metric, or blank."""
+    """``mean ± std (median m; n=k)`` over the runs that have the metric, ``value (n=1)`` for one
+    run (no spread to show), or blank."""
     values = [run[test_set][metric] for run in results if metric in run.get(test_set, {})]
     if not values:
         return ""
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    if len(values) == 1:
+        return f"{values[0]:.1f} (n=1)"
+    std = statistics.stdev(values)
     median = statistics.median(values)
     return f"{statistics.fmean(values):.1f} ± {std:.1f} (median {median:.1f}; n={len(values)})"
 
