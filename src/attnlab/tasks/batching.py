@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
+from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample, tensors_to
 from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import UnknownTokenError, Vocabulary
 
@@ -55,18 +55,7 @@ class EncodedDataset:
 
     def to(self, device: torch.device | str) -> EncodedDataset:
         """The same data on ``device`` (e.g. to batch directly on the GPU)."""
-        move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return EncodedDataset(
-            source=move(self.source),
-            source_lengths=move(self.source_lengths),
-            target_input=move(self.target_input),
-            target_output=move(self.target_output),
-            target_lengths=move(self.target_lengths),
-            gold_attention=move(self.gold_attention),
-            has_attention=move(self.has_attention),
-            source_pad_id=self.source_pad_id,
-            target_pad_id=self.target_pad_id,
-        )
+        return tensors_to(self, device)
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from attnlab.io import atomic_write_text
+from attnlab.tasks.examples import tensors_to
 from attnlab.tasks.tsv import DataFileNotFoundError, DataFormatError
 from attnlab.tasks.vocab import EOS_TOKEN, PAD_TOKEN, Vocabulary
 
@@ -311,12 +312,7 @@ class LMBatch:
     pad_id: int = 0
 
     def to(self, device: torch.device | str) -> LMBatch:
-        return LMBatch(
-            self.inputs.to(device, non_blocking=True),
-            self.targets.to(device, non_blocking=True),
-            self.resets.to(device, non_blocking=True),
-            self.pad_id,
-        )
+        return tensors_to(self, device, non_blocking=True)
 
     @property
     def target_mask(self) -> torch.Tensor:

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
+
+BatchT = TypeVar("BatchT")
+
+
+def tensors_to(batch: BatchT, device: torch.device | str, non_blocking: bool = False) -> BatchT:
+    """A copy of the dataclass ``batch`` with every tensor field moved to ``device``; other fields
+    (``None``, ints) are kept as they are. The one ``.to(device)`` of every batch container."""
+    moved: dict[str, Any] = {}
+    for field in dataclasses.fields(batch):  # type: ignore[arg-type]
+        value = getattr(batch, field.name)
+        if isinstance(value, torch.Tensor):
+            moved[field.name] = value.to(device, non_blocking=non_blocking)
+    return dataclasses.replace(batch, **moved)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)
@@ -40,13 +55,7 @@ class Seq2SeqBatch:
     gold_attention: torch.Tensor | None
 
     def to(self, device: torch.device | str) -> Seq2SeqBatch:
-        return Seq2SeqBatch(
-            source=self.source.to(device),
-            source_padding_mask=self.source_padding_mask.to(device),
-            target_input=self.target_input.to(device),
-            target_output=self.target_output.to(device),
-            gold_attention=None if self.gold_attention is None else self.gold_attention.to(device),
-        )
+        return tensors_to(self, device)
 
     def __len__(self) -> int:
         return self.source.size(0)

@@ -40,6 +40,8 @@ from typing import Literal
 
 import torch
 
+from attnlab.tasks.examples import tensors_to
+
 Problem = Literal["addition", "multiplication"]
 LengthSetting = Literal["fixed", "variable"]
 
@@ -87,13 +89,7 @@ class MemoryBatch:
 
     def to(self, device: torch.device | str) -> MemoryBatch:
         """The same batch with every tensor on ``device``."""
-        return MemoryBatch(
-            inputs=self.inputs.to(device),
-            padding_mask=self.padding_mask.to(device),
-            targets=self.targets.to(device),
-            lengths=self.lengths.to(device),
-            marker_positions=self.marker_positions.to(device),
-        )
+        return tensors_to(self, device)
 
 
 def is_correct(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
