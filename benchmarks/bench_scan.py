@@ -131,8 +131,8 @@ def converge(args: argparse.Namespace) -> None:
             f"{name:14s} {row['epochs']:6d} {row['updates']:8d} {row['seconds']:8.0f}"
             f" {row['examples_per_s']:7.1f} {row['seq_acc']:7.2f}% {row['seq_acc_given_length']:8.2f}%"
         )
-    ratio = rows["batched"]["examples_per_s"] / rows["one_at_a_time"]["examples_per_s"]
     batched, single = rows["batched"], rows["one_at_a_time"]
+    ratio = batched["examples_per_s"] / single["examples_per_s"]
     gaps = {key: batched[key] - single[key] for key in ("seq_acc", "seq_acc_given_length")}
     print(
         f"throughput ratio over whole training: {ratio:.1f}x; accuracy batched minus one-at-a-time:"

@@ -26,6 +26,7 @@ Choices where the paper is silent (documented again on the class):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,14 +85,13 @@ def straight_through_softstair(x: torch.Tensor, sharpness: float = 20.0) -> torc
     return x + (softstair(x, sharpness) - x).detach()
 
 
-def straight_through_clamp(x: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
+def straight_through_clamp(x: torch.Tensor) -> torch.Tensor:
     """``clamp(x, 0, 1)`` in the forward pass, the identity's gradient in the backward pass.
 
     With the leaky clamp, a ``mu`` pushed past the end of the source (e.g. two reference points
     summed, ``1 + 0.8``) gets only ``slope`` (0.01) of its gradient back, so a model can park its
     attention there and never leave (issue 6, Reversed Lookup Tables). The straight-through clamp
     (Bengio et al. 2013) keeps the forward value in ``[0, 1]`` and passes the whole gradient.
-    ``slope`` is ignored (it keeps the signature of :func:`leaky_clamp`).
     """
     return x + (x.clamp(0.0, 1.0) - x).detach()
 
@@ -177,7 +177,7 @@ class _Weighting:
 
 
 STAIRCASES = {"exact": softstair, "straight_through": straight_through_softstair}
-CLAMPS = {"leaky": leaky_clamp, "straight_through": straight_through_clamp}
+CLAMPS = ("leaky", "straight_through")
 WEIGHTERS = ("gru", "feedforward")
 
 
@@ -313,7 +313,11 @@ class LocationAttender(Attender):
         check_choice(name, "reference", reference, REFERENCES)
         check_choice(name, "staircase_gradient", staircase_gradient, STAIRCASES)
         check_choice(name, "clamp_gradient", clamp_gradient, CLAMPS)
-        self.clamp = CLAMPS[clamp_gradient]
+        self.clamp: Callable[[torch.Tensor], torch.Tensor] = (
+            functools.partial(leaky_clamp, slope=self.clamp_slope)
+            if clamp_gradient == "leaky"
+            else straight_through_clamp
+        )
         self.gate = GATES[gates]
         self.weighter_hidden_dim = weighter_hidden_dim
         self.weighter: nn.Module = (
@@ -430,7 +434,7 @@ class LocationAttender(Attender):
         # Split the per-step inputs once (one op each) instead of slicing them at every step.
         steps = zip(partial_mu.unbind(1), weighting.rho_previous.unbind(1), neg_half_precision.unbind(1))
         for i, (partial, gate, precision) in enumerate(steps):
-            mu = self.clamp(torch.addcmul(partial, gate, previous), self.clamp_slope)
+            mu = self.clamp(torch.addcmul(partial, gate, previous))
             lam = _gaussian(mu, precision, positions, bias)
             final = lam if mixer is None else mixer(i, lam)
             previous_means.append(previous)
