@@ -14,3 +14,19 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_memory_addition() -> list[str]:
+    """Overrides that make one ``memory_addition`` run take a fraction of a second (sweeps, reports)."""
+    return [
+        "data.t0=20",
+        "data.test_size=50",
+        "training.updates_per_epoch=5",
+        "training.batch_size=20",
+        "training.stop_at_accuracy=null",
+        "model.hidden_dim=16",
+        "training.epochs=1",
+        "training.progress=false",
+        "training.device=cpu",
+    ]

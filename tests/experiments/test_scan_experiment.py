@@ -99,12 +99,29 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path):
         {"model.architecture": "gru_attention"},
         {"model.translation_encoder": "rnn"},
         {"model.translate_from_context": "true"},
+        {"training.uniform_alignment_epochs": "1", "training.epochs": "2"},
     ],
 )
 def test_baselines_and_ablations_train(scan_slice, tmp_path, overrides):
     tiny = {**TINY_MODEL, "data.train_limit": 64, "training.epochs": 1, "evaluation.given_length": "false"}
-    results = experiment.train(config(scan_slice, **tiny, **overrides), tmp_path / "run")
+    results = experiment.train(config(scan_slice, **{**tiny, **overrides}), tmp_path / "run")
     assert 0.0 <= results["test"]["seq_acc"] <= 100.0 and "seq_acc_given_length" not in results["test"]
+
+
+def test_uniform_alignment_is_on_for_the_first_epochs_only(scan_slice):
+    parsed = config(scan_slice, **TINY_MODEL, **{"training.uniform_alignment_epochs": 2})
+    splits = experiment.load_splits(parsed.data)
+    source, target = build_vocabularies(splits["train"].examples)
+    train, validation = (
+        experiment.encode_split(splits[name], source, target, name) for name in ("train", "validation")
+    )
+    task = experiment.ScanTrainingTask(train, validation, target, parsed, torch.device("cpu"))
+    model = experiment.build_model(parsed.model, source, target)
+    switched = []
+    for epoch in range(4):
+        task.start_epoch(model, epoch)
+        switched.append(model.uniform_alignment)
+    assert switched == [True, True, False, False]
 
 
 def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):
@@ -160,6 +177,11 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         (["model.architecture=gru_attention", "model.translation_encoder=rnn"], "syntactic_attention only"),
         (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
         (["training.patience=0"], "patience"),
+        (["training.uniform_alignment_epochs=-1"], "uniform_alignment_epochs must be >= 0"),
+        (
+            ["model.architecture=gru_attention", "training.uniform_alignment_epochs=1"],
+            "uniform_alignment_epochs applies to model.architecture: syntactic_attention only",
+        ),
         (["data.validation_fraction=1.5"], "validation_fraction"),
         (["model.attender=additive"], "unknown key"),
     ],

@@ -29,30 +29,23 @@ from attnlab.experiments.sweep import (
     run_sweep,
 )
 
-TINY = [
-    "data.t0=20",
-    "data.test_size=50",
-    "training.updates_per_epoch=5",
-    "training.batch_size=20",
-    "training.stop_at_accuracy=null",
-    "model.hidden_dim=16",
-    "training.epochs=1",
-    "training.progress=false",
-    "training.device=cpu",
-]
-"""memory_addition in a fraction of a second per run."""
 
+@pytest.fixture
+def make_spec(tmp_path: Path, tiny_memory_addition: list[str]):
+    """Writes a sweep spec of tiny ``memory_addition`` runs under ``tmp_path``; returns its path."""
 
-def _spec(tmp_path: Path, grid: dict | None = None, seeds: list[int] | None = None, extra=(), name="spec"):
-    data = {
-        "config": "memory_addition",
-        "overrides": [*TINY, *extra],
-        "grid": grid or {},
-        "seeds": seeds or [0],
-    }
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    def make(grid: dict | None = None, seeds: list[int] | None = None, extra=(), name="spec") -> Path:
+        data = {
+            "config": "memory_addition",
+            "overrides": [*tiny_memory_addition, *extra],
+            "grid": grid or {},
+            "seeds": seeds or [0],
+        }
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return make
 
 
 def _cli(argv: list[str]) -> int:
@@ -89,10 +82,9 @@ def _summaries(out: Path) -> dict[str, float]:
 # -- spec and expansion ------------------------------------------------------------------------------
 
 
-def test_expansion_names_runs_by_grid_point_and_seed(tmp_path):
+def test_expansion_names_runs_by_grid_point_and_seed(tmp_path, make_spec):
     spec = load_spec(
-        _spec(
-            tmp_path,
+        make_spec(
             {"model.pooling": ["attention", "mean"], "training.learning_rate": [1.0e-3, 0.01]},
             seeds=[3, 7],
         )
@@ -111,7 +103,7 @@ def test_expansion_names_runs_by_grid_point_and_seed(tmp_path):
     assert last.run_dir(tmp_path) == tmp_path / "model.pooling=mean,training.learning_rate=0.01" / "seed7"
     assert expand(spec) == runs  # stable
 
-    no_grid = expand(load_spec(_spec(tmp_path, seeds=[0, 1])))
+    no_grid = expand(load_spec(make_spec(seeds=[0, 1])))
     assert [run.name for run in no_grid] == ["base/seed0", "base/seed1"]
 
 
@@ -143,8 +135,8 @@ def test_bad_spec_is_a_clear_error(tmp_path, content, message):
     assert message in str(raised.value) and str(path) in str(raised.value)
 
 
-def test_unknown_grid_key_fails_before_any_run(tmp_path, capsys):
-    path = _spec(tmp_path, {"training.learnin_rate": [0.1, 0.01]})
+def test_unknown_grid_key_fails_before_any_run(tmp_path, capsys, make_spec):
+    path = make_spec({"training.learnin_rate": [0.1, 0.01]})
     with pytest.raises(SweepError, match="grid key 'training.learnin_rate' is not a valid key"):
         expand(load_spec(path))
     assert _cli([str(path), "--out", str(tmp_path / "out")]) == 2
@@ -153,14 +145,14 @@ def test_unknown_grid_key_fails_before_any_run(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_bad_grid_value_names_the_point(tmp_path):
+def test_bad_grid_value_names_the_point(tmp_path, make_spec):
     with pytest.raises(SweepError, match=r"grid point \{'model.pooling': 'maximum'\}: .*expected one of"):
-        expand(load_spec(_spec(tmp_path, {"model.pooling": ["attention", "maximum"]})))
+        expand(load_spec(make_spec({"model.pooling": ["attention", "maximum"]})))
 
 
-def test_cli_exit_status_for_bad_input_is_2(tmp_path):
+def test_cli_exit_status_for_bad_input_is_2(tmp_path, make_spec):
     """The real command line (``python -m``), as the CLI will run it."""
-    path = _spec(tmp_path, {"training.no_such_key": [1]})
+    path = make_spec({"training.no_such_key": [1]})
     result = subprocess.run(
         [sys.executable, "-m", "attnlab.experiments.sweep", str(path), "--out", str(tmp_path / "out")],
         capture_output=True,
@@ -176,8 +168,8 @@ def test_cli_exit_status_for_bad_input_is_2(tmp_path):
 # -- running, resuming, failures, aggregation ----------------------------------------------------------
 
 
-def test_local_sweep_runs_aggregates_and_skips_finished_runs(tmp_path, capsys):
-    path = _spec(tmp_path, {"model.pooling": ["attention", "mean"]}, seeds=[0, 1])
+def test_local_sweep_runs_aggregates_and_skips_finished_runs(tmp_path, capsys, make_spec):
+    path = make_spec({"model.pooling": ["attention", "mean"]}, seeds=[0, 1])
     out = tmp_path / "out"
     assert _cli([str(path), "--out", str(out)]) == 0
     names = [run.name for run in expand(load_spec(path))]
@@ -213,14 +205,12 @@ def test_local_sweep_runs_aggregates_and_skips_finished_runs(tmp_path, capsys):
     backend = RecordingBackend()
     report = run_sweep(load_spec(path), out, backend, log=lambda line: None)
     assert backend.names == [] and report.ok and _summaries(out) == before
-    more = load_spec(_spec(tmp_path, {"model.pooling": ["attention", "mean"]}, seeds=[0, 1, 2], name="more"))
+    more = load_spec(make_spec({"model.pooling": ["attention", "mean"]}, seeds=[0, 1, 2], name="more"))
     run_sweep(more, out, backend, log=lambda line: None)
     assert sorted(backend.names) == ["model.pooling=attention/seed2", "model.pooling=mean/seed2"]
 
     # A sweep whose base config changed does not mix its runs with these.
-    changed = load_spec(
-        _spec(tmp_path, {"model.pooling": ["attention"]}, extra=["data.t0=30"], name="changed")
-    )
+    changed = load_spec(make_spec({"model.pooling": ["attention"]}, extra=["data.t0=30"], name="changed"))
     with pytest.raises(SweepError, match=r"another config \(data.t0: 20 there, 30 in this sweep\)"):
         run_sweep(changed, out, backend, log=lambda line: None)
 
@@ -230,8 +220,8 @@ def test_local_sweep_runs_aggregates_and_skips_finished_runs(tmp_path, capsys):
     assert json.loads((out / "aggregate.json").read_text())["cells"]["model.pooling=mean"]["seeds"] == [0, 1]
 
 
-def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsys):
-    path = _spec(tmp_path, {"training.learning_rate": [0.01, 0.02]})
+def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsys, make_spec):
+    path = make_spec({"training.learning_rate": [0.01, 0.02]})
     out = tmp_path / "out"
     bad = "training.learning_rate=0.02/seed0"
     real_train = sweep.train_or_resume
@@ -267,8 +257,8 @@ def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsy
         run_sweep(load_spec(path), out, backend, only=["lr=1/seed0"], log=lambda line: None)
 
 
-def test_retry_failed_flag(tmp_path, monkeypatch):
-    path = _spec(tmp_path, seeds=[0, 1])
+def test_retry_failed_flag(tmp_path, monkeypatch, make_spec):
+    path = make_spec(seeds=[0, 1])
     out = tmp_path / "out"
     monkeypatch.setattr(sweep, "train_or_resume", lambda config, run_dir: 1 / 0)
     assert _cli([str(path), "--out", str(out)]) == 1
@@ -278,10 +268,9 @@ def test_retry_failed_flag(tmp_path, monkeypatch):
     assert run_status(out / "base/seed0") == run_status(out / "base/seed1") == "done"
 
 
-def test_interrupted_sweep_restarts_only_what_is_missing(tmp_path):
+def test_interrupted_sweep_restarts_only_what_is_missing(tmp_path, make_spec):
     """Kill a real sweep process (SIGKILL) once some runs finished; the restart runs only the rest."""
-    path = _spec(
-        tmp_path,
+    path = make_spec(
         {"training.learning_rate": [0.01, 0.003, 0.001]},
         seeds=[0, 1],
         extra=["training.epochs=3", "training.updates_per_epoch=15"],
@@ -319,8 +308,8 @@ def test_interrupted_sweep_restarts_only_what_is_missing(tmp_path):
     )
 
 
-def test_process_pool_backend(tmp_path):
-    path = _spec(tmp_path, seeds=[0, 1])
+def test_process_pool_backend(tmp_path, make_spec):
+    path = make_spec(seeds=[0, 1])
     report = run_sweep(load_spec(path), tmp_path / "out", LocalBackend(jobs=2), log=lambda line: None)
     assert report.ok and sorted(report.executed) == ["base/seed0", "base/seed1"]
 
@@ -328,8 +317,8 @@ def test_process_pool_backend(tmp_path):
 # -- runs directory and Ray --------------------------------------------------------------------------
 
 
-def test_empty_or_absent_runs_directory_is_a_clear_error(tmp_path, capsys):
-    path = _spec(tmp_path)
+def test_empty_or_absent_runs_directory_is_a_clear_error(tmp_path, capsys, make_spec):
+    path = make_spec()
     (tmp_path / "empty").mkdir()
     assert _cli([str(path), "--out", str(tmp_path / "empty"), "--report-only"]) == 2
     assert "holds no finished run" in capsys.readouterr().err
@@ -344,9 +333,9 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}", "10.255.255.1:6379"])
-def test_unreachable_ray_address_fails_fast(tmp_path, capsys, address):
+def test_unreachable_ray_address_fails_fast(tmp_path, capsys, address, make_spec):
     address = address.format(port=_closed_port())
-    path = _spec(tmp_path)
+    path = make_spec()
     argv = [str(path), "--out", str(tmp_path / "out"), "--backend", "ray", "--address", address]
     start = time.monotonic()
     assert _cli([*argv, "--connect-timeout", "1"]) == 2
@@ -364,8 +353,8 @@ def test_malformed_ray_address(tmp_path):
         RayBackend(address="nowhere").run([RunTask("x", {}, str(tmp_path))], lambda outcome: None)
 
 
-def test_ray_backend_on_a_real_local_instance(tmp_path, local_ray):
-    path = _spec(tmp_path, {"model.pooling": ["attention", "mean"]})
+def test_ray_backend_on_a_real_local_instance(tmp_path, local_ray, make_spec):
+    path = make_spec({"model.pooling": ["attention", "mean"]})
     spec = load_spec(path)
     report = run_sweep(spec, tmp_path / "ray", RayBackend(), log=lambda line: None)
     assert report.ok and sorted(report.executed) == [run.name for run in expand(spec)]

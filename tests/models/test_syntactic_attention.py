@@ -242,3 +242,22 @@ def test_paper_sizes_by_default():
     assert model.alignment_encoder.forward_rnn.num_layers == 2
     assert model.decoder_cell.hidden_size == 400
     assert model.dropout.p == 0.5
+
+
+def test_uniform_alignment_spreads_attention_evenly_and_leaves_the_alignment_stream_untrained():
+    model = build("syntactic_attention").train()
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    model.uniform_alignment = True
+    output = model(source, mask, target_input)
+    lengths = (~mask).sum(1, keepdim=True).float()
+    expected = (~mask).float() / lengths
+    torch.testing.assert_close(output.attention, expected.unsqueeze(1).expand_as(output.attention))
+    output.logits.sum().backward()
+    assert model.translation_embedding.weight.grad.abs().sum() > 0
+    for name, parameter in model.named_parameters():
+        if name.startswith(("alignment", "initial_state", "decoder_cell")):
+            assert parameter.grad is None or not parameter.grad.any(), name
+    model.uniform_alignment = False
+    attention = model.eval()(source, mask, target_input).attention
+    assert not torch.allclose(attention, expected.unsqueeze(1).expand_as(attention))

@@ -20,17 +20,6 @@ from attnlab.experiments.sweep import LocalBackend, load_spec, run_sweep
 from attnlab.plotting.attention import plot_attention_heatmap
 from attnlab.reporting.html import build_report, markdown_to_html
 
-TINY = [
-    "data.t0=20",
-    "data.test_size=50",
-    "training.updates_per_epoch=5",
-    "training.batch_size=20",
-    "training.stop_at_accuracy=null",
-    "model.hidden_dim=16",
-    "training.epochs=2",
-    "training.progress=false",
-    "training.device=cpu",
-]
 TABLE1 = """# Table 1
 
 | problem | T0 | ours | paper |
@@ -41,7 +30,7 @@ TABLE1 = """# Table 1
 
 
 @pytest.fixture(scope="module")
-def runs_dir(tmp_path_factory) -> Path:
+def runs_dir(tmp_path_factory, tiny_memory_addition: list[str]) -> Path:
     """A recipe-like folder (a table, a figure) and a sweep of two runs, one with a heatmap."""
     root = tmp_path_factory.mktemp("runs")
     (root / "raffel2015").mkdir()
@@ -52,7 +41,11 @@ def runs_dir(tmp_path_factory) -> Path:
     spec = root.parent / "spec.yaml"
     spec.write_text(
         yaml.safe_dump(
-            {"config": "memory_addition", "overrides": TINY, "grid": {"model.pooling": ["attention", "mean"]}}
+            {
+                "config": "memory_addition",
+                "overrides": [*tiny_memory_addition, "training.epochs=2"],
+                "grid": {"model.pooling": ["attention", "mean"]},
+            }
         )
     )
     report = run_sweep(load_spec(spec), root / "sweep", LocalBackend(1), log=lambda line: None)

@@ -170,35 +170,18 @@ def test_language_model_logs_its_window_attention(tmp_path):
     assert (image.step, image.height, image.width) == (1, 10, 4)
 
 
-class _ToyTask:
-    """Regression of y = 2x; no ``attention_samples`` hook."""
-
-    def train_batches(self, generator):
-        x = torch.randn(8, 1, generator=generator)
-        yield x, 2 * x
-
-    def training_loss(self, model, batch):
-        x, y = batch
-        return nn.functional.mse_loss(model(x), y)
-
-    def validate(self, model):
-        with torch.no_grad():
-            x = torch.linspace(-1, 1, 5).unsqueeze(1)
-            return {"validation_loss": float(nn.functional.mse_loss(model(x), 2 * x)), "note": "text"}
-
-
 @requires_tensorboard
-def test_task_without_attention_hook_logs_scalars_only(tmp_path):
+def test_task_without_attention_hook_logs_scalars_only(tmp_path, toy_task):
     config = TrainingConfig(epochs=2, progress=False, device="cpu", tensorboard=True)
-    Trainer(nn.Linear(1, 1), _ToyTask(), config, tmp_path, {"toy": 1}).fit()
+    Trainer(nn.Linear(1, 1), toy_task, config, tmp_path, {"toy": 1}).fit()
     tags = read_events(tmp_path).Tags()
     assert set(tags["scalars"]) == {"train_loss", "validation_loss", "seconds"}
     assert tags["images"] == []
 
 
 @requires_tensorboard
-def test_bad_attention_sample_is_an_error_naming_it(tmp_path):
-    task = _ToyTask()
+def test_bad_attention_sample_is_an_error_naming_it(tmp_path, toy_task):
+    task = toy_task
     task.attention_samples = lambda model: {"flat": torch.ones(3)}
     config = TrainingConfig(epochs=1, progress=False, device="cpu", tensorboard=True)
     with pytest.raises(ValueError, match=r"attention_samples\(\)\['flat'\].*\[target_len, source_len\]"):
@@ -221,9 +204,9 @@ def test_non_bool_value_is_one_line_on_the_command_line(tmp_path, capsys):
     assert "Traceback" not in error and not run.exists()
 
 
-def test_missing_tensorboard_package_says_how_to_install(tmp_path, monkeypatch):
+def test_missing_tensorboard_package_says_how_to_install(tmp_path, monkeypatch, toy_task):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails as if missing
     config = TrainingConfig(epochs=1, progress=False, device="cpu", tensorboard=True)
     with pytest.raises(ConfigError, match=r"pip install 'attnlab\[tensorboard\]'"):
-        Trainer(nn.Linear(1, 1), _ToyTask(), config, tmp_path, {"toy": 1})
+        Trainer(nn.Linear(1, 1), toy_task, config, tmp_path, {"toy": 1})
     assert not (tmp_path / "tensorboard").exists()

@@ -162,6 +162,9 @@ class ScanTrainingConfig(TrainingConfig):
     bucket_by_length: bool = True
     bucket_pool: int = 50
     """Batches per pool sorted by target length (with ``bucket_by_length``)."""
+    uniform_alignment_epochs: int = 0
+    """Train the first this-many epochs with uniform alignment (Syntactic Attention only; see
+    :attr:`SyntacticAttentionSeq2Seq.uniform_alignment`). 0 is the paper's training."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -169,6 +172,8 @@ class ScanTrainingConfig(TrainingConfig):
             raise ValueError(f"patience must be >= 1 or null, got {self.patience}")
         if self.bucket_pool < 1:
             raise ValueError(f"bucket_pool must be >= 1, got {self.bucket_pool}")
+        if self.uniform_alignment_epochs < 0:
+            raise ValueError(f"uniform_alignment_epochs must be >= 0, got {self.uniform_alignment_epochs}")
 
 
 @dataclass
@@ -194,6 +199,12 @@ class ScanExperimentConfig:
     model: ScanModelConfig = field(default_factory=ScanModelConfig)
     training: ScanTrainingConfig = field(default_factory=ScanTrainingConfig)
     evaluation: ScanEvaluationConfig = field(default_factory=ScanEvaluationConfig)
+
+    def __post_init__(self) -> None:
+        if self.training.uniform_alignment_epochs and self.model.architecture != "syntactic_attention":
+            raise ValueError(
+                "training.uniform_alignment_epochs applies to model.architecture: syntactic_attention only"
+            )
 
 
 def parse_config(data: dict[str, Any], where: str = "config") -> ScanExperimentConfig:
@@ -439,12 +450,16 @@ def evaluate_split(
 
 
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
-    """sacrebleu's corpus BLEU (default 13a tokenization) of one reference per sentence."""
+    """sacrebleu's corpus BLEU (default 13a tokenization) of one reference per sentence.
+
+    The English–French set is distributed tokenized (lower case, " ." split off), so it is scored
+    as it is; ``force=True`` only silences sacrebleu's warning about tokenized input.
+    """
     try:
         import sacrebleu
     except ImportError:
         raise ConfigError("evaluation.bleu needs the sacrebleu package: pip install sacrebleu") from None
-    return float(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    return float(sacrebleu.corpus_bleu(hypotheses, [references], force=True).score)
 
 
 # ------------------------------------------------------------------------------- training
@@ -475,6 +490,10 @@ class ScanTrainingTask:
             batch_iter = batches(self.train, training.batch_size, shuffle=True, generator=generator)
         for batch in batch_iter:
             yield batch.to(self.device)
+
+    def start_epoch(self, model: torch.nn.Module, epoch: int) -> None:
+        if isinstance(model, SyntacticAttentionSeq2Seq):
+            model.uniform_alignment = epoch < self.config.training.uniform_alignment_epochs
 
     def training_loss(self, model: torch.nn.Module, batch: Seq2SeqBatch) -> torch.Tensor:
         return teacher_forced_loss(model, batch)  # type: ignore[arg-type]

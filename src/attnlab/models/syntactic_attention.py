@@ -178,7 +178,16 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
     """Russin et al. (2019) Syntactic Attention, eqs. 1–3 (see the module docstring).
 
     ``decoder_hidden_dim`` must equal ``2 * encoder_hidden_dim`` (the dot product ``s_i · h_j``).
+
+    ``uniform_alignment`` (default ``False``; an attnlab training aid, not in the paper) is a
+    switch like ``train()``/``eval()``: while it is ``True`` every ``α_i`` is uniform over the real
+    source words (the scores ``e_ij`` are zero), so ``d_i`` is the mean of the ``m_j`` and the
+    translation stream learns what each word means before the alignment can sharpen. On the
+    English–French set the alignment otherwise collapses onto the sentence-final "." within about
+    50 updates and training stays at the unigram loss (docs/results.md).
     """
+
+    uniform_alignment: bool = False
 
     def __init__(
         self,
@@ -243,9 +252,8 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
 
     def align(self, state: _SyntacticState) -> tuple[torch.Tensor, _SyntacticState]:
         """One alignment step: ``α_i`` from ``s_i`` (eq. 2), then ``s_{i+1} = LSTM(c_i, s_i)`` (eq. 3)."""
-        attended = self.alignment(
-            state.hidden, state.keys, state.gate_inputs, state.padding_mask, state.attention
-        )
+        query = torch.zeros_like(state.hidden) if self.uniform_alignment else state.hidden
+        attended = self.alignment(query, state.keys, state.gate_inputs, state.padding_mask, state.attention)
         cell = self.decoder_cell
         gates = attended.glimpse + F.linear(state.hidden, cell.weight_hh)  # W_ih c_i + W_hh s_i + b
         input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=-1)

@@ -71,7 +71,8 @@ class TrainingTask(Protocol):
     """What a system gives the trainer.
 
     A task may also define :meth:`AttentionSampler.attention_samples`; the trainer calls it only
-    when ``training.tensorboard`` is on (tasks without it log no images).
+    when ``training.tensorboard`` is on (tasks without it log no images). A task may define
+    :meth:`EpochStartHook.start_epoch`, called before each training epoch (also a resumed one).
     """
 
     def train_batches(self, generator: torch.Generator) -> Iterable[Any]:
@@ -82,6 +83,14 @@ class TrainingTask(Protocol):
 
     def validate(self, model: nn.Module) -> dict[str, float]:
         """Validation metrics; must contain ``validation_loss``."""
+
+
+class EpochStartHook(Protocol):
+    """The optional hook of a :class:`TrainingTask` that sets the model up for an epoch."""
+
+    def start_epoch(self, model: nn.Module, epoch: int) -> None:
+        """Called before training epoch ``epoch`` (0-based), after ``model.train()``; a resumed run
+        calls it with the epoch it resumes at, so what it sets depends on ``epoch`` only."""
 
 
 class AttentionSampler(Protocol):
@@ -208,6 +217,9 @@ class Trainer:
 
     def _train_epoch(self, epoch: int) -> float:
         self.model.train()
+        start_epoch = getattr(self.task, "start_epoch", None)
+        if start_epoch is not None:
+            start_epoch(self.model, epoch)
         batches = self.task.train_batches(epoch_generator(self.config.seed, epoch))
         progress = tqdm(
             batches,
