@@ -20,8 +20,10 @@ NAMES = sorted(ATTENDERS)
 
 
 def build(name: str, **options: object) -> Attender:
+    """In evaluation mode: the contract is about deterministic outputs (the Shift Attender samples
+    its moves in training; tests/attention/test_shift_attender.py covers that)."""
     torch.manual_seed(0)
-    return build_attender(name, QUERY_DIM, KEY_DIM, VALUE_DIM, **options).double()
+    return build_attender(name, QUERY_DIM, KEY_DIM, VALUE_DIM, **options).double().eval()
 
 
 def run_steps(
@@ -206,7 +208,7 @@ def test_value_dim_defaults_to_key_dim(name, source, make_queries):
     assert output.glimpse.shape == (4, 1, KEY_DIM)
 
 
-@pytest.mark.parametrize("name", ["additive", "multiplicative", "transformer_xl", "location", "mix"])
+@pytest.mark.parametrize("name", ["additive", "multiplicative", "transformer_xl", "location", "mix", "shift"])
 def test_query_dim_may_differ_from_key_dim(name, make_source, make_queries):
     attender = build_attender(name, 3, KEY_DIM, VALUE_DIM).double()
     source = make_source()
@@ -216,7 +218,7 @@ def test_query_dim_may_differ_from_key_dim(name, make_source, make_queries):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_stateful_flag(name):
-    assert build(name).stateful == (name in {"location", "mix"})
+    assert build(name).stateful == (name in {"location", "mix", "shift"})
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -60,3 +60,17 @@ def test_extrapolating_cells_use_the_issue6_config():
     assert anchored.training.epochs == 1  # quick overrides still apply
     paper = lookup.parse_config(cell_config("noisy", "mix", quick=False))
     assert paper.model.encoder == "gru" and paper.model.decoder_recurrence and not paper.model.input_feeding
+
+
+def test_shift_cells_use_the_shift_config_and_undo_one_choice_each():
+    from attnlab.experiments import lookup
+    from attnlab.experiments.recipes.dubois2020 import SHIFT_ABLATIONS, cell_config
+
+    shift = lookup.parse_config(cell_config("noisy", "shift_extrapolate", quick=False))
+    assert (shift.data.variant, shift.model.attender, shift.model.encoder) == ("noisy", "shift", "local")
+    assert not shift.model.decoder_recurrence and shift.model.input_feeding
+    for name in SHIFT_ABLATIONS:
+        ablated = lookup.parse_config(cell_config("noisy", name, quick=False))
+        assert ablated.model.attender == "shift" and ablated != shift, name
+    softmax = lookup.parse_config(cell_config("long", "shift_extrapolate-hard_choice", quick=False))
+    assert softmax.model.attender_options == {"choice": "softmax"}

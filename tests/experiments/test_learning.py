@@ -1,5 +1,6 @@
 """Learning test: a small Lookup Tables run learns the task (fixed seed, CPU, well under a minute)."""
 
+import pytest
 import torch
 
 from attnlab.experiments import lookup
@@ -33,10 +34,16 @@ def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
     assert results["interpolation"]["attn_loss"] < 0.05
 
 
-def test_extrapolating_model_stops_at_the_right_step_on_longer_inputs(tmp_path):
+@pytest.mark.parametrize(
+    ("config_name", "variant", "epochs"),
+    [("lookup_extrapolate", "long", 4), ("lookup_shift", "reversed", 5)],
+)
+def test_extrapolating_model_stops_at_the_right_step_on_longer_inputs(tmp_path, config_name, variant, epochs):
     """Issue 6: trained on 1-4 tables, the model decides itself to stop after 7 tables (long 3):
     its ``<eos>`` comes exactly after the last table's output, and every output is right."""
-    config = _small_config("lookup_extrapolate", interpolation=200, long_levels=3, epochs=4)
+    config = _small_config(
+        config_name, interpolation=200, long_levels=3, epochs=epochs, extra=(f"data.variant={variant}",)
+    )
     results = lookup.train(config, tmp_path / "run")
     assert results["interpolation"]["seq_acc"] == 100.0
     assert results["long3"]["seq_acc"] >= 95.0

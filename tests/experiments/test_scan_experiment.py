@@ -108,20 +108,39 @@ def test_baselines_and_ablations_train(scan_slice, tmp_path, overrides):
     assert 0.0 <= results["test"]["seq_acc"] <= 100.0 and "seq_acc_given_length" not in results["test"]
 
 
-def test_uniform_alignment_is_on_for_the_first_epochs_only(scan_slice):
-    parsed = config(scan_slice, **TINY_MODEL, **{"training.uniform_alignment_epochs": 2})
+def _uniform_alignment_task(scan_slice, epochs: int):
+    """A training task and model with ``training.uniform_alignment_epochs = epochs``."""
+    parsed = config(scan_slice, **TINY_MODEL, **{"training.uniform_alignment_epochs": epochs})
     splits = experiment.load_splits(parsed.data)
     source, target = build_vocabularies(splits["train"].examples)
     train, validation = (
         experiment.encode_split(splits[name], source, target, name) for name in ("train", "validation")
     )
     task = experiment.ScanTrainingTask(train, validation, target, parsed, torch.device("cpu"))
-    model = experiment.build_model(parsed.model, source, target)
+    return task, experiment.build_model(parsed.model, source, target)
+
+
+def test_uniform_alignment_is_on_for_the_first_epochs_only(scan_slice):
+    task, model = _uniform_alignment_task(scan_slice, 2)
     switched = []
     for epoch in range(4):
         task.start_epoch(model, epoch)
         switched.append(model.uniform_alignment)
     assert switched == [True, True, False, False]
+
+
+def test_validation_in_a_uniform_epoch_sees_the_model_as_it_is_evaluated(scan_slice, monkeypatch):
+    """The best checkpoint is evaluated with its alignment on, so validation measures it that way."""
+    task, model = _uniform_alignment_task(scan_slice, 1)
+    seen = []
+    monkeypatch.setattr(
+        experiment,
+        "evaluate_split",
+        lambda model, *args, **kwargs: seen.append(model.uniform_alignment) or {"loss": 1.0, "seq_acc": 0.0},
+    )
+    task.start_epoch(model, 0)
+    task.validate(model)
+    assert seen == [False] and model.uniform_alignment  # validated without it, then switched back
 
 
 def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):

@@ -27,6 +27,10 @@ DECODERS = [
         },
         id="extrapolating",
     ),
+    pytest.param(
+        {"attender": "shift", "encoder": "local", "decoder_recurrence": False, "input_feeding": True},
+        id="shift",
+    ),
 ]
 
 

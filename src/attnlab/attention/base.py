@@ -150,6 +150,24 @@ def check_padding_mask(owner: str, mask: torch.Tensor, shape: torch.Size, argume
         )
 
 
+SHARED_STATE_KEYS = ("step", "source_lengths")
+"""The base state's keys: a composite attender shares them with its sub-attenders."""
+
+
+def prefixed_state(prefix: str, state: AttentionState) -> AttentionState:
+    """A sub-attender's own state entries under ``"<prefix>.<key>"`` (shared keys dropped), for a
+    composite attender's flat state."""
+    return {f"{prefix}.{key}": value for key, value in state.items() if key not in SHARED_STATE_KEYS}
+
+
+def unprefixed_state(prefix: str, state: AttentionState) -> AttentionState:
+    """The sub-attender state stored under ``prefix`` in a composite state, shared keys put back."""
+    start = prefix + "."
+    sub = {key[len(start) :]: value for key, value in state.items() if key.startswith(start)}
+    sub.update({key: state[key] for key in SHARED_STATE_KEYS})
+    return sub
+
+
 def option_names(cls: type[Attender]) -> list[str]:
     """The keyword options of attender class ``cls`` beyond its dimensions."""
     skip = {"self", "query_dim", "key_dim", "value_dim"}

@@ -35,6 +35,7 @@ from attnlab.attention.base import (
 )
 
 __all__ = [
+    "CONTENT_ATTENDERS",
     "AdditiveAttender",
     "MultiplicativeAttender",
     "ScaledDotAttender",
@@ -187,3 +188,11 @@ def check_same_dims(owner: str, query_dim: int, key_dim: int) -> None:
             f"{owner} compares queries and keys directly, so it needs query_dim == key_dim; "
             f"got query_dim={query_dim}, key_dim={key_dim}"
         )
+
+
+CONTENT_ATTENDERS: dict[str, type[ScoringAttender]] = {
+    "additive": AdditiveAttender,
+    "multiplicative": MultiplicativeAttender,
+    "scaled_dot": ScaledDotAttender,
+}
+"""The content attenders by name, for attenders that contain one (Mix, Shift)."""

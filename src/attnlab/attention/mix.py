@@ -17,26 +17,20 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab.attention.base import Attender, AttentionOutput, AttentionState, construct, weighted_sum
-from attnlab.attention.content import (
-    AdditiveAttender,
-    MultiplicativeAttender,
-    ScaledDotAttender,
-    ScoringAttender,
-    advance_state,
-    check_choice,
+from attnlab.attention.base import (
+    Attender,
+    AttentionOutput,
+    AttentionState,
+    construct,
+    prefixed_state,
+    unprefixed_state,
+    weighted_sum,
 )
+from attnlab.attention.content import CONTENT_ATTENDERS, ScoringAttender, advance_state, check_choice
 from attnlab.attention.location import GATES, LocationAttender
 
 __all__ = ["CONTENT_ATTENDERS", "MixAttender"]
 
-CONTENT_ATTENDERS: dict[str, type[ScoringAttender]] = {
-    "additive": AdditiveAttender,
-    "multiplicative": MultiplicativeAttender,
-    "scaled_dot": ScaledDotAttender,
-}
-
-_SHARED_KEYS = ("step", "source_lengths")
 COMBINATIONS = ("mix", "anchor")
 
 
@@ -116,8 +110,8 @@ class MixAttender(Attender):
         self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None, lengths: torch.Tensor
     ) -> AttentionState:
         return {
-            **_prefixed("location", self.location._init_state(keys, key_padding_mask, lengths)),
-            **_prefixed("content", self.content._init_state(keys, key_padding_mask, lengths)),
+            **prefixed_state("location", self.location._init_state(keys, key_padding_mask, lengths)),
+            **prefixed_state("content", self.content._init_state(keys, key_padding_mask, lengths)),
         }
 
     def _attend(
@@ -128,8 +122,8 @@ class MixAttender(Attender):
         key_padding_mask: torch.Tensor | None,
         state: AttentionState,
     ) -> AttentionOutput:
-        content_state = _unprefixed("content", state)
-        location_state = _unprefixed("location", state)
+        content_state = unprefixed_state("content", state)
+        location_state = unprefixed_state("location", state)
         content_attention = self.content.attention(query, keys, key_padding_mask, content_state)
         if self.combination == "anchor":
             # the content attention's mean position is one more building block of mu; the
@@ -152,8 +146,8 @@ class MixAttender(Attender):
         next_state = advance_state(
             state,
             query.size(1),
-            **_prefixed("location", steps.state),
-            **_prefixed("content", advance_state(content_state, query.size(1))),
+            **prefixed_state("location", steps.state),
+            **prefixed_state("content", advance_state(content_state, query.size(1))),
         )
         variables = {**steps.variables, **mixing, "content_attention": content_attention}
         return AttentionOutput(
@@ -162,16 +156,3 @@ class MixAttender(Attender):
             state=next_state,
             variables=variables,
         )
-
-
-def _prefixed(prefix: str, state: AttentionState) -> AttentionState:
-    """A sub-attender's own state entries under ``"<prefix>.<key>"`` (shared keys dropped)."""
-    return {f"{prefix}.{key}": value for key, value in state.items() if key not in _SHARED_KEYS}
-
-
-def _unprefixed(prefix: str, state: AttentionState) -> AttentionState:
-    """The sub-attender state stored under ``prefix``, with the shared keys put back."""
-    start = prefix + "."
-    sub = {key[len(start) :]: value for key, value in state.items() if key.startswith(start)}
-    sub.update({key: state[key] for key in _SHARED_KEYS})
-    return sub

@@ -9,6 +9,7 @@ from attnlab.attention.content import AdditiveAttender, MultiplicativeAttender, 
 from attnlab.attention.location import LocationAttender
 from attnlab.attention.mix import MixAttender
 from attnlab.attention.positional import TransformerAttender, TransformerXLAttender
+from attnlab.attention.shift import ShiftAttender
 
 ATTENDERS: dict[str, type[Attender]] = {
     "additive": AdditiveAttender,
@@ -18,6 +19,7 @@ ATTENDERS: dict[str, type[Attender]] = {
     "transformer_xl": TransformerXLAttender,
     "location": LocationAttender,
     "mix": MixAttender,
+    "shift": ShiftAttender,
 }
 
 

@@ -499,14 +499,24 @@ class ScanTrainingTask:
         return teacher_forced_loss(model, batch)  # type: ignore[arg-type]
 
     def validate(self, model: torch.nn.Module) -> dict[str, float]:
-        metrics = evaluate_split(
-            model,  # type: ignore[arg-type]
-            self.validation,
-            self.target,
-            self.config.evaluation,
-            self.device,
-            given_length=False,
-        )
+        """Validation metrics of the model as it is evaluated: with its alignment switched on even
+        in a uniform-alignment epoch, so the best checkpoint is never picked for what the uniform
+        attention achieved."""
+        uniform = getattr(model, "uniform_alignment", False)
+        if uniform:
+            model.uniform_alignment = False  # type: ignore[assignment]
+        try:
+            metrics = evaluate_split(
+                model,  # type: ignore[arg-type]
+                self.validation,
+                self.target,
+                self.config.evaluation,
+                self.device,
+                given_length=False,
+            )
+        finally:
+            if uniform:
+                model.uniform_alignment = True  # type: ignore[assignment]
         return {"validation_loss": metrics["loss"], "validation_seq_acc": metrics["seq_acc"]}
 
     def attention_samples(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:

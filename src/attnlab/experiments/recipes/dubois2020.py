@@ -63,6 +63,7 @@ QUICK_OVERRIDES = (
 
 
 EXTRAPOLATING_CONFIG = "lookup_extrapolate"
+SHIFT_CONFIG = "lookup_shift"
 ABLATIONS = {
     "location_extrapolate-local_encoder": ("model.encoder=gru",),
     "location_extrapolate-stateless_decoder": ("model.decoder_recurrence=true", "model.input_feeding=false"),
@@ -71,15 +72,33 @@ ABLATIONS = {
     "location_extrapolate-zero_step_start": ("model.attender_options.initial_rho=[1.0, 1.0, -2.0]",),
 }
 """Leave-one-out ablations of ``location_extrapolate``: each undoes one of its choices."""
-EXTRAPOLATING = ("location_extrapolate", "mix_anchor_extrapolate", *ABLATIONS)
+SHIFT_ABLATIONS = {
+    "shift_extrapolate-local_encoder": ("model.encoder=gru",),
+    "shift_extrapolate-stateless_decoder": ("model.decoder_recurrence=true", "model.input_feeding=false"),
+    "shift_extrapolate-exploration": ("model.attender_options.choice=straight_through",),
+    "shift_extrapolate-hard_choice": ("model.attender_options.choice=softmax",),
+    "shift_extrapolate-content_move": ("model.attender_options.moves=[stay, forward, backward, start, end]",),
+}
+"""Leave-one-out ablations of ``shift_extrapolate``: each undoes one of its choices."""
+EXTRAPOLATING = (
+    "shift_extrapolate",
+    *SHIFT_ABLATIONS,
+    "location_extrapolate",
+    "mix_anchor_extrapolate",
+    *ABLATIONS,
+)
 """Beyond the paper (issue 6, docs/results.md "Beyond the paper: solving the ``<eos>`` problem"),
-all built on ``configs/lookup_extrapolate.yaml``. Not in the default grid, which stays the paper's."""
+built on ``configs/lookup_shift.yaml`` (``shift_extrapolate*``) and ``configs/lookup_extrapolate.yaml``
+(the Location Attender's). Not in the default grid, which stays the paper's."""
 
 
 def extrapolating_config(name: str) -> dict[str, Any]:
-    """The config of one :data:`EXTRAPOLATING` model: ``lookup_extrapolate`` itself, one of its
-    :data:`ABLATIONS`, or (``mix_anchor_extrapolate``) its Location options inside a Mix Attender
-    whose content attention anchors the location (``combination: anchor``)."""
+    """The config of one :data:`EXTRAPOLATING` model: ``lookup_shift`` or ``lookup_extrapolate``
+    itself, one of their leave-one-out ablations, or (``mix_anchor_extrapolate``) the Location
+    options inside a Mix Attender whose content attention anchors the location (``combination:
+    anchor``)."""
+    if name.startswith("shift_extrapolate"):
+        return resolve_config(SHIFT_CONFIG, list(SHIFT_ABLATIONS.get(name, ())))
     config = resolve_config(EXTRAPOLATING_CONFIG, list(ABLATIONS.get(name, ())))
     if name == "mix_anchor_extrapolate":
         model = config["model"]
@@ -246,7 +265,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         choices=[*ATTENDERS, *EXTRAPOLATING],
-        help="default: the paper's seven; add location_extrapolate / mix_anchor_extrapolate (issue 6)",
+        help="default: the paper's seven; add shift_extrapolate, location_extrapolate, ... (issue 6)",
     )
     parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS))
 

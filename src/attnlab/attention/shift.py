@@ -1,0 +1,240 @@
+"""The Shift Attender: attention that moves the previous attention by whole words (issue 6).
+
+A location attention built for extrapolation. At each step the attention is one of a few
+*moves* applied to the previous attention, or a content attention, chosen from the query::
+
+    candidates_t = [ c_t,                      "content":  content attention (Dubois eq. 2-3)
+                     alpha_{t-1},              "stay"
+                     shift(alpha_{t-1}, +1),   "forward":  every weight one word to the right
+                     shift(alpha_{t-1}, -1),   "backward": every weight one word to the left
+                     onehot(first word),       "start"
+                     onehot(last word) ]       "end"
+    pi_t    = choose(W_2 ReLU(W_1 q_t))        one-hot of a move: sampled (Gumbel) in training,
+                                               the best in evaluation; straight-through gradient
+    alpha_t = sum_k pi_tk candidates_tk
+
+A shift saturates at the ends of the source: weight pushed past the last (first) word stays on
+it. ``alpha_{-1}`` is the one-hot of the first word.
+
+Why it extrapolates: the Location Attender (Dubois et al. 2020, §5.1) places a Gaussian at a
+relative position ``mu`` built from gated reference points, so reading "the previous word" is a
+learned sum that must come out at exactly ``-1 / (n - 1)`` for every length ``n``, and narrow
+Gaussians give the gates no gradient toward words far from where they sit (issue 6 found seeds
+that never learn Reversed Lookup Tables for this reason). Here "the previous word" is a move
+that is exact at every length and position, and every move is scored by what its candidate
+attention would read, so the choice gets a useful gradient wherever the attention is. The idea
+of a location attention restricted to steps of one word is that of the OneStep attention of Ray
+Chowdhury & Caragea (2023, "Monotonic Location Attention for Length Generalization", ICML);
+this attender is our own formulation of it as a choice among moves of the previous attention.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.attention.base import (
+    Attender,
+    AttentionOutput,
+    AttentionState,
+    construct,
+    prefixed_state,
+    unprefixed_state,
+    weighted_sum,
+)
+from attnlab.attention.content import (
+    CONTENT_ATTENDERS,
+    ScoringAttender,
+    advance_state,
+    check_choice,
+    check_positive,
+)
+from attnlab.attention.location import straight_through_one_hot
+from attnlab.attention.positional import source_positions
+
+__all__ = ["MOVES", "ShiftAttender", "shift_targets"]
+
+MOVES = ("content", "stay", "forward", "backward", "start", "end")
+CHOICES = ("softmax", "straight_through", "gumbel")
+
+
+def shift_targets(key_padding_mask: torch.Tensor | None, like: torch.Tensor, offset: int) -> torch.Tensor:
+    """For each key, the index of the real key ``offset`` words after it, saturating at the ends.
+
+    ``like`` is any ``[batch, source_len, ...]`` tensor (for shape and device). Returns a long
+    tensor ``[batch, source_len]``; padded keys map to themselves (they hold no weight). Works
+    for any padding layout: positions are ranks among the real keys.
+    """
+    batch, source_len = like.shape[:2]
+    ranks = source_positions(like, key_padding_mask).long()  # [B, S], padding -> 0
+    real = torch.ones(batch, source_len, dtype=torch.bool, device=like.device)
+    if key_padding_mask is not None:
+        real = ~key_padding_mask
+    lengths = real.sum(dim=1, keepdim=True)
+    indices = torch.arange(source_len, device=like.device).expand(batch, source_len)
+    # index_of_rank[b, r]: the tensor index of the real key of rank r (one spare column for padding)
+    index_of_rank = torch.zeros(batch, source_len + 1, dtype=torch.long, device=like.device)
+    index_of_rank.scatter_(1, torch.where(real, ranks, source_len), indices)
+    wanted = torch.minimum((ranks + offset).clamp_min(0), lengths - 1)
+    return torch.where(real, index_of_rank.gather(1, wanted), indices)
+
+
+def _shift(weights: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Move the weight of key ``s`` to key ``targets[s]`` (``[batch, source_len]`` each)."""
+    return torch.zeros_like(weights).scatter_add(1, targets, weights)
+
+
+class ShiftAttender(Attender):
+    """Shift Attender: the attention is a chosen move of the previous attention (module docstring).
+
+    Layers: ``content`` (a content attender, for the ``"content"`` move), ``move_hidden``
+    (``query_dim -> hidden_dim``) and ``move_layer`` (``hidden_dim -> len(moves)``), whose outputs
+    are the logits of the moves in the order of ``moves``.
+
+    State (flat dict; every tensor is ``[batch, ...]``): ``"step"``, ``"source_lengths"`` (the
+    base state); ``"previous_attention"`` ``[batch, source_len]`` (``alpha_{t-1}``, initially the
+    one-hot of the first word); ``"forward_targets"``, ``"backward_targets"`` (long ``[batch,
+    source_len]``, see :func:`shift_targets`); ``"start"``, ``"end"`` (one-hots of the first and
+    last real word, ``[batch, source_len]``); and the content attender's own state under
+    ``"content.<key>"``.
+
+    Variables (each ``[batch, steps]`` unless said): ``"move_<name>"`` for every move (its weight
+    ``pi_t``), ``"position"`` (the mean word index of ``alpha_t``, in words from the first) and
+    ``"content_attention"`` ``[batch, steps, source_len]``.
+
+    Options:
+        moves: the moves to choose from, a subset of :data:`MOVES` in any order (default all).
+        choice: how the moves' logits become weights ``pi_t``.
+            ``"gumbel"`` (default): in training, one move sampled by the straight-through
+            Gumbel-softmax (Jang et al. 2017; Gumbel noise added to the logits, the one-hot of the
+            argmax in the forward pass, the softmax's gradient in the backward pass); in
+            evaluation, the move with the largest logit. The sampling explores moves other than
+            the current best, which is what lets every seed find the Reversed task's moves
+            (docs/results.md). ``"straight_through"``: always the largest logit, exactly, with
+            the softmax's gradient (Bengio et al. 2013). ``"softmax"``: a convex combination of
+            the moves (fits the training lengths with blurred attention; does not extrapolate).
+        hidden_dim: width of the move chooser's hidden layer (default 64).
+        content: the content attender, ``"additive"``, ``"multiplicative"`` (default) or
+            ``"scaled_dot"``.
+        content_options: keyword options of the content attender.
+    """
+
+    stateful = True
+
+    def __init__(
+        self,
+        query_dim: int,
+        key_dim: int,
+        value_dim: int | None = None,
+        *,
+        moves: tuple[str, ...] | list[str] = MOVES,
+        choice: str = "gumbel",
+        hidden_dim: int = 64,
+        content: str = "multiplicative",
+        content_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(query_dim, key_dim, value_dim)
+        name = type(self).__name__
+        moves = tuple(moves)
+        if not moves:
+            raise ValueError(f"{name}: option moves must name at least one of {list(MOVES)}")
+        for move in moves:
+            check_choice(name, "moves", move, MOVES)
+        if len(set(moves)) != len(moves):
+            raise ValueError(f"{name}: option moves names a move twice: {list(moves)}")
+        check_choice(name, "choice", choice, CHOICES)
+        check_choice(name, "content", content, CONTENT_ATTENDERS)
+        check_positive(name, hidden_dim=hidden_dim)
+        self.moves = moves
+        self.choice = choice
+        self.content: ScoringAttender | None = (
+            construct(CONTENT_ATTENDERS[content], query_dim, key_dim, value_dim, content_options)
+            if "content" in moves
+            else None
+        )
+        self.move_hidden = nn.Linear(query_dim, hidden_dim)
+        self.move_layer = nn.Linear(hidden_dim, len(moves))
+
+    def _init_state(
+        self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None, lengths: torch.Tensor
+    ) -> AttentionState:
+        ranks = source_positions(keys, key_padding_mask)
+        real = torch.ones_like(ranks, dtype=torch.bool) if key_padding_mask is None else ~key_padding_mask
+        first = ((ranks == 0) & real).to(keys.dtype)
+        last = ((ranks == (lengths - 1).to(ranks.dtype).unsqueeze(1)) & real).to(keys.dtype)
+        state: AttentionState = {
+            "previous_attention": first,
+            "forward_targets": shift_targets(key_padding_mask, keys, +1),
+            "backward_targets": shift_targets(key_padding_mask, keys, -1),
+            "start": first,
+            "end": last,
+        }
+        if self.content is not None:
+            state.update(prefixed_state("content", self.content._init_state(keys, key_padding_mask, lengths)))
+        return state
+
+    def _attend(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        state: AttentionState,
+    ) -> AttentionOutput:
+        logits = self.move_layer(F.relu(self.move_hidden(query)))  # [B, T, K]
+        pis = self._choose(logits)
+        content_attention = None
+        if self.content is not None:
+            content_state = unprefixed_state("content", state)
+            content_attention = self.content.attention(query, keys, key_padding_mask, content_state)
+        previous = state["previous_attention"]
+        finals: list[torch.Tensor] = []
+        for i, pi in enumerate(pis.unbind(1)):
+            candidates = [self._candidate(move, previous, state, content_attention, i) for move in self.moves]
+            previous = torch.einsum("bk,bks->bs", pi, torch.stack(candidates, dim=1))
+            finals.append(previous)
+        attention = torch.stack(finals, dim=1)
+        positions = source_positions(keys, key_padding_mask).unsqueeze(1)
+        variables = {f"move_{move}": pis[..., k] for k, move in enumerate(self.moves)}
+        variables["position"] = (attention * positions).sum(-1)
+        if content_attention is not None:
+            variables["content_attention"] = content_attention
+        return AttentionOutput(
+            glimpse=weighted_sum(attention, values),
+            weights=attention,
+            state=advance_state(state, query.size(1), previous_attention=previous),
+            variables=variables,
+        )
+
+    def _choose(self, logits: torch.Tensor) -> torch.Tensor:
+        """The weights ``pi`` of the moves from their logits ``[batch, steps, moves]``."""
+        if self.choice == "softmax":
+            return logits.softmax(-1)
+        if self.choice == "gumbel" and self.training:
+            # straight-through Gumbel-softmax (Jang et al. 2017): a sampled move, so training
+            # explores moves other than the current best; the argmax in evaluation
+            gumbel = -torch.empty_like(logits).exponential_().log()
+            return straight_through_one_hot(logits + gumbel)
+        return straight_through_one_hot(logits)
+
+    @staticmethod
+    def _candidate(
+        move: str,
+        previous: torch.Tensor,
+        state: AttentionState,
+        content_attention: torch.Tensor | None,
+        step: int,
+    ) -> torch.Tensor:
+        if move == "content":
+            assert content_attention is not None
+            return content_attention[:, step]
+        if move == "stay":
+            return previous
+        if move == "forward":
+            return _shift(previous, state["forward_targets"])
+        if move == "backward":
+            return _shift(previous, state["backward_targets"])
+        return state[move]  # "start" or "end"
