@@ -73,13 +73,14 @@ ABLATIONS = {
 }
 """Leave-one-out ablations of ``location_extrapolate``: each undoes one of its choices."""
 SHIFT_ABLATIONS = {
-    "shift_extrapolate-local_encoder": ("model.encoder=gru",),
+    "shift_extrapolate-with_local_encoder": ("model.encoder=local",),
     "shift_extrapolate-stateless_decoder": ("model.decoder_recurrence=true", "model.input_feeding=false"),
     "shift_extrapolate-exploration": ("model.attender_options.choice=straight_through",),
     "shift_extrapolate-hard_choice": ("model.attender_options.choice=softmax",),
     "shift_extrapolate-content_move": ("model.attender_options.moves=[stay, forward, backward, start, end]",),
 }
-"""Leave-one-out ablations of ``shift_extrapolate``: each undoes one of its choices."""
+"""Ablations of ``shift_extrapolate``: each undoes one of its choices, or (``with_local_encoder``)
+takes the Location model's local encoder instead of the paper's GRU."""
 EXTRAPOLATING = (
     "shift_extrapolate",
     *SHIFT_ABLATIONS,
