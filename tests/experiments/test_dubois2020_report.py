@@ -67,7 +67,7 @@ def test_shift_cells_use_the_shift_config_and_undo_one_choice_each():
     from attnlab.experiments.recipes.dubois2020 import SHIFT_ABLATIONS, cell_config
 
     shift = lookup.parse_config(cell_config("noisy", "shift_extrapolate", quick=False))
-    assert (shift.data.variant, shift.model.attender, shift.model.encoder) == ("noisy", "shift", "local")
+    assert (shift.data.variant, shift.model.attender, shift.model.encoder) == ("noisy", "shift", "gru")
     assert not shift.model.decoder_recurrence and shift.model.input_feeding
     for name in SHIFT_ABLATIONS:
         ablated = lookup.parse_config(cell_config("noisy", name, quick=False))
