@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: set up the environment, train the extrapolating Location Attender model (configs/demo.yaml)
-# on generated Long Lookup Tables,
+# The main job: set up the environment, train the extrapolating Shift Attender model (configs/demo.yaml)
+# on generated Reversed Lookup Tables,
 # print seqAcc / seqAccBE / attnLoss on the interpolation and long 1-5 test sets, and plot the
 # attention of one long-1 example. Extra arguments are config overrides (key=value).
 set -euo pipefail

@@ -54,12 +54,15 @@ VARIABLE_LABELS: dict[str, str] = {
     "rho_steps": r"$\rho^{(1/n)}$",
     "rho_bias": r"$\rho^{(1)}$",
     "mix_weight": r"$\rho^{(\lambda)}$",
+    **{f"move_{move}": move for move in ("content", "stay", "forward", "backward", "start", "end")},
+    "position": "pos.",
 }
 """Column headers of the Figure 9 table, in the paper's notation (§5.1–5.2, §7.5).
 
 ``rho_previous`` gates the mean of the previous attention, ``rho_steps`` is the (soft-integer)
 number of steps of size ``1/(n_s - 1)``, ``rho_bias`` gates the bias building block and
-``mix_weight`` is the weight of the location attention in the Mix Attender. Variables not listed
+``mix_weight`` is the weight of the location attention in the Mix Attender; ``move_*`` are the
+Shift Attender's move weights and ``position`` its attended word. Variables not listed
 here are shown under their own name.
 """
 
