@@ -95,11 +95,12 @@ class ShiftAttender(Attender):
     are the logits of the moves in the order of ``moves``.
 
     State (flat dict; every tensor is ``[batch, ...]``): ``"step"``, ``"source_lengths"`` (the
-    base state); ``"previous_attention"`` ``[batch, source_len]`` (``alpha_{t-1}``, initially the
-    one-hot of the first word); ``"forward_targets"``, ``"backward_targets"`` (long ``[batch,
-    source_len]``, see :func:`shift_targets`); ``"start"``, ``"end"`` (one-hots of the first and
-    last real word, ``[batch, source_len]``); and the content attender's own state under
-    ``"content.<key>"``.
+    base state); ``"positions"`` ``[batch, source_len]`` (each key's rank among the real keys, 0 on
+    padding; computed once per source); ``"previous_attention"`` ``[batch, source_len]``
+    (``alpha_{t-1}``, initially the one-hot of the first word); ``"forward_targets"``,
+    ``"backward_targets"`` (long ``[batch, source_len]``, see :func:`shift_targets`); ``"start"``,
+    ``"end"`` (one-hots of the first and last real word, ``[batch, source_len]``); and the content
+    attender's own state under ``"content.<key>"``.
 
     Variables (each ``[batch, steps]`` unless said): ``"move_<name>"`` for every move (its weight
     ``pi_t``), ``"position"`` (the mean word index of ``alpha_t``, in words from the first) and
@@ -166,6 +167,7 @@ class ShiftAttender(Attender):
         first = ((ranks == 0) & real).to(keys.dtype)
         last = ((ranks == (lengths - 1).to(ranks.dtype).unsqueeze(1)) & real).to(keys.dtype)
         state: AttentionState = {
+            "positions": ranks,
             "previous_attention": first,
             "forward_targets": shift_targets(key_padding_mask, keys, +1),
             "backward_targets": shift_targets(key_padding_mask, keys, -1),
@@ -197,9 +199,8 @@ class ShiftAttender(Attender):
             previous = torch.einsum("bk,bks->bs", pi, torch.stack(candidates, dim=1))
             finals.append(previous)
         attention = torch.stack(finals, dim=1)
-        positions = source_positions(keys, key_padding_mask).unsqueeze(1)
         variables = {f"move_{move}": pis[..., k] for k, move in enumerate(self.moves)}
-        variables["position"] = (attention * positions).sum(-1)
+        variables["position"] = (attention * state["positions"].unsqueeze(1)).sum(-1)
         if content_attention is not None:
             variables["content_attention"] = content_attention
         return AttentionOutput(

@@ -54,16 +54,15 @@ VARIABLE_LABELS: dict[str, str] = {
     "rho_steps": r"$\rho^{(1/n)}$",
     "rho_bias": r"$\rho^{(1)}$",
     "mix_weight": r"$\rho^{(\lambda)}$",
-    **{f"move_{move}": move for move in ("content", "stay", "forward", "backward", "start", "end")},
     "position": "pos.",
 }
 """Column headers of the Figure 9 table, in the paper's notation (§5.1–5.2, §7.5).
 
 ``rho_previous`` gates the mean of the previous attention, ``rho_steps`` is the (soft-integer)
 number of steps of size ``1/(n_s - 1)``, ``rho_bias`` gates the bias building block and
-``mix_weight`` is the weight of the location attention in the Mix Attender; ``move_*`` are the
-Shift Attender's move weights and ``position`` its attended word. Variables not listed
-here are shown under their own name.
+``mix_weight`` is the weight of the location attention in the Mix Attender and ``position`` the
+Shift Attender's attended word. The Shift Attender's move weights ``move_<name>`` are shown as
+``<name>``; other variables not listed here are shown under their own name.
 """
 
 _VARIABLE_DESCRIPTIONS: dict[str, str] = {
@@ -404,7 +403,7 @@ def _draw_variable_table(
         [_fmt_number(float(variables[name][step]), 2) for name in names] for step in range(len(output_tokens))
     ]
     row_labels = [f"{step}: {token}" for step, token in enumerate(output_tokens)]
-    col_labels = [VARIABLE_LABELS.get(name, name) for name in names]
+    col_labels = [VARIABLE_LABELS.get(name, name.removeprefix("move_")) for name in names]
     described = [name for name in names if name in _VARIABLE_DESCRIPTIONS]
     key_lines = [f"{VARIABLE_LABELS[name]}: {_VARIABLE_DESCRIPTIONS[name]}" for name in described]
     # Reserve the bottom of the axes for the key, one short line per described variable.
