@@ -35,6 +35,7 @@ from attnlab.tasks.corpus import (
     make_streams,
     segments,
 )
+from attnlab.training.trainer import make_optimizer
 
 MODELS = {
     "lstm": {"variant": "lstm"},
@@ -61,7 +62,7 @@ def _segments(args: argparse.Namespace, device: torch.device) -> list[LMBatch]:
 
 
 def _train_time(model: LanguageModel, batches: list[LMBatch], device: torch.device) -> float:
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = make_optimizer(model, 1e-3)
     state = None
     _sync(device)
     started = time.perf_counter()
