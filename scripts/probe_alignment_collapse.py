@@ -30,7 +30,7 @@ from attnlab.experiments import scan
 from attnlab.experiments.registry import resolve_config
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.tasks.examples import Seq2SeqBatch
-from attnlab.training.trainer import seed_everything
+from attnlab.training.trainer import make_optimizer, seed_everything
 
 MODES = ("paper", "uniform", "scaled", "warmup", "ramp")
 REPORT_EVERY = 50
@@ -80,7 +80,7 @@ def main() -> None:
     model.alignment.score = lambda query, keys, state: (
         score(query, keys, state) * score_multiplier(args.mode, step, args.switch, keys.size(-1))
     )
-    optimizer = torch.optim.Adam(model.parameters(), config.training.learning_rate)
+    optimizer = make_optimizer(model, config.training.learning_rate)
     warmup = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda done: min(1.0, (done + 1) / args.switch) if args.mode == "warmup" else 1.0
     )

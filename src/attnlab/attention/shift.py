@@ -70,9 +70,7 @@ def shift_targets(key_padding_mask: torch.Tensor | None, like: torch.Tensor, off
     """
     batch, source_len = like.shape[:2]
     ranks = source_positions(like, key_padding_mask).long()  # [B, S], padding -> 0
-    real = torch.ones(batch, source_len, dtype=torch.bool, device=like.device)
-    if key_padding_mask is not None:
-        real = ~key_padding_mask
+    real = _real_keys(ranks, key_padding_mask)
     lengths = real.sum(dim=1, keepdim=True)
     indices = torch.arange(source_len, device=like.device).expand(batch, source_len)
     # index_of_rank[b, r]: the tensor index of the real key of rank r (one spare column for padding)
@@ -80,6 +78,11 @@ def shift_targets(key_padding_mask: torch.Tensor | None, like: torch.Tensor, off
     index_of_rank.scatter_(1, torch.where(real, ranks, source_len), indices)
     wanted = torch.minimum((ranks + offset).clamp_min(0), lengths - 1)
     return torch.where(real, index_of_rank.gather(1, wanted), indices)
+
+
+def _real_keys(ranks: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
+    """``True`` at the real (unpadded) keys, shaped like ``ranks`` ``[batch, source_len]``."""
+    return torch.ones_like(ranks, dtype=torch.bool) if key_padding_mask is None else ~key_padding_mask
 
 
 def _shift(weights: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -163,7 +166,7 @@ class ShiftAttender(Attender):
         self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None, lengths: torch.Tensor
     ) -> AttentionState:
         ranks = source_positions(keys, key_padding_mask)
-        real = torch.ones_like(ranks, dtype=torch.bool) if key_padding_mask is None else ~key_padding_mask
+        real = _real_keys(ranks, key_padding_mask)
         first = ((ranks == 0) & real).to(keys.dtype)
         last = ((ranks == (lengths - 1).to(ranks.dtype).unsqueeze(1)) & real).to(keys.dtype)
         state: AttentionState = {
