@@ -45,6 +45,7 @@ from attnlab.experiments.lookup import LookupDataConfig, Seq2SeqModelConfig, bui
 from attnlab.io import atomic_write_json
 from attnlab.tasks.batching import batches, encode_examples, epoch_generator
 from attnlab.tasks.vocab import build_vocabularies
+from attnlab.training.trainer import make_optimizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_seq2seq import ReferenceSeq2Seq, load_attnlab_state_dict  # noqa: E402
@@ -189,7 +190,7 @@ def time_training(contender: Contender, train_batches: list) -> float:
     model = contender.model
     model.load_state_dict(contender.initial_state)
     model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    optimizer = make_optimizer(model, LEARNING_RATE)
     torch.manual_seed(0)  # the same dropout masks for every model (and every repeat)
 
     def step(batch) -> None:

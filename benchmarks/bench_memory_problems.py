@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from attnlab.io import atomic_write_json
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.tasks.memory_problems import MemoryBatch, generate_memory_batch, sample_lengths
-from attnlab.training.trainer import resolve_device
+from attnlab.training.trainer import make_optimizer, resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_pooling_network import ReferencePoolingNetwork, load_attnlab_state_dict  # noqa: E402
@@ -126,7 +126,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     device = resolve_device(args.device)
     batches = make_batches(t0, args.batch_size, args.steps + 1, seed=1, device=device)
     model = build(implementation, args.pooling, device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = make_optimizer(model, 1e-3)
     # One step on short sequences first pages in the code and creates Adam's state, so that the
     # baseline below is the process as it will be during the measured steps, minus the step itself.
     (warmup,) = make_batches(300, args.batch_size, 1, seed=0, device=device)
