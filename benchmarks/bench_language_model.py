@@ -35,6 +35,7 @@ from attnlab.tasks.corpus import (
     make_streams,
     segments,
 )
+from attnlab.training.allocator import keep_freed_memory
 from attnlab.training.trainer import make_optimizer
 
 MODELS = {
@@ -172,5 +173,6 @@ def _evaluation(model: LanguageModel, args: argparse.Namespace, device: torch.de
 
 
 if __name__ == "__main__":
+    keep_freed_memory()  # as the CLI does
     torch.set_num_threads(max(1, torch.get_num_threads()))
     main()

@@ -45,6 +45,7 @@ from attnlab.experiments.lookup import LookupDataConfig, Seq2SeqModelConfig, bui
 from attnlab.io import atomic_write_json
 from attnlab.tasks.batching import batches, encode_examples, epoch_generator
 from attnlab.tasks.vocab import build_vocabularies
+from attnlab.training.allocator import keep_freed_memory
 from attnlab.training.trainer import make_optimizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -523,4 +524,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    keep_freed_memory()  # as the CLI does
     sys.exit(main())

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from attnlab.io import atomic_write_json
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.tasks.memory_problems import MemoryBatch, generate_memory_batch, sample_lengths
+from attnlab.training.allocator import keep_freed_memory
 from attnlab.training.trainer import make_optimizer, resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -253,4 +254,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    keep_freed_memory()  # as the CLI does
     sys.exit(main())

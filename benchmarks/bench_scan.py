@@ -41,6 +41,7 @@ from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.tasks.batching import EncodedDataset, collate, encode_examples
 from attnlab.tasks.scan import generate_standard_split, load_standard_split
 from attnlab.tasks.vocab import build_vocabularies
+from attnlab.training.allocator import keep_freed_memory
 from attnlab.training.trainer import make_optimizer
 
 TARGET_RATIO = 20.0
@@ -204,4 +205,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    keep_freed_memory()  # as the CLI does
     main()

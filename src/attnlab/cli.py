@@ -181,8 +181,10 @@ def _print_results(results: dict[str, dict[str, float]], run_dir: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from attnlab.errors import USER_ERRORS
+    from attnlab.training.allocator import keep_freed_memory
 
     args = build_parser().parse_args(argv)
+    keep_freed_memory()
     try:
         args.handler(args)
     except USER_ERRORS as error:
