@@ -119,6 +119,35 @@ def test_resume_after_interruption_matches_uninterrupted_run(copy_corpus, tmp_pa
     assert all(torch.equal(full[name], again[name]) for name in full)
 
 
+def test_resume_within_an_epoch_restores_the_carried_lstm_state_and_memory(
+    copy_corpus, tmp_path, monkeypatch
+):
+    """``training.checkpoint_every``: interrupted after 5 segments of epoch 2 (``last.pt`` at the
+    4th), the resumed run continues from the carried state and ends like an uninterrupted one."""
+    config = _config(copy_corpus, **{"training.max_segments_per_epoch": 6, "training.checkpoint_every": 2})
+    uninterrupted = lm.train(config, tmp_path / "full")
+    calls = {"n": 0}
+    original = lm.LMTrainingTask.training_loss
+
+    def crash_in_epoch_two(self, model, batch):
+        calls["n"] += 1
+        if calls["n"] == 6 + 5:
+            raise KeyboardInterrupt
+        return original(self, model, batch)
+
+    monkeypatch.setattr(lm.LMTrainingTask, "training_loss", crash_in_epoch_two)
+    with pytest.raises(KeyboardInterrupt):
+        lm.train(config, tmp_path / "resumed")
+    monkeypatch.setattr(lm.LMTrainingTask, "training_loss", original)
+    within = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["within_epoch"]
+    assert within["updates"] == 4
+    assert set(within["carried_state"]["model_state"]) == {"h", "c", "memory"}
+    assert lm.train(config, tmp_path / "resumed", resume=True) == uninterrupted
+    full = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")["model"]
+    again = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["model"]
+    assert all(torch.equal(full[name], again[name]) for name in full)
+
+
 def test_cli_train_evaluate_and_cbt(copy_corpus, tmp_path, capsys):
     cbt = tmp_path / "cbtest_NE_test_2500ex.txt"
     context = tuple(tuple(f"w{i} w{i + 1} ; w{i} w{i + 1}".split()) for i in range(20))

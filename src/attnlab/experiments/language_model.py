@@ -269,7 +269,7 @@ class LMTrainingTask:
     """The :class:`~attnlab.training.trainer.TrainingTask` of truncated-BPTT language modelling.
 
     The model state (LSTM state and memory window) is carried, detached, from one training
-    segment to the next and starts afresh every epoch.
+    segment to the next and starts afresh every epoch; a checkpoint within an epoch stores it.
     """
 
     def __init__(self, train: Streams, valid: Streams, config: LMExperimentConfig, device: torch.device):
@@ -290,6 +290,14 @@ class LMTrainingTask:
         self.state = LanguageModel.detach_state(output.state)
         nll, count = segment_loss(output.logits, batch)
         return nll / count
+
+    def carried_state(self) -> dict[str, Any]:
+        """The LSTM state and memory after the last segment (a checkpoint within an epoch)."""
+        return {} if self.state is None else {"model_state": self.state}
+
+    def restore_carried_state(self, state: dict[str, Any]) -> None:
+        carried = state.get("model_state")
+        self.state = None if carried is None else LanguageModel.move_state(carried, self.device)
 
     def validate(self, model: torch.nn.Module) -> dict[str, float]:
         metrics = evaluate_perplexity(model, segments(self.valid, self.config.training.bptt), self.device)  # type: ignore[arg-type]

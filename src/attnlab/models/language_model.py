@@ -147,6 +147,11 @@ class LanguageModel(nn.Module):
         """The state cut from the graph (truncated BPTT)."""
         return _map_tensors(state, lambda tensor: tensor.detach())
 
+    @staticmethod
+    def move_state(state: ModelState, device: torch.device) -> ModelState:
+        """The state's tensors on ``device`` (a state read from a checkpoint)."""
+        return _map_tensors(state, lambda tensor: tensor.to(device))
+
     def repeat_state(self, state: ModelState, times: int) -> ModelState:
         """Each batch row repeated ``times`` times (row ``b`` becomes rows ``b·times … (b+1)·times−1``)."""
         result = {"h": state["h"].repeat_interleave(times, 1), "c": state["c"].repeat_interleave(times, 1)}

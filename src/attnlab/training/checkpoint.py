@@ -10,6 +10,9 @@ A checkpoint is a plain dict of tensors and Python data:
   record per finished epoch;
 * ``rng``: the global torch (and CUDA) random states at the end of that epoch, so a resumed run
   draws the same dropout masks as an uninterrupted one.
+* ``within_epoch`` (``last`` only, when written within an epoch, ``training.checkpoint_every``):
+  ``updates`` done in the unfinished epoch, their ``loss_sum`` and the task's ``carried_state``;
+  ``rng`` is then the state after that update.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A system supplies a :class:`TrainingTask` (its batches, its loss, its validation); the
 :class:`Trainer` owns the optimisation (Adam, gradient clipping), seeding, the progress bar,
 metrics (``metrics.jsonl``), checkpoints (``checkpoints/best.pt`` by validation loss and
-``checkpoints/last.pt`` for resuming) and exact resume: a run interrupted at any point and resumed
+``checkpoints/last.pt`` for resuming, after every epoch and, with ``training.checkpoint_every``,
+every that many updates within one) and exact resume: a run interrupted at any point and resumed
 from ``last.pt`` ends with the same weights and metrics as an uninterrupted run on the CPU. With
 ``training.tensorboard: true`` it also logs the metrics and the task's attention maps to
 TensorBoard (:mod:`attnlab.training.tensorboard`).
@@ -11,10 +12,11 @@ TensorBoard (:mod:`attnlab.training.tensorboard`).
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +29,7 @@ from tqdm.auto import tqdm
 from attnlab.io import atomic_write_jsonl
 from attnlab.tasks.batching import epoch_generator
 from attnlab.training.checkpoint import (
+    CheckpointError,
     capture_rng_state,
     check_model_spec,
     load_checkpoint,
@@ -51,6 +54,9 @@ class TrainingConfig:
     tensorboard: bool = False
     """Also log to TensorBoard, in ``RUN_DIR/tensorboard/`` (needs ``pip install 'attnlab[tensorboard]'``):
     the per-epoch metrics (the ``metrics.jsonl`` keys, step = epoch) and the task's attention images."""
+    checkpoint_every: int | None = None
+    """Also write ``last.pt`` every this many updates within an epoch (null: after each epoch only),
+    for epochs too long to lose; a run resumed from one continues with the next update, exactly."""
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -61,6 +67,8 @@ class TrainingConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if not isinstance(self.tensorboard, bool):
             raise ValueError(f"tensorboard must be true or false, got {self.tensorboard!r}")
+        if self.checkpoint_every is not None and self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be >= 1 or null, got {self.checkpoint_every}")
 
 
 class TrainingDiverged(RuntimeError):
@@ -91,6 +99,27 @@ class EpochStartHook(Protocol):
     def start_epoch(self, model: nn.Module, epoch: int) -> None:
         """Called before training epoch ``epoch`` (0-based), after ``model.train()``; a resumed run
         calls it with the epoch it resumes at, so what it sets depends on ``epoch`` only."""
+
+
+class CarriedStateTask(Protocol):
+    """The optional hooks of a :class:`TrainingTask` that carries state from batch to batch (the
+    language model's LSTM state and memory across BPTT segments); a checkpoint written within an
+    epoch stores it, so that the resumed run continues from the same state."""
+
+    def carried_state(self) -> dict[str, Any]:
+        """The state after the last training batch: tensors, numbers and dicts of them."""
+
+    def restore_carried_state(self, state: dict[str, Any]) -> None:
+        """Set the state that :meth:`carried_state` returned; called after the epoch's batches up
+        to the checkpoint have been drawn again (and skipped)."""
+
+
+@dataclass
+class EpochPosition:
+    """How far into an epoch training got: updates done and their summed loss."""
+
+    updates: int = 0
+    loss_sum: float = 0.0
 
 
 class AttentionSampler(Protocol):
@@ -157,6 +186,8 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.best_validation_loss = math.inf
         self.start_epoch = 0
+        self.resume_position = EpochPosition()
+        self.resume_carried_state: dict[str, Any] | None = None
         if config.tensorboard:
             summary_writer_class()  # a missing tensorboard package fails now, not after an epoch
 
@@ -169,7 +200,8 @@ class Trainer:
         return self.run_dir / "checkpoints" / "best.pt"
 
     def resume(self) -> None:
-        """Continue from ``last.pt`` (weights, optimizer, history, RNG state)."""
+        """Continue from ``last.pt`` (weights, optimizer, history, RNG state; within an epoch also
+        the position in it and the task's carried state)."""
         checkpoint = load_checkpoint(self.last_checkpoint)
         check_model_spec(self.last_checkpoint, checkpoint, self.model_spec)
         load_model_weights(self.last_checkpoint, self.model, checkpoint)
@@ -177,6 +209,10 @@ class Trainer:
         self.history = list(checkpoint["history"])
         self.best_validation_loss = float(checkpoint["best_validation_loss"])
         self.start_epoch = int(checkpoint["epoch"])
+        within = checkpoint.get("within_epoch")
+        if within is not None:
+            self.resume_position = EpochPosition(int(within["updates"]), float(within["loss_sum"]))
+            self.resume_carried_state = within.get("carried_state")
         restore_rng_state(checkpoint["rng"])
 
     @property
@@ -233,15 +269,20 @@ class Trainer:
         start_epoch = getattr(self.task, "start_epoch", None)
         if start_epoch is not None:
             start_epoch(self.model, epoch)
-        batches = self.task.train_batches(epoch_generator(self.config.seed, epoch))
+        batches = iter(self.task.train_batches(epoch_generator(self.config.seed, epoch)))
+        position, self.resume_position = self.resume_position, EpochPosition()
+        if position.updates:
+            self._skip_to(batches, position)
         progress = tqdm(
             batches,
             desc=f"epoch {epoch + 1}/{self.config.epochs}",
             disable=not self.config.progress or None,
             leave=False,
             dynamic_ncols=True,
+            initial=position.updates,
         )
-        total, count = 0.0, 0
+        total, count = position.loss_sum, position.updates
+        every = self.config.checkpoint_every
         for batch in progress:
             loss = self.task.training_loss(self.model, batch)
             value = float(loss.detach())
@@ -259,23 +300,54 @@ class Trainer:
             total += value
             count += 1
             progress.set_postfix(loss=f"{total / count:.4f}", refresh=False)
+            if every is not None and count % every == 0:
+                self._save_within_epoch(epoch, EpochPosition(count, total))
         return total / max(count, 1)
+
+    def _skip_to(self, batches: Iterator[Any], position: EpochPosition) -> None:
+        """Draw (and drop) the batches a resumed epoch had already trained on, then restore the
+        task's carried state."""
+        skipped = sum(1 for _ in itertools.islice(batches, position.updates))
+        if skipped < position.updates:
+            raise CheckpointError(
+                f"{self.last_checkpoint} was written after update {position.updates} of its epoch, "
+                f"but the epoch now has only {skipped} batches; was the data changed?"
+            )
+        restore = getattr(self.task, "restore_carried_state", None)
+        if restore is not None and self.resume_carried_state is not None:
+            restore(self.resume_carried_state)
+        self.resume_carried_state = None
+
+    def _save_within_epoch(self, epoch: int, position: EpochPosition) -> None:
+        """``last.pt`` in the middle of epoch ``epoch`` (0-based): ``epoch`` epochs finished."""
+        within: dict[str, Any] = {"updates": position.updates, "loss_sum": position.loss_sum}
+        carried_state = getattr(self.task, "carried_state", None)
+        if carried_state is not None:
+            within["carried_state"] = carried_state()
+        self._save_last(self._checkpoint(epoch), within_epoch=within)
 
     def _save(self, epochs_done: int, improved: bool) -> None:
         validation_loss = self.history[-1]["validation_loss"]
         if improved:
             self.best_validation_loss = validation_loss
-        checkpoint = {
+        checkpoint = self._checkpoint(epochs_done)
+        if improved:
+            save_checkpoint(self.best_checkpoint, checkpoint)
+        self._save_last(checkpoint)
+        atomic_write_jsonl(self.run_dir / "metrics.jsonl", self.history)
+
+    def _checkpoint(self, epochs_done: int) -> dict[str, Any]:
+        return {
             "model_spec": self.model_spec,
             "model": self.model.state_dict(),
             "epoch": epochs_done,
             "best_validation_loss": self.best_validation_loss,
             "history": self.history,
         }
-        if improved:
-            save_checkpoint(self.best_checkpoint, checkpoint)
-        save_checkpoint(
-            self.last_checkpoint,
-            {**checkpoint, "optimizer": self.optimizer.state_dict(), "rng": capture_rng_state()},
-        )
-        atomic_write_jsonl(self.run_dir / "metrics.jsonl", self.history)
+
+    def _save_last(self, checkpoint: dict[str, Any], within_epoch: dict[str, Any] | None = None) -> None:
+        """``last.pt``: the checkpoint with what resuming needs (optimizer, RNG, position)."""
+        resumable = {**checkpoint, "optimizer": self.optimizer.state_dict(), "rng": capture_rng_state()}
+        if within_epoch is not None:
+            resumable["within_epoch"] = within_epoch
+        save_checkpoint(self.last_checkpoint, resumable)
