@@ -97,26 +97,35 @@ def test_key_value_predict_learns_the_long_range_copy_pattern(copy_corpus, tmp_p
     assert model["hidden_dim"] % 3 == 0 and model["parts"] == 3
 
 
-def test_resume_after_interruption_matches_uninterrupted_run(copy_corpus, tmp_path, monkeypatch):
-    config = _config(copy_corpus, **{"training.max_segments_per_epoch": 6})
-    uninterrupted = lm.train(config, tmp_path / "full")
+def _interrupt(config, run_dir, monkeypatch, at_update: int) -> None:
+    """Train ``config`` in ``run_dir`` until update ``at_update`` raises KeyboardInterrupt."""
     calls = {"n": 0}
     original = lm.LMTrainingTask.training_loss
 
-    def crash_in_epoch_two(self, model, batch):
+    def crash(self, model, batch):
         calls["n"] += 1
-        if calls["n"] == 6 + 3:
+        if calls["n"] == at_update:
             raise KeyboardInterrupt
         return original(self, model, batch)
 
-    monkeypatch.setattr(lm.LMTrainingTask, "training_loss", crash_in_epoch_two)
+    monkeypatch.setattr(lm.LMTrainingTask, "training_loss", crash)
     with pytest.raises(KeyboardInterrupt):
-        lm.train(config, tmp_path / "resumed")
+        lm.train(config, run_dir)
     monkeypatch.setattr(lm.LMTrainingTask, "training_loss", original)
+
+
+def _assert_resume_matches(config, tmp_path, uninterrupted) -> None:
     assert lm.train(config, tmp_path / "resumed", resume=True) == uninterrupted
     full = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")["model"]
     again = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["model"]
     assert all(torch.equal(full[name], again[name]) for name in full)
+
+
+def test_resume_after_interruption_matches_uninterrupted_run(copy_corpus, tmp_path, monkeypatch):
+    config = _config(copy_corpus, **{"training.max_segments_per_epoch": 6})
+    uninterrupted = lm.train(config, tmp_path / "full")
+    _interrupt(config, tmp_path / "resumed", monkeypatch, at_update=6 + 3)
+    _assert_resume_matches(config, tmp_path, uninterrupted)
 
 
 def test_resume_within_an_epoch_restores_the_carried_lstm_state_and_memory(
@@ -126,26 +135,11 @@ def test_resume_within_an_epoch_restores_the_carried_lstm_state_and_memory(
     4th), the resumed run continues from the carried state and ends like an uninterrupted one."""
     config = _config(copy_corpus, **{"training.max_segments_per_epoch": 6, "training.checkpoint_every": 2})
     uninterrupted = lm.train(config, tmp_path / "full")
-    calls = {"n": 0}
-    original = lm.LMTrainingTask.training_loss
-
-    def crash_in_epoch_two(self, model, batch):
-        calls["n"] += 1
-        if calls["n"] == 6 + 5:
-            raise KeyboardInterrupt
-        return original(self, model, batch)
-
-    monkeypatch.setattr(lm.LMTrainingTask, "training_loss", crash_in_epoch_two)
-    with pytest.raises(KeyboardInterrupt):
-        lm.train(config, tmp_path / "resumed")
-    monkeypatch.setattr(lm.LMTrainingTask, "training_loss", original)
+    _interrupt(config, tmp_path / "resumed", monkeypatch, at_update=6 + 5)
     within = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["within_epoch"]
     assert within["updates"] == 4
     assert set(within["carried_state"]["model_state"]) == {"h", "c", "memory"}
-    assert lm.train(config, tmp_path / "resumed", resume=True) == uninterrupted
-    full = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")["model"]
-    again = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["model"]
-    assert all(torch.equal(full[name], again[name]) for name in full)
+    _assert_resume_matches(config, tmp_path, uninterrupted)
 
 
 def test_cli_train_evaluate_and_cbt(copy_corpus, tmp_path, capsys):
