@@ -85,11 +85,14 @@ def run_parallel(
 
 
 def single_thread() -> None:
-    """Make this (worker) process use one CPU thread."""
+    """Set this worker process up: one CPU thread, and freed memory kept as the CLI does."""
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
 
+    from attnlab.training.allocator import keep_freed_memory
+
     torch.set_num_threads(1)
+    keep_freed_memory()
 
 
 def add_parallel_arguments(parser: argparse.ArgumentParser, what: str = "runs") -> None:
