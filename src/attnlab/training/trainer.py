@@ -116,10 +116,12 @@ class CarriedStateTask(Protocol):
 
 @dataclass
 class EpochPosition:
-    """How far into an epoch training got: updates done and their summed loss."""
+    """How far into an epoch training got: updates done, their summed loss and the task's carried
+    state after the last of them (``None``: the task carries none)."""
 
     updates: int = 0
     loss_sum: float = 0.0
+    carried_state: dict[str, Any] | None = None
 
 
 class AttentionSampler(Protocol):
@@ -187,7 +189,6 @@ class Trainer:
         self.best_validation_loss = math.inf
         self.start_epoch = 0
         self.resume_position = EpochPosition()
-        self.resume_carried_state: dict[str, Any] | None = None
         if config.tensorboard:
             summary_writer_class()  # a missing tensorboard package fails now, not after an epoch
 
@@ -211,8 +212,9 @@ class Trainer:
         self.start_epoch = int(checkpoint["epoch"])
         within = checkpoint.get("within_epoch")
         if within is not None:
-            self.resume_position = EpochPosition(int(within["updates"]), float(within["loss_sum"]))
-            self.resume_carried_state = within.get("carried_state")
+            self.resume_position = EpochPosition(
+                int(within["updates"]), float(within["loss_sum"]), within.get("carried_state")
+            )
         restore_rng_state(checkpoint["rng"])
 
     @property
@@ -301,7 +303,7 @@ class Trainer:
             count += 1
             progress.set_postfix(loss=f"{total / count:.4f}", refresh=False)
             if every is not None and count % every == 0:
-                self._save_within_epoch(epoch, EpochPosition(count, total))
+                self._save_within_epoch(epoch, count, total)
         return total / max(count, 1)
 
     def _skip_to(self, batches: Iterator[Any], position: EpochPosition) -> None:
@@ -314,13 +316,12 @@ class Trainer:
                 f"but the epoch now has only {skipped} batches; was the data changed?"
             )
         restore = getattr(self.task, "restore_carried_state", None)
-        if restore is not None and self.resume_carried_state is not None:
-            restore(self.resume_carried_state)
-        self.resume_carried_state = None
+        if restore is not None and position.carried_state is not None:
+            restore(position.carried_state)
 
-    def _save_within_epoch(self, epoch: int, position: EpochPosition) -> None:
+    def _save_within_epoch(self, epoch: int, updates: int, loss_sum: float) -> None:
         """``last.pt`` in the middle of epoch ``epoch`` (0-based): ``epoch`` epochs finished."""
-        within: dict[str, Any] = {"updates": position.updates, "loss_sum": position.loss_sum}
+        within: dict[str, Any] = {"updates": updates, "loss_sum": loss_sum}
         carried_state = getattr(self.task, "carried_state", None)
         if carried_state is not None:
             within["carried_state"] = carried_state()
