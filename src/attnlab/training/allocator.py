@@ -5,7 +5,7 @@ and returns them to the kernel on ``free``. A training step that allocates the s
 every time (a language model's ``[batch·T, |V|]`` logits and their gradients: 42 MB at
 16 × 20 × 33,278) then pays a page fault per 4 KiB page, every step: on the 2-core CPU box,
 ``torch.zeros_like`` on such a tensor took 35 ms instead of 6 ms, and a training step of the
-WikiText-2 LSTM was 1.5–1.8× slower than with the memory kept (``benchmarks/bench_allocator.py``).
+WikiText-2 LSTM was 1.51× slower than with the memory kept (``benchmarks/bench_allocator.py``).
 :func:`keep_freed_memory` tells glibc to serve every block from its heap and not to give freed
 memory back, which is what PyTorch's CUDA caching allocator does on the GPU.
 
