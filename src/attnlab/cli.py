@@ -1,4 +1,5 @@
-"""The ``attnlab`` command line: train, evaluate, plot, multiseed, sweep, report, data, configs, reproduce.
+"""The ``attnlab`` command line: train, evaluate, plot, generate, multiseed, sweep, report, data, configs,
+reproduce.
 
 Configs are YAML files (or the name of a built-in config, see ``attnlab configs``) followed by
 ``key=value`` overrides, e.g. ``attnlab train lookup training.epochs=5 model.attender=location``.
@@ -68,6 +69,49 @@ def cmd_plot(args: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_generate(args: argparse.Namespace) -> None:
+    from attnlab.experiments import language_model
+    from attnlab.experiments.runs import RunDirectory
+    from attnlab.io import atomic_write_json
+
+    experiment = experiment_module(RunDirectory(Path(args.run_dir)).load_config_data())
+    if experiment is not language_model:
+        name = experiment.__name__.rsplit(".", 1)[-1]
+        raise ConfigError(f"generate applies to language-model runs; {args.run_dir} is a {name} run")
+    _check_sampling_options(args)
+    result = language_model.generate_text(
+        args.run_dir,
+        prompt=args.prompt,
+        words=args.words,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        samples=args.samples,
+        seed=args.seed,
+        checkpoint=args.checkpoint,
+        device_name=args.device,
+    )
+    if result["unknown"]:
+        print(
+            f"attnlab: prompt words not in the vocabulary, read as <unk>: {result['unknown']}",
+            file=sys.stderr,
+        )
+    for index, sample in enumerate(result["samples"]):
+        if len(result["samples"]) > 1:
+            print(f"--- sample {index}")
+        print(language_model.as_text([*result["prompt"], *sample["words"]]))
+    if args.out:
+        atomic_write_json(args.out, result)
+        print(f"\nwords and attention weights: {args.out}")
+
+
+def _check_sampling_options(args: argparse.Namespace) -> None:
+    for flag, value in (("--words", args.words), ("--samples", args.samples), ("--top-k", args.top_k)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+    if not args.temperature >= 0:
+        raise ConfigError(f"--temperature must be >= 0 (0: the most probable word), got {args.temperature}")
+
+
 def cmd_multiseed(args: argparse.Namespace) -> None:
     from attnlab.experiments.multiseed import markdown_summary, run_seeds
 
@@ -131,6 +175,23 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--index", type=int, nargs="+", default=[0], help="example indices to plot")
     plot.add_argument("--device", default="auto")
     plot.set_defaults(handler=cmd_plot)
+
+    generate = commands.add_parser("generate", help="sample text from a trained language model")
+    generate.add_argument("run_dir")
+    generate.add_argument(
+        "--prompt",
+        default="",
+        help="words to continue; a line break ends a sentence (default: a new document)",
+    )
+    generate.add_argument("--words", type=int, default=100, help="how many words to sample")
+    generate.add_argument("--temperature", type=float, default=1.0, help="0: always the most probable word")
+    generate.add_argument("--top-k", type=int, help="sample among the k most probable words only")
+    generate.add_argument("--samples", type=int, default=1, help="independent continuations")
+    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--checkpoint", choices=["best", "last"])
+    generate.add_argument("--device", default="auto")
+    generate.add_argument("--out", help="also write the words and attention weights to this JSON file")
+    generate.set_defaults(handler=cmd_generate)
 
     multiseed = commands.add_parser("multiseed", help="train one config over several seeds; mean ± std")
     multiseed.add_argument("config")

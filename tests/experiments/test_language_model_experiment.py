@@ -84,17 +84,87 @@ def test_builtin_configs_are_the_papers_procedure():
         assert config.model.init_range == 0.1 and config.data.corpus.endswith(corpus)
 
 
-def test_key_value_predict_learns_the_long_range_copy_pattern(copy_corpus, tmp_path):
+@pytest.fixture(scope="module")
+def trained_run(copy_corpus, tmp_path_factory):
+    """A tiny Key-Value-Predict model trained for 5 epochs on the copy corpus (a few seconds)."""
+    run = tmp_path_factory.mktemp("trained") / "run"
+    return run, lm.train(_config(copy_corpus, **{"training.epochs": 5}), run)
+
+
+def test_key_value_predict_learns_the_long_range_copy_pattern(copy_corpus, trained_run):
     """A tiny KVP model beats the unigram perplexity by a wide margin in a few seconds of CPU."""
-    results = lm.train(_config(copy_corpus, **{"training.epochs": 5}), tmp_path / "run")
+    run, results = trained_run
     unigram = _unigram_perplexity(copy_corpus)
     assert results["test"]["perplexity"] < 0.4 * unigram, (results, unigram)
     assert results["test"]["tokens"] == 16 * (5 + 5 * (2 * SPAN + 2))
-    attention = json.loads((tmp_path / "run" / "eval" / "attention.json").read_text())
+    attention = json.loads((run / "eval" / "attention.json").read_text())
     by_position = attention["test"]["attention_by_position"]
     assert len(by_position) == SPAN + 1 and sum(by_position) == pytest.approx(1.0, abs=1e-6)
-    model = json.loads((tmp_path / "run" / "eval" / "model.json").read_text())
+    model = json.loads((run / "eval" / "model.json").read_text())
     assert model["hidden_dim"] % 3 == 0 and model["parts"] == 3
+
+
+def test_generate_continues_the_copy_pattern_and_writes_the_attention(trained_run, tmp_path, capsys):
+    run, _ = trained_run
+    prompt, first = "= Document 0 =\n", "w3 w17 w0 w9 w12"  # documents start with their heading
+    out = tmp_path / "generated.json"
+    command = ["generate", str(run), "--prompt", f"{prompt}{first} ;", "--temperature", "0", "--words", "6"]
+    assert main([*command, "--device", "cpu", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"{prompt}{first} ; {first}\n")
+    result = json.loads(out.read_text())
+    assert result["prompt"] == ["=", "Document", "0", "=", "<eos>", *first.split(), ";"]
+    assert result["unknown"] == []
+    (sample,) = result["samples"]
+    assert sample["words"] == [*first.split(), "<eos>"]
+    attention = torch.tensor(sample["attention"])
+    assert attention.shape == (6, SPAN + 1)
+    torch.testing.assert_close(attention.sum(1), torch.ones(6))
+    # Each copy reads the output of the step that took the word in, SPAN steps back: window
+    # position 1 of SPAN + 1, oldest first.
+    assert attention[:SPAN].argmax(1).tolist() == [1] * SPAN
+
+
+def test_generate_samples_reproducibly_and_names_unknown_prompt_words(trained_run, capsys):
+    run, _ = trained_run
+    command = [
+        "generate",
+        str(run),
+        "--prompt",
+        "w1 zebra",
+        "--words",
+        "30",
+        "--samples",
+        "2",
+        "--top-k",
+        "5",
+    ]
+    assert main(command) == 0
+    first = capsys.readouterr()
+    assert "read as <unk>: ['zebra']" in first.err
+    assert first.out.count("--- sample") == 2 and first.out.count("w1 zebra ") == 2
+    assert main(command) == 0 and capsys.readouterr().out == first.out
+    assert main([*command, "--seed", "1"]) == 0 and capsys.readouterr().out != first.out
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--temperature", "-1"], "--temperature must be >= 0"),
+        (["--words", "0"], "--words must be >= 1"),
+        (["--top-k", "0"], "--top-k must be >= 1"),
+    ],
+)
+def test_generate_refuses_bad_options(trained_run, arguments, message, capsys):
+    assert main(["generate", str(trained_run[0]), *arguments]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_generate_refuses_runs_that_are_not_language_models(tmp_path, capsys):
+    (tmp_path / "config.yaml").write_text("experiment: lookup\n")
+    assert main(["generate", str(tmp_path)]) == 2
+    assert "generate applies to language-model runs" in capsys.readouterr().err
+    assert main(["generate", str(tmp_path / "missing")]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
 
 
 def _interrupt(config, run_dir, monkeypatch, at_update: int) -> None:

@@ -8,7 +8,8 @@ carried from segment to segment and reset at document starts. After every epoch 
 perplexity is computed (it chooses ``checkpoints/best.pt``); at the end the best checkpoint is
 evaluated on the validation and test splits (perplexity, and the average attention weight per
 window position for Figure 3b, in ``eval/attention.json``) and, when CBT files are configured, on
-the Children's Book Test (accuracy per word class, Figure 2d).
+the Children's Book Test (accuracy per word class, Figure 2d). :func:`generate_text` samples text
+from a trained run (``attnlab generate``), with the attention of every generated word.
 
 Model size: ``model.hidden_dim`` fixes the LSTM size; ``model.parameter_budget`` (parameters
 without the word embeddings) or ``model.match_lstm_hidden`` (the count of the LSTM baseline with
@@ -44,6 +45,8 @@ from attnlab.models.language_model import (
 )
 from attnlab.tasks.cbt import ClozeQuestion, read_cbt, word_class
 from attnlab.tasks.corpus import (
+    EOS_TOKEN,
+    UNK_TOKEN,
     EncodedCorpus,
     LMBatch,
     StreamLayout,
@@ -53,8 +56,10 @@ from attnlab.tasks.corpus import (
     encode_corpus_file,
     find_split_files,
     make_streams,
+    normalize_token,
     read_vocabulary_file,
     segments,
+    token_ids,
     write_vocabulary_file,
 )
 from attnlab.tasks.vocab import Vocabulary
@@ -391,3 +396,72 @@ def _evaluate_checkpoint(
     atomic_write_json(run.eval_dir / "model.json", info)
     run.write_summary(results)
     return results
+
+
+# ----------------------------------------------------------------------------- generation
+
+
+def generate_text(
+    run_dir: str | Path,
+    *,
+    prompt: str = "",
+    words: int = 100,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    samples: int = 1,
+    seed: int = 0,
+    checkpoint: str | None = None,
+    device_name: str = "auto",
+) -> dict[str, Any]:
+    """Sample ``samples`` continuations of ``words`` words after ``prompt`` from a trained run.
+
+    The prompt (see :func:`prompt_words`) starts a document; words outside the vocabulary are read
+    as ``<unk>``. Returns the
+    ``prompt`` words as read, the ``unknown`` ones, and per sample the generated ``words`` and, for
+    attentive models, the ``attention`` of each word over the window (oldest position first).
+    """
+    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint)
+    device = resolve_device(device_name)
+    model, vocabulary = model_from_checkpoint(
+        run.checkpoint(config.evaluation.checkpoint), device, config.model
+    )
+    read = prompt_words(prompt, normalize_numbers=config.data.normalize_numbers)
+    ids = token_ids(vocabulary)
+    prompt_ids = [vocabulary.eos_id, *(ids.get(word, ids[UNK_TOKEN]) for word in read)]
+    generation = model.generate(
+        torch.tensor([prompt_ids] * samples, device=device),
+        words,
+        temperature=temperature,
+        top_k=top_k,
+        banned=(vocabulary.pad_id,),
+        generator=torch.Generator(device=device).manual_seed(seed),
+    )
+    tokens = vocabulary.tokens
+    result = []
+    for row, sampled in enumerate(generation.tokens.tolist()):
+        sample: dict[str, Any] = {"words": [tokens[index] for index in sampled]}
+        if generation.attention is not None:
+            sample["attention"] = generation.attention[row].tolist()
+        result.append(sample)
+    unknown = list(dict.fromkeys(word for word in read if word not in ids))
+    return {"prompt": read, "unknown": unknown, "samples": result}
+
+
+def prompt_words(prompt: str, *, normalize_numbers: bool = False) -> list[str]:
+    """The words of ``prompt`` as a corpus line is read: split on whitespace, numbers normalised
+    if the run did so, and ``<eos>`` at the end of every line but the last (a line break ends a
+    sentence; so does a literal ``<eos>``)."""
+    lines = prompt.split("\n")
+    words = [word for line in lines[:-1] for word in (*line.split(), EOS_TOKEN)] + lines[-1].split()
+    return [normalize_token(word) for word in words] if normalize_numbers else words
+
+
+def as_text(words: list[str]) -> str:
+    """Words joined by spaces, one line per ``<eos>``-terminated sentence."""
+    lines: list[list[str]] = [[]]
+    for word in words:
+        if word == EOS_TOKEN:
+            lines.append([])
+        else:
+            lines[-1].append(word)
+    return "\n".join(" ".join(line) for line in lines)

@@ -25,6 +25,9 @@ past outputs and is not fed back into the recurrence, so the LSTM runs fused ove
 
 :func:`hidden_dim_for_budget` picks the hidden size that gives a parameter budget, for comparisons
 at equal size (Figure 2c: ≈ 23.9M parameters without the word embeddings).
+
+:meth:`LanguageModel.generate` samples text word by word (temperature, top-k, greedy), carrying
+the state and the memory window, and returns the attention of every generated step.
 """
 
 from __future__ import annotations
@@ -61,6 +64,15 @@ class LanguageModelOutput:
     logits: torch.Tensor
     state: ModelState
     attention: torch.Tensor | None = None
+
+
+@dataclass
+class Generation:
+    """Sampled token ids ``[batch, steps]``, and the attention weights ``[batch, steps, window]``
+    with which each was predicted (attentive variants; ``None`` otherwise)."""
+
+    tokens: torch.Tensor
+    attention: torch.Tensor | None
 
 
 class LanguageModel(nn.Module):
@@ -183,6 +195,37 @@ class LanguageModel(nn.Module):
         logits = self.decoder(self.dropout(features))
         return LanguageModelOutput(logits, new_state, attention)
 
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt: torch.Tensor,
+        steps: int,
+        *,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        banned: tuple[int, ...] = (),
+        generator: torch.Generator | None = None,
+    ) -> Generation:
+        """Sample ``steps`` tokens after each row of ``prompt`` (``[batch, P]`` ids, ``P >= 1``; its
+        first token starts a document, as ``<eos>`` does in training), feeding each one back in.
+
+        ``temperature`` divides the logits (0: always the most probable token); ``top_k`` samples
+        among the ``k`` most probable tokens only; ``banned`` ids (e.g. ``<pad>``) are never drawn.
+        Call ``model.eval()`` first to switch dropout off.
+        """
+        _check_sampling(prompt, steps, temperature, top_k)
+        resets = torch.zeros_like(prompt, dtype=torch.bool)
+        resets[:, 0] = True
+        output = self(prompt, resets)
+        tokens, attention = [], []
+        for step in range(steps):
+            tokens.append(sample_next_token(output.logits[:, -1], temperature, top_k, banned, generator))
+            if output.attention is not None:
+                attention.append(output.attention[:, -1])
+            if step + 1 < steps:
+                output = self(tokens[-1].unsqueeze(1), None, output.state)
+        return Generation(torch.stack(tokens, 1), torch.stack(attention, 1) if attention else None)
+
     def _run_lstm(
         self, embedded: torch.Tensor, resets: torch.Tensor | None, h: torch.Tensor, c: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -259,6 +302,37 @@ def _check_options(
         raise ValueError(f"window (L) must be >= 1, got {window}")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+
+
+def sample_next_token(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    banned: tuple[int, ...] = (),
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One token id per row of ``logits`` ``[batch, vocab]`` (see :meth:`LanguageModel.generate`)."""
+    logits = logits.float().clone()
+    if banned:
+        logits[:, list(banned)] = -torch.inf
+    if temperature == 0 or top_k == 1:
+        return logits.argmax(-1)
+    if top_k is not None and top_k < logits.size(-1):
+        threshold = logits.topk(top_k, -1).values[:, -1:]
+        logits = logits.masked_fill(logits < threshold, -torch.inf)
+    probabilities = torch.softmax(logits / temperature, -1)
+    return torch.multinomial(probabilities, 1, generator=generator).squeeze(1)
+
+
+def _check_sampling(prompt: torch.Tensor, steps: int, temperature: float, top_k: int | None) -> None:
+    if prompt.dim() != 2 or prompt.size(1) < 1:
+        raise ValueError(f"prompt must be [batch, P] token ids with P >= 1, got {tuple(prompt.shape)}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0 (0: greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
 
 
 def _map_tensors(state: dict[str, Any], function: Any) -> dict[str, Any]:
