@@ -60,12 +60,16 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from attnlab.experiments import lookup_plots
+    from attnlab.experiments.registry import plots_module
+    from attnlab.experiments.runs import RunDirectory
 
-    written = lookup_plots.plot_run(
-        args.run_dir, test_set=args.test_set, data_file=args.data, indices=args.index, device_name=args.device
-    )
-    for path in written:
+    plots = plots_module(RunDirectory(Path(args.run_dir)).load_config_data())
+    options = {"test_set": args.test_set, "data_file": args.data, "indices": args.index}
+    if args.steps is not None:
+        if "steps" not in inspect.signature(plots.plot_run).parameters:
+            raise ConfigError("--steps applies to language-model runs only")
+        options["steps"] = args.steps
+    for path in plots.plot_run(args.run_dir, device_name=args.device, **options):
         print(path)
 
 
@@ -168,11 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--device", default="auto")
     evaluate.set_defaults(handler=cmd_evaluate)
 
-    plot = commands.add_parser("plot", help="attention heatmaps, interpretable variables (Fig. 9) and curves")
+    plot = commands.add_parser(
+        "plot", help="attention heatmaps, Fig. 9 variables (lookup), Fig. 3 (language models), curves"
+    )
     plot.add_argument("run_dir")
     plot.add_argument("--test-set", default=None, help="a test set of the run's config (default: the last)")
     plot.add_argument("--data", help="a machine-tasks TSV file instead of a test set")
-    plot.add_argument("--index", type=int, nargs="+", default=[0], help="example indices to plot")
+    plot.add_argument(
+        "--index", type=int, nargs="+", default=[0], help="example (language models: document) indices"
+    )
+    plot.add_argument("--steps", type=int, help="language-model runs: words per heatmap (default 40)")
     plot.add_argument("--device", default="auto")
     plot.set_defaults(handler=cmd_plot)
 

@@ -3,12 +3,15 @@
 import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
 
 from attnlab.cli import main
+from attnlab.config import load_yaml
 from attnlab.experiments import language_model as lm
+from attnlab.experiments.language_model_plots import document_attention
 from attnlab.experiments.registry import experiment_module, resolve_config
 from attnlab.tasks.cbt import ClozeQuestion, write_cbt
 from attnlab.tasks.corpus import copy_pattern_documents, write_wikitext_folder
@@ -144,6 +147,59 @@ def test_generate_samples_reproducibly_and_names_unknown_prompt_words(trained_ru
     assert first.out.count("--- sample") == 2 and first.out.count("w1 zebra ") == 2
     assert main(command) == 0 and capsys.readouterr().out == first.out
     assert main([*command, "--seed", "1"]) == 0 and capsys.readouterr().out != first.out
+
+
+def test_plot_draws_figure_3_and_the_training_curves(trained_run, capsys):
+    run, _ = trained_run
+    assert main(["plot", str(run), "--index", "0", "3", "--steps", "14", "--device", "cpu"]) == 0
+    printed = capsys.readouterr().out.split()
+    names = [
+        "attention_test_0.png",
+        "attention_test_3.png",
+        "attention_by_position.png",
+        "training_curves.png",
+    ]
+    assert [Path(path).name for path in printed] == names
+    assert all((run / "plots" / name).stat().st_size > 0 for name in names)
+
+
+def test_document_attention_reads_the_document_as_training_does(trained_run):
+    run, _ = trained_run
+    config = lm.parse_config(load_yaml(run / "config.yaml"))
+    model, vocabulary = lm.model_from_checkpoint(run / "checkpoints" / "best.pt", torch.device("cpu"))
+    document = lm.load_split(config.data, "test", vocabulary).documents()[0][:18]
+    weights, words = document_attention(model, vocabulary, document)
+    assert words == ["<eos>", *vocabulary.decode(document[:-1].tolist())]
+    assert weights.shape == (18, SPAN + 1)
+    # From the step that reads ";", each copied word is predicted by attending to the step that
+    # read it, SPAN steps back: window position 1 of SPAN + 1, oldest first.
+    copies = weights[words.index(";") :][:SPAN]
+    assert copies.argmax(1).tolist() == [1] * SPAN, (words, copies)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--index", "99"], "--index [99] out of range: test has 16 documents"),
+        (["--test-set", "train"], "--test-set 'train': choose one of ['valid', 'test']"),
+        (["--steps", "1"], "--steps must be >= 2"),
+    ],
+)
+def test_plot_refuses_bad_options(trained_run, arguments, message, capsys):
+    assert main(["plot", str(trained_run[0]), *arguments]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_plot_names_the_runs_it_draws(tmp_path, capsys):
+    (tmp_path / "config.yaml").write_text("experiment: memory\n")
+    assert main(["plot", str(tmp_path)]) == 2
+    assert (
+        "attnlab plot draws ['language_model', 'lookup'] runs; this is a 'memory' run"
+        in capsys.readouterr().err
+    )
+    (tmp_path / "config.yaml").write_text("experiment: lookup\n")
+    assert main(["plot", str(tmp_path), "--steps", "5"]) == 2
+    assert "--steps applies to language-model runs only" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

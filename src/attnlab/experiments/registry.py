@@ -18,6 +18,12 @@ EXPERIMENTS = {
 }
 """Experiment name → module exposing ``parse_config``, ``train`` and ``evaluate``."""
 
+PLOTS = {
+    "lookup": "attnlab.experiments.lookup_plots",
+    "language_model": "attnlab.experiments.language_model_plots",
+}
+"""Experiment name → module exposing ``plot_run`` (``attnlab plot``)."""
+
 
 def builtin_configs() -> dict[str, Path]:
     """Name → path of the YAML configs shipped in ``attnlab/experiments/configs``."""
@@ -49,6 +55,17 @@ def experiment_module(data: dict[str, Any]) -> ModuleType:
             f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}"
         )
     return importlib.import_module(EXPERIMENTS[name])
+
+
+def plots_module(data: dict[str, Any]) -> ModuleType:
+    """The ``attnlab plot`` module of a run's experiment."""
+    name = data.get("experiment", "lookup")
+    if name not in PLOTS:
+        raise ConfigError(
+            f"attnlab plot draws {sorted(PLOTS)} runs; this is a {name!r} run "
+            "(its recipe writes its figures: attnlab reproduce --help)"
+        )
+    return importlib.import_module(PLOTS[name])
 
 
 def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:

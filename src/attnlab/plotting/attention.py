@@ -256,6 +256,7 @@ def _draw_heatmap(
     title: str | None,
     fontsize: float,
     rotate_sources: bool,
+    axis_labels: tuple[str, str] = ("source tokens", "output tokens"),
 ) -> AxesImage:
     steps, sources = weights.shape
     image = ax.imshow(
@@ -274,7 +275,7 @@ def _draw_heatmap(
         rotation=90 if rotate_sources else 0,
     )
     ax.set_yticklabels([str(token) for token in output_tokens], fontsize=fontsize)
-    ax.set_ylabel("output tokens", fontsize=fontsize + 1)
+    ax.set_ylabel(axis_labels[1], fontsize=fontsize + 1)
     # Thin grid between cells keeps rows/columns distinguishable when weights are spread out.
     ax.set_xticks(np.arange(sources + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(steps + 1) - 0.5, minor=True)
@@ -300,7 +301,7 @@ def _draw_heatmap(
         has_gold = True
     # The key goes into the axis label: a legend inside the axes would hide cells.
     ax.set_xlabel(
-        "source tokens (red boxes: gold attention)" if has_gold else "source tokens",
+        f"{axis_labels[0]} (red boxes: gold attention)" if has_gold else axis_labels[0],
         fontsize=fontsize + 1,
     )
     if title:
@@ -319,6 +320,7 @@ def plot_attention_heatmap(
     cmap: str = _DEFAULT_CMAP,
     vmax: float | None = None,
     dpi: float = 150,
+    axis_labels: tuple[str, str] = ("source tokens", "output tokens"),
 ) -> Path:
     """Plot one attention matrix as a heatmap (a panel of Dubois et al. 2020, Figure 9).
 
@@ -337,6 +339,8 @@ def plot_attention_heatmap(
         vmax: top of the colour scale; by default 1 (weights are probabilities), or the largest
             weight if some weight exceeds 1. The bottom is 0 unless a weight is negative.
         dpi: resolution of raster output.
+        axis_labels: the x and y axis labels (a language model's memory: window positions and
+            the words read).
 
     Returns:
         The path written.
@@ -366,6 +370,7 @@ def plot_attention_heatmap(
         title=title,
         fontsize=geo.fontsize,
         rotate_sources=geo.rotate_sources,
+        axis_labels=axis_labels,
     )
     colorbar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
     colorbar.ax.tick_params(labelsize=geo.fontsize)

@@ -90,6 +90,7 @@ def plot_metric_by_test_set(
     title: str | None = None,
     percent: bool = True,
     dpi: float = 150,
+    x_label: str = "test set",
 ) -> Path:
     """Plot a metric per test set, one line per model (Dubois et al. 2020, Figures 6, 7 and 8).
 
@@ -108,6 +109,7 @@ def plot_metric_by_test_set(
         percent: the metric is a percentage: the y axis spans [0, 100] and the bands are
             clipped to it.
         dpi: resolution of raster output.
+        x_label: the x axis label (e.g. ``"window position"`` for Daniluk et al. Figure 3b).
 
     Returns:
         The path written.
@@ -164,7 +166,7 @@ def plot_metric_by_test_set(
     ax.set_xticks(positions)
     ax.set_xticklabels(test_sets, rotation=30 if rotate else 0, ha="right" if rotate else "center")
     ax.set_xlim(-0.3, len(test_sets) - 0.7)
-    ax.set_xlabel("test set")
+    ax.set_xlabel(x_label)
     ax.set_ylabel(metric_label)
     if percent:
         ax.set_ylim(-3.0, 103.0)

@@ -28,15 +28,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments import language_model as lm
+from attnlab.experiments.language_model_plots import plot_document_attention
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.runs import RunDirectory
 from attnlab.io import atomic_write_text
-from attnlab.plotting import plot_attention_heatmap, plot_metric_by_test_set
+from attnlab.plotting import plot_metric_by_test_set
 
 CORPORA = {"wikitext-2": "lm_wikitext2", "ptb": "lm_ptb"}
 WINDOWS = (1, 5, 10, 15)
@@ -249,6 +249,7 @@ def _figure_3b(runs: dict[str, Any], path: Path) -> None:
             test_sets=labels,
             percent=False,
             title="Figure 3b: average attention per window position (test set)",
+            x_label="window position",
         )
 
 
@@ -261,22 +262,9 @@ def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
     run = RunDirectory(corpus_dir / names[-1])
     config = run.load_config(lm.parse_config)
     model, vocabulary = lm.model_from_checkpoint(run.checkpoint("best"), torch.device("cpu"), config.model)
-    corpus = lm.load_split(config.data, "test", vocabulary)
-    document = corpus.documents()[0][:steps]
-    inputs = torch.cat([torch.tensor([vocabulary.eos_id]), document[:-1]]).unsqueeze(0)
-    resets = torch.zeros_like(inputs, dtype=torch.bool)
-    resets[0, 0] = True
-    with torch.no_grad():
-        weights = model(inputs, resets).attention[0].numpy()  # [T, L]
-    window = weights.shape[1]
-    words = vocabulary.decode(inputs[0])
-    plot_attention_heatmap(
-        np.asarray(weights),
-        [f"t-{window - j}" for j in range(window)],
-        words,
-        corpus_dir / "figure3a_heatmap.png",
-        title=f"Figure 3a: Key-Value-Predict (L={window}) on a test document",
-    )
+    document = lm.load_split(config.data, "test", vocabulary).documents()[0][:steps]
+    title = f"Figure 3a: Key-Value-Predict (L={model.window}) on a test document"
+    plot_document_attention(model, vocabulary, document, corpus_dir / "figure3a_heatmap.png", title)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
