@@ -173,11 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(handler=cmd_evaluate)
 
     plot = commands.add_parser(
-        "plot", help="attention heatmaps, Fig. 9 variables (lookup), Fig. 3 (language models), curves"
+        "plot", help="a run's attention (heatmaps, Dubois Fig. 9, Daniluk Fig. 3, α_t over time) and curves"
     )
     plot.add_argument("run_dir")
-    plot.add_argument("--test-set", default=None, help="a test set of the run's config (default: the last)")
-    plot.add_argument("--data", help="a machine-tasks TSV file instead of a test set")
+    plot.add_argument("--test-set", default=None, help="one of the run's test sets (default: its main one)")
+    plot.add_argument(
+        "--data", help="a file in the run's data format instead: machine-tasks TSV, SCAN IN/OUT, corpus text"
+    )
     plot.add_argument(
         "--index", type=int, nargs="+", default=[0], help="example (language models: document) indices"
     )

@@ -12,7 +12,7 @@ from attnlab.cli import main
 from attnlab.config import load_yaml
 from attnlab.experiments import language_model as lm
 from attnlab.experiments.language_model_plots import document_attention
-from attnlab.experiments.registry import experiment_module, resolve_config
+from attnlab.experiments.registry import EXPERIMENTS, PLOTS, experiment_module, resolve_config
 from attnlab.tasks.cbt import ClozeQuestion, write_cbt
 from attnlab.tasks.corpus import copy_pattern_documents, write_wikitext_folder
 from attnlab.training.checkpoint import load_checkpoint
@@ -190,16 +190,14 @@ def test_plot_refuses_bad_options(trained_run, arguments, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_plot_names_the_runs_it_draws(tmp_path, capsys):
-    (tmp_path / "config.yaml").write_text("experiment: memory\n")
-    assert main(["plot", str(tmp_path)]) == 2
-    assert (
-        "attnlab plot draws ['language_model', 'lookup'] runs; this is a 'memory' run"
-        in capsys.readouterr().err
-    )
+def test_plot_options_of_other_runs_are_refused(tmp_path, capsys):
+    assert set(PLOTS) == set(EXPERIMENTS)  # every experiment has its plots
     (tmp_path / "config.yaml").write_text("experiment: lookup\n")
     assert main(["plot", str(tmp_path), "--steps", "5"]) == 2
     assert "--steps applies to language-model runs only" in capsys.readouterr().err
+    (tmp_path / "config.yaml").write_text("experiment: bogus\n")
+    assert main(["plot", str(tmp_path)]) == 2
+    assert "unknown experiment 'bogus'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

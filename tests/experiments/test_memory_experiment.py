@@ -1,6 +1,7 @@
 """The Raffel & Ellis (2015) memory-problem experiment end to end (small T0, seconds each)."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -123,6 +124,26 @@ def test_cli_train_prints_accuracy_and_evaluate_matches(tmp_path, capsys):
     summary = json.loads((run / "eval" / "summary.json").read_text())
     assert memory.evaluate(run, device_name="cpu") == summary
     assert memory.evaluate(run, checkpoint="last", device_name="cpu") == summary  # one epoch: same
+
+
+def test_cli_plot_draws_attention_over_time_and_curves(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert (
+        main(["train", "memory_addition", *_overrides(**{"training.epochs": 2}), "--run-dir", str(run)]) == 0
+    )
+    capsys.readouterr()
+    assert main(["plot", str(run), "--index", "0", "199", "--device", "cpu"]) == 0
+    printed = [Path(line) for line in capsys.readouterr().out.split()]
+    assert [path.name for path in printed] == [
+        "attention_test_0.png",
+        "attention_test_199.png",
+        "training_curves.png",
+    ]
+    assert all(path.stat().st_size > 0 for path in printed)
+    assert main(["plot", str(run), "--index", "200"]) == 2
+    assert "--index 200 out of range: the test set has 200 sequences" in capsys.readouterr().err
+    assert main(["plot", str(run), "--test-set", "long1"]) == 2
+    assert "do not apply to memory runs" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from attnlab.cli import main
 from attnlab.config import ConfigError
 from attnlab.experiments import scan as experiment
 from attnlab.experiments.registry import experiment_module, resolve_config
+from attnlab.experiments.scan_plots import plot_attention
 from attnlab.tasks.batching import encode_examples
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import generate_scan, write_scan_file
@@ -71,7 +73,7 @@ def test_small_syntactic_attention_learns_a_slice_of_scan(scan_slice, tmp_path):
     assert history[-1]["validation_seq_acc"] >= 90.0
 
 
-def test_run_directory_evaluation_and_resume(scan_slice, tmp_path):
+def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     run_dir = tmp_path / "run"
     first = experiment.train(config(scan_slice, **TINY_MODEL, **{"training.epochs": 1}), run_dir)
     assert set(first["test"]) == {"seq_acc", "seq_acc_given_length", "loss", "examples"}
@@ -88,8 +90,15 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path):
     assert again["test"]["seq_acc"] == resumed["test"]["seq_acc"]
     other = experiment.evaluate(run_dir, data_files=[str(scan_slice["small"])], device_name="cpu")
     assert other["small"]["examples"] == 100.0
-    plots = experiment.plot_attention(run_dir, ["jump twice after walk left"], device_name="cpu")
+    plots = plot_attention(run_dir, ["jump twice after walk left"], device_name="cpu")
     assert plots[0].is_file() and plots[0].suffix == ".png"
+    assert main(["plot", str(run_dir), "--index", "0", "5", "--device", "cpu"]) == 0
+    printed = [Path(line).name for line in capsys.readouterr().out.split()]
+    assert printed == ["attention_test_0.png", "attention_test_5.png", "training_curves.png"]
+    assert main(["plot", str(run_dir), "--index", "200"]) == 2
+    assert "--index 200 out of range: test has 200 examples" in capsys.readouterr().err
+    assert main(["plot", str(run_dir), "--data", str(scan_slice["small"]), "--index", "3"]) == 0
+    assert Path(capsys.readouterr().out.split()[0]).name == "attention_small_3.png"
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from matplotlib.image import imread
 from attnlab.plotting import (
     format_mean_std,
     plot_attention_heatmap,
+    plot_attention_over_time,
     plot_interpretable_variables,
     plot_metric_by_test_set,
     plot_training_curves,
@@ -216,6 +217,22 @@ def test_interpretable_variables_shape_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="output_tokens"):
         plot_interpretable_variables(final, _variables(), SOURCE, OUTPUT[:-1], target, dpi=DPI)
     assert not target.exists()
+
+
+def test_attention_over_time_draws_the_weights_and_the_marks(tmp_path: Path) -> None:
+    weights = np.full(50, 0.01)
+    weights[[3, 30]] = 0.26
+    plain = plot_attention_over_time(weights, tmp_path / "plain.png", dpi=DPI)
+    marked = plot_attention_over_time(weights, tmp_path / "marked.png", marks=[3, 30], dpi=DPI)
+    flat = plot_attention_over_time(np.full(50, 0.02), tmp_path / "flat.png", dpi=DPI)
+    assert plain.read_bytes().startswith(PNG_MAGIC)
+    assert not np.array_equal(imread(plain), imread(marked))
+    assert not np.array_equal(imread(plain), imread(flat))
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        plot_attention_over_time(np.ones((2, 3)), tmp_path / "bad.png")
+    with pytest.raises(ValueError, match=r"marks \[50\] are outside the 50 steps"):
+        plot_attention_over_time(weights, tmp_path / "bad.png", marks=[3, 50])
+    assert not (tmp_path / "bad.png").exists()
 
 
 def test_curve_errors(tmp_path: Path) -> None:

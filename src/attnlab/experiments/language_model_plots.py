@@ -18,9 +18,8 @@ import torch
 from attnlab.config import ConfigError
 from attnlab.experiments import language_model as lm
 from attnlab.experiments.runs import RunDirectory
-from attnlab.io import read_jsonl
 from attnlab.models.language_model import LanguageModel
-from attnlab.plotting import plot_attention_heatmap, plot_metric_by_test_set, plot_training_curves
+from attnlab.plotting import plot_attention_heatmap, plot_metric_by_test_set, plot_run_history
 from attnlab.tasks.corpus import encode_corpus_file
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.trainer import resolve_device
@@ -84,10 +83,8 @@ def plot_run(
         written.append(
             _plot_attention_by_position(json.loads(attention_file.read_text()), run.plots_dir, model)
         )
-    history = read_jsonl(run.metrics_file) if run.metrics_file.is_file() else []
-    if history:
-        keys = [key for key in ("train_loss", "validation_loss") if key in history[0]]
-        written.append(plot_training_curves(history, run.plots_dir / "training_curves.png", keys=keys))
+    curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
+    written += [curves] if curves else []
     return written
 
 

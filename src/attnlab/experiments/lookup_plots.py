@@ -11,9 +11,8 @@ from attnlab.config import ConfigError
 from attnlab.evaluation.seq2seq import decoding_budget
 from attnlab.experiments import lookup
 from attnlab.experiments.runs import RunDirectory
-from attnlab.io import read_jsonl
 from attnlab.models.seq2seq import Seq2SeqOutput
-from attnlab.plotting import plot_attention_heatmap, plot_interpretable_variables, plot_training_curves
+from attnlab.plotting import plot_attention_heatmap, plot_interpretable_variables, plot_run_history
 from attnlab.tasks.batching import collate_examples
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.tsv import read_tsv
@@ -49,10 +48,8 @@ def plot_run(
     written = []
     for row, (index, example) in enumerate(zip(indices or [0], chosen)):
         written += _plot_example(run, name, index, example, decoded, row, target_vocab)
-    history = read_jsonl(run.metrics_file)
-    if history:
-        keys = [key for key in ("train_loss", "validation_loss") if key in history[0]]
-        written.append(plot_training_curves(history, run.plots_dir / "training_curves.png", keys=keys))
+    curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
+    written += [curves] if curves else []
     return written
 
 

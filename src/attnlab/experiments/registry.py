@@ -21,6 +21,8 @@ EXPERIMENTS = {
 PLOTS = {
     "lookup": "attnlab.experiments.lookup_plots",
     "language_model": "attnlab.experiments.language_model_plots",
+    "memory": "attnlab.experiments.memory_plots",
+    "scan": "attnlab.experiments.scan_plots",
 }
 """Experiment name → module exposing ``plot_run`` (``attnlab plot``)."""
 
@@ -58,14 +60,9 @@ def experiment_module(data: dict[str, Any]) -> ModuleType:
 
 
 def plots_module(data: dict[str, Any]) -> ModuleType:
-    """The ``attnlab plot`` module of a run's experiment."""
-    name = data.get("experiment", "lookup")
-    if name not in PLOTS:
-        raise ConfigError(
-            f"attnlab plot draws {sorted(PLOTS)} runs; this is a {name!r} run "
-            "(its recipe writes its figures: attnlab reproduce --help)"
-        )
-    return importlib.import_module(PLOTS[name])
+    """The ``attnlab plot`` module of a run's experiment (see :data:`PLOTS`)."""
+    experiment_module(data)  # an unknown experiment is an error that lists the known ones
+    return importlib.import_module(PLOTS[data.get("experiment", "lookup")])
 
 
 def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:

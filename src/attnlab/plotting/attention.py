@@ -39,6 +39,7 @@ __all__ = [
     "SUPPORTED_FORMATS",
     "VARIABLE_LABELS",
     "plot_attention_heatmap",
+    "plot_attention_over_time",
     "plot_interpretable_variables",
 ]
 
@@ -572,4 +573,47 @@ def plot_interpretable_variables(
         colorbar.ax.tick_params(labelsize=fontsize)
     if title:
         fig.suptitle(title, fontsize=fontsize + 3)
+    return _save_figure(fig, path, dpi=dpi)
+
+
+def plot_attention_over_time(
+    weights: Sequence[float] | np.ndarray,
+    path: PathLike,
+    *,
+    marks: Sequence[int] = (),
+    title: str | None = None,
+    dpi: float = 150,
+) -> Path:
+    """Plot attention pooling weights ``α_t`` over the steps of one sequence (Raffel & Ellis 2015,
+    eq. 1), with dashed lines at ``marks`` (e.g. the two marked steps of the addition problem).
+
+    Raises:
+        ValueError: ``weights`` is not a non-empty 1-D array, or a mark is outside it.
+    """
+    _output_format(path)
+    values = np.asarray(weights, dtype=float)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"weights must be a non-empty 1-D array, got shape {values.shape}")
+    bad = [mark for mark in marks if not 0 <= mark < values.size]
+    if bad:
+        raise ValueError(f"marks {bad} are outside the {values.size} steps")
+    fig = _new_figure((7.0, 3.2))
+    ax = fig.add_subplot()
+    ax.plot(np.arange(values.size), values, color="#1f77b4", linewidth=1.2)
+    for index, mark in enumerate(marks):
+        ax.axvline(
+            mark,
+            color=_GOLD_COLOR,
+            linestyle="--",
+            linewidth=1.0,
+            label="marked step" if index == 0 else None,
+        )
+    if marks:
+        ax.legend(loc="upper right", fontsize=8)
+    ax.set_xlim(0, values.size - 1 if values.size > 1 else 1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time step t")
+    ax.set_ylabel("attention weight α_t")
+    if title:
+        ax.set_title(title, fontsize=10)
     return _save_figure(fig, path, dpi=dpi)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.io import read_jsonl
 from attnlab.plotting.attention import (
     PathLike,
     _fmt_number,
@@ -176,6 +177,16 @@ def plot_metric_by_test_set(
     if title:
         ax.set_title(title)
     return _save_figure(fig, path, dpi=dpi)
+
+
+def plot_run_history(metrics_file: PathLike, path: PathLike) -> Path | None:
+    """:func:`plot_training_curves` of a run's ``metrics.jsonl`` (training and validation loss
+    per epoch); ``None`` when the run has no epochs yet."""
+    history = read_jsonl(metrics_file) if Path(metrics_file).is_file() else []
+    if not history:
+        return None
+    keys = [key for key in ("train_loss", "validation_loss") if key in history[0]]
+    return plot_training_curves(history, path, keys=keys)
 
 
 def plot_training_curves(

@@ -296,7 +296,7 @@ def _mt_table(out_dir: Path) -> str:
 
 
 def _attention_plots(out_dir: Path) -> list[Path]:
-    from attnlab.experiments.scan import plot_attention
+    from attnlab.experiments.scan_plots import plot_attention
 
     folder = out_dir / "table1" / "addprim_jump" / "syntactic_attention"
     runs = [path.parents[1] for path in sorted(folder.glob("seed*/eval/summary.json"))]

@@ -1,0 +1,74 @@
+"""``attnlab plot`` for memory-problem runs (Raffel & Ellis 2015): attention over time, curves.
+
+``attention_test_<i>.png`` shows the pooling weights ``α_t`` (eq. 1) over test sequence ``i``,
+with the two marked steps (addition, multiplication) or relevant symbols (temporal order) as
+dashed lines; its title gives the weight on them, the target and the prediction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from attnlab.config import ConfigError
+from attnlab.experiments import memory
+from attnlab.experiments.runs import RunDirectory
+from attnlab.models.pooling_network import FeedForwardAttentionNetwork
+from attnlab.plotting import plot_attention_over_time, plot_run_history
+from attnlab.tasks.memory_problems import MemoryBatch
+from attnlab.training.trainer import resolve_device
+
+
+@torch.no_grad()
+def plot_run(
+    run_dir: str | Path,
+    *,
+    test_set: str | None = None,
+    data_file: str | None = None,
+    indices: list[int] | None = None,
+    device_name: str = "auto",
+) -> list[Path]:
+    """Attention over time for test sequences ``indices``, and the training curves."""
+    if test_set is not None or data_file is not None:
+        raise ConfigError("--test-set and --data do not apply to memory runs (one generated test set)")
+    run = RunDirectory(Path(run_dir))
+    config = run.load_config(memory.parse_config)
+    device = resolve_device(device_name)
+    model = memory.model_from_checkpoint(run.checkpoint("last"), device, config.model)  # as evaluated
+    batches = memory.test_set(config.data, device)
+    size = sum(len(batch.targets) for batch in batches)
+    written = []
+    for index in indices or [0]:
+        if not 0 <= index < size:
+            raise ConfigError(f"--index {index} out of range: the test set has {size} sequences")
+        batch = batches[index // config.data.eval_batch_size]
+        path = run.plots_dir / f"attention_test_{index}.png"
+        written.append(_plot_sequence(model, batch, index % config.data.eval_batch_size, index, path))
+    curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
+    written += [curves] if curves else []
+    return written
+
+
+def _plot_sequence(
+    model: FeedForwardAttentionNetwork, batch: MemoryBatch, row: int, index: int, path: Path
+) -> Path:
+    length = int(batch.lengths[row])
+    output = model(batch.inputs[row : row + 1, :length])
+    weights = output.weights[0].cpu()
+    marks = batch.marker_positions[row].tolist()
+    on_marks = float(weights[marks].sum())
+    target, prediction = _value(batch.targets[row]), _prediction(output.prediction[0])
+    title = (
+        f"test sequence {index} (T={length}): target {target}, prediction {prediction}\n"
+        f"{on_marks:.2f} of the attention on the marked steps"
+    )
+    return plot_attention_over_time(weights.numpy(), path, marks=marks, title=title)
+
+
+def _value(target: torch.Tensor) -> str:
+    return str(int(target)) if not target.is_floating_point() else f"{float(target):.3f}"
+
+
+def _prediction(output: torch.Tensor) -> str:
+    return str(int(output.argmax())) if output.dim() == 1 else f"{float(output):.3f}"

@@ -1,0 +1,109 @@
+"""``attnlab plot`` for SCAN and English–French runs: attention heatmaps and training curves.
+
+Each heatmap is the alignment attention of the greedy decoding of one command (Russin et al.
+2019, Figure 3): rows are the output actions, columns the command's words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from attnlab.config import ConfigError
+from attnlab.experiments import scan as experiment
+from attnlab.experiments.runs import RunDirectory
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq
+from attnlab.plotting import plot_attention_heatmap, plot_run_history
+from attnlab.tasks import scan
+from attnlab.tasks.batching import collate
+from attnlab.tasks.examples import Seq2SeqExample
+from attnlab.tasks.vocab import Vocabulary
+from attnlab.training.trainer import resolve_device
+
+
+def plot_attention(
+    run_dir: str | Path,
+    commands: Sequence[str],
+    *,
+    device_name: str = "auto",
+    out_dir: str | Path | None = None,
+) -> list[Path]:
+    """Heatmaps of the greedy decoding's attention for each command (words separated by spaces).
+
+    Files go to ``RUN_DIR/plots/attention_<i>.png`` (or ``out_dir``); returns their paths. Words
+    outside the vocabulary are an error (or ``<unk>`` with ``data.unknown_words: unk``).
+    """
+    run, config, model, vocabularies = _load(run_dir, device_name)
+    folder = Path(out_dir) if out_dir is not None else run.plots_dir
+    return [
+        _plot_command(model, vocabularies, config, tuple(command.split()), folder / f"attention_{index}.png")
+        for index, command in enumerate(commands)
+    ]
+
+
+def plot_run(
+    run_dir: str | Path,
+    *,
+    test_set: str | None = None,
+    data_file: str | None = None,
+    indices: list[int] | None = None,
+    device_name: str = "auto",
+) -> list[Path]:
+    """Heatmaps for examples ``indices`` of a test set (default: the run's first) or of an
+    ``IN: … OUT: …`` file, and the training curves; returns the files written."""
+    run, config, model, vocabularies = _load(run_dir, device_name)
+    name, examples = _examples(config, test_set, data_file)
+    written = []
+    for index in indices or [0]:
+        if not 0 <= index < len(examples):
+            raise ConfigError(f"--index {index} out of range: {name} has {len(examples)} examples")
+        path = run.plots_dir / f"attention_{name}_{index}.png"
+        written.append(_plot_command(model, vocabularies, config, examples[index].source, path))
+    curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
+    written += [curves] if curves else []
+    return written
+
+
+def _load(
+    run_dir: str | Path, device_name: str
+) -> tuple[RunDirectory, experiment.ScanExperimentConfig, StepwiseSeq2Seq, tuple[Vocabulary, Vocabulary]]:
+    run = RunDirectory(Path(run_dir))
+    config = run.load_config(experiment.parse_config)
+    model, source_vocab, target_vocab = experiment.model_from_checkpoint(
+        run.checkpoint(config.evaluation.checkpoint), resolve_device(device_name), config.model
+    )
+    return run, config, model, (source_vocab, target_vocab)
+
+
+def _examples(
+    config: experiment.ScanExperimentConfig, test_set: str | None, data_file: str | None
+) -> tuple[str, list[Seq2SeqExample]]:
+    if data_file is not None:
+        return Path(data_file).stem, scan.read_scan_file(data_file)
+    names = experiment.test_set_names(config.data)
+    name = test_set or names[0]
+    if name not in names:
+        raise ConfigError(f"--test-set {name!r} is not a test set of this run; choose one of {names}")
+    return name, experiment.load_splits(config.data)[name].examples
+
+
+def _plot_command(
+    model: StepwiseSeq2Seq,
+    vocabularies: tuple[Vocabulary, Vocabulary],
+    config: experiment.ScanExperimentConfig,
+    words: tuple[str, ...],
+    path: Path,
+) -> Path:
+    source_vocab, target_vocab = vocabularies
+    command = " ".join(words)
+    example = experiment.Split([Seq2SeqExample(words, target_vocab.tokens[-1:])], f"command {command!r}")
+    encoded = experiment.encode_split(example, source_vocab, target_vocab, "plot")
+    device = next(model.parameters()).device
+    batch = collate(encoded.dataset, [0]).to(device)
+    decoded = model.greedy_decode(batch.source, batch.source_padding_mask, config.evaluation.max_length)
+    assert decoded.tokens is not None
+    tokens = decoded.tokens[0].tolist()
+    steps = tokens.index(model.eos_id) + 1 if model.eos_id in tokens else len(tokens)
+    outputs = target_vocab.decode(tokens[:steps])
+    weights = decoded.attention[0, : len(outputs)].cpu().numpy()
+    return plot_attention_heatmap(weights, list(words), outputs, path, title=command)
