@@ -107,6 +107,27 @@ def test_key_value_predict_learns_the_long_range_copy_pattern(copy_corpus, train
     assert model["hidden_dim"] % 3 == 0 and model["parts"] == 3
 
 
+def test_evaluate_on_other_corpus_files_leaves_the_runs_results_alone(
+    trained_run, copy_corpus, tmp_path, capsys
+):
+    run, results = trained_run
+    summary = (run / "eval" / "summary.json").read_text()
+    other = tmp_path / "other.txt"
+    other.write_text((copy_corpus / "test.txt").read_text())
+    assert main(["evaluate", str(run), "--data", str(other), "--device", "cpu"]) == 0
+    assert "other" in capsys.readouterr().out
+    record = json.loads((run / "eval" / "files" / "other.json").read_text())
+    assert record["perplexity"] == pytest.approx(results["test"]["perplexity"], rel=1e-5)
+    assert len(record["attention_by_position"]) == SPAN + 1
+    assert (run / "eval" / "summary.json").read_text() == summary
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert main(["evaluate", str(run), "--data", str(empty)]) == 2
+    assert str(empty) in capsys.readouterr().err
+    assert main(["evaluate", str(run), "--data", str(tmp_path / "missing.txt")]) == 2
+    assert "missing.txt" in capsys.readouterr().err
+
+
 def test_generate_continues_the_copy_pattern_and_writes_the_attention(trained_run, tmp_path, capsys):
     run, _ = trained_run
     prompt, first = "= Document 0 =\n", "w3 w17 w0 w9 w12"  # documents start with their heading

@@ -90,6 +90,8 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert again["test"]["seq_acc"] == resumed["test"]["seq_acc"]
     other = experiment.evaluate(run_dir, data_files=[str(scan_slice["small"])], device_name="cpu")
     assert other["small"]["examples"] == 100.0
+    assert json.loads((run_dir / "eval" / "files" / "small.json").read_text())["examples"] == 100.0
+    assert json.loads((run_dir / "eval" / "summary.json").read_text())["test"] == again["test"]
     plots = plot_attention(run_dir, ["jump twice after walk left"], device_name="cpu")
     assert plots[0].is_file() and plots[0].suffix == ".png"
     assert main(["plot", str(run_dir), "--index", "0", "5", "--device", "cpu"]) == 0

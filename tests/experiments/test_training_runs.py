@@ -96,8 +96,10 @@ def test_cli_train_evaluate_and_plot(lookup_files, tiny_config, tiny_overrides, 
     assert main(["train", "lookup", *tiny_overrides(**{"model.attender": "mix"}), "--run-dir", str(run)]) == 0
     printed = capsys.readouterr().out
     assert "interpolation" in printed and "seq_acc" in printed
+    summary = (run / "eval" / "summary.json").read_text()
     assert main(["evaluate", str(run), "--data", str(lookup_files["long1"])]) == 0
-    assert json.loads((run / "eval" / "long1.json").read_text())["examples"] == 60
+    assert json.loads((run / "eval" / "files" / "long1.json").read_text())["examples"] == 60
+    assert (run / "eval" / "summary.json").read_text() == summary  # the run's own results stay
     assert main(["plot", str(run), "--test-set", "long1", "--index", "0", "2"]) == 0
     pngs = sorted(path.name for path in (run / "plots").glob("*.png"))
     assert pngs == [

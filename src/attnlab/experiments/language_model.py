@@ -359,32 +359,44 @@ def train(
 
 
 def evaluate(
-    run_dir: str | Path, *, checkpoint: str | None = None, device_name: str = "auto"
+    run_dir: str | Path,
+    *,
+    data_files: list[str] | None = None,
+    checkpoint: str | None = None,
+    device_name: str = "auto",
 ) -> dict[str, dict[str, float]]:
-    """Evaluate a trained run's checkpoint (default from its config) on valid, test (and CBT)."""
+    """Evaluate a trained run's checkpoint (default from its config) on valid, test (and CBT), or
+    on the given corpus files (read like the run's corpus, with its vocabulary)."""
     run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint)
-    return _evaluate_checkpoint(run, config, resolve_device(device_name))
+    return _evaluate_checkpoint(run, config, resolve_device(device_name), data_files)
 
 
 def _evaluate_checkpoint(
-    run: RunDirectory, config: LMExperimentConfig, device: torch.device
+    run: RunDirectory, config: LMExperimentConfig, device: torch.device, data_files: list[str] | None = None
 ) -> dict[str, dict[str, float]]:
+    """Perplexity (and attention statistics) per split, CBT accuracy, written to ``eval/``; on
+    ``data_files``, perplexity per file, written to ``eval/files/`` only."""
     path = run.checkpoint(config.evaluation.checkpoint)
     model, vocabulary = model_from_checkpoint(path, device, config.model)
     if config.data.vocabulary_file is not None:
         check_vocabulary_file(config.data.vocabulary_file, vocabulary, path)
+    if data_files:
+        corpora = {Path(file).stem: load_corpus_file(config.data, file, vocabulary) for file in data_files}
+    else:
+        corpora = {split: load_split(config.data, split, vocabulary) for split in EVALUATION_SPLITS}
     results: dict[str, dict[str, float]] = {}
     attention: dict[str, Any] = {}
-    for split in EVALUATION_SPLITS:
-        corpus = load_split(config.data, split, vocabulary)
+    for name, corpus in corpora.items():
         streams = streams_for(corpus, vocabulary, config.evaluation.batch_size, config.evaluation.layout)
         metrics = evaluate_perplexity(
             model, segments(streams, config.training.bptt), device, attention_statistics=True
         )
-        results[split] = {key: metrics[key] for key in ("loss", "perplexity", "tokens")}  # type: ignore[misc]
+        results[name] = {key: metrics[key] for key in ("loss", "perplexity", "tokens")}  # type: ignore[misc]
         if "attention_by_position" in metrics:
-            attention[split] = {key: metrics[key] for key in ("attention_by_position", "attention_steps")}
-        run.write_evaluation(split, path, metrics)
+            attention[name] = {key: metrics[key] for key in ("attention_by_position", "attention_steps")}
+        run.write_evaluation(name, path, metrics, data_file=bool(data_files))
+    if data_files:
+        return results
     cbt = evaluate_cbt(model, vocabulary, load_cbt(config.data), device)
     for name, metrics in cbt.items():
         results[name] = metrics
@@ -396,6 +408,13 @@ def _evaluate_checkpoint(
     atomic_write_json(run.eval_dir / "model.json", info)
     run.write_summary(results)
     return results
+
+
+def load_corpus_file(data: LMDataConfig, path: str, vocabulary: Vocabulary) -> EncodedCorpus:
+    """Any file in the corpus format, read with the run's rules and vocabulary."""
+    return encode_corpus_file(
+        path, vocabulary, documents=data.documents, normalize_numbers=data.normalize_numbers
+    )
 
 
 # ----------------------------------------------------------------------------- generation

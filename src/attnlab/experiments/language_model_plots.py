@@ -20,7 +20,6 @@ from attnlab.experiments import language_model as lm
 from attnlab.experiments.runs import RunDirectory
 from attnlab.models.language_model import LanguageModel
 from attnlab.plotting import plot_attention_heatmap, plot_metric_by_test_set, plot_run_history
-from attnlab.tasks.corpus import encode_corpus_file
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.trainer import resolve_device
 
@@ -92,11 +91,7 @@ def _documents(
     config: lm.LMExperimentConfig, vocabulary: Vocabulary, test_set: str | None, data_file: str | None
 ) -> tuple[str, list[torch.Tensor]]:
     if data_file is not None:
-        data = config.data
-        corpus = encode_corpus_file(
-            data_file, vocabulary, documents=data.documents, normalize_numbers=data.normalize_numbers
-        )
-        return Path(data_file).stem, corpus.documents()
+        return Path(data_file).stem, lm.load_corpus_file(config.data, data_file, vocabulary).documents()
     name = test_set or "test"
     if name not in lm.EVALUATION_SPLITS:
         raise ConfigError(f"--test-set {name!r}: choose one of {list(lm.EVALUATION_SPLITS)}")

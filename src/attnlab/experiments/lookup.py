@@ -320,12 +320,18 @@ def evaluate(
         test_sets = {
             name: _encode(config.data, name, splits[name], source_vocab, target_vocab) for name in names
         }
-    return _evaluate_checkpoint(run, config, test_sets, device)
+    return _evaluate_checkpoint(run, config, test_sets, device, data_files=bool(data_files))
 
 
 def _evaluate_checkpoint(
-    run: RunDirectory, config: LookupExperimentConfig, test_sets: dict[str, Any], device: torch.device
+    run: RunDirectory,
+    config: LookupExperimentConfig,
+    test_sets: dict[str, Any],
+    device: torch.device,
+    *,
+    data_files: bool = False,
 ) -> dict[str, dict[str, float]]:
+    """Metrics per test set, written to ``eval/`` (``data_files``: ``eval/files/``, no summary)."""
     path = run.checkpoint(config.evaluation.checkpoint)
     model, _, _ = model_from_checkpoint(path, device, config.model)
     results = {}
@@ -336,6 +342,7 @@ def _evaluate_checkpoint(
             device,
             max_length=config.evaluation.max_length,
         )
-        run.write_evaluation(name, path, results[name])
-    run.write_summary(results)
+        run.write_evaluation(name, path, results[name], data_file=data_files)
+    if not data_files:
+        run.write_summary(results)
     return results

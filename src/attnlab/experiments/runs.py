@@ -8,7 +8,10 @@ Layout::
       checkpoints/best.pt    lowest validation loss      (atomic writes)
       checkpoints/last.pt    end of the last epoch, with optimizer and RNG state, for resume
       eval/<test set>.json   metrics of one evaluation
-      eval/summary.json      all test sets of the last ``train``/``evaluate`` call
+      eval/summary.json      all test sets of the last ``train``/``evaluate`` call on the run's own
+                             test sets (what multiseed, sweeps, recipes and reports read)
+      eval/files/<name>.json metrics on a file given to ``attnlab evaluate --data`` (it leaves
+                             the run's own results alone)
       plots/*.png            attention heatmaps, interpretable-variable views, curves
       tensorboard/           TensorBoard event files (only with ``training.tensorboard: true``)
 """
@@ -76,10 +79,14 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         save_yaml(to_dict(config), self.config_file)
 
-    def write_evaluation(self, test_set: str, checkpoint: Path, metrics: Mapping[str, Any]) -> None:
-        """``eval/<test_set>.json``: the metrics of ``checkpoint`` on one test set."""
+    def write_evaluation(
+        self, test_set: str, checkpoint: Path, metrics: Mapping[str, Any], *, data_file: bool = False
+    ) -> None:
+        """``eval/<test_set>.json``: the metrics of ``checkpoint`` on one test set; on a file from
+        outside the run's config (``data_file``), ``eval/files/<test_set>.json``."""
         record = {"test_set": test_set, "checkpoint": str(checkpoint), **metrics}
-        atomic_write_json(self.eval_dir / f"{test_set}.json", record)
+        folder = self.eval_dir / "files" if data_file else self.eval_dir
+        atomic_write_json(folder / f"{test_set}.json", record)
 
     def write_summary(self, results: Mapping[str, Mapping[str, Any]]) -> None:
         """``eval/summary.json``: the metrics of every test set of one ``train``/``evaluate`` call."""

@@ -600,17 +600,24 @@ def evaluate(
         loaded = load_splits(config.data)
         splits = {name: loaded[name] for name in test_set_names(config.data)}
     tests = {name: encode_split(split, source_vocab, target_vocab, name) for name, split in splits.items()}
-    return _evaluate_checkpoint(run, config, tests, device)
+    return _evaluate_checkpoint(run, config, tests, device, data_files=bool(data_files))
 
 
 def _evaluate_checkpoint(
-    run: RunDirectory, config: ScanExperimentConfig, tests: dict[str, EncodedSplit], device: torch.device
+    run: RunDirectory,
+    config: ScanExperimentConfig,
+    tests: dict[str, EncodedSplit],
+    device: torch.device,
+    *,
+    data_files: bool = False,
 ) -> dict[str, dict[str, float]]:
+    """Metrics per test set, written to ``eval/`` (``data_files``: ``eval/files/``, no summary)."""
     path = run.checkpoint(config.evaluation.checkpoint)
     model, _, target_vocab = model_from_checkpoint(path, device, config.model)
     results = {}
     for name, split in tests.items():
         results[name] = evaluate_split(model, split, target_vocab, config.evaluation, device)
-        run.write_evaluation(name, path, results[name])
-    run.write_summary(results)
+        run.write_evaluation(name, path, results[name], data_file=data_files)
+    if not data_files:
+        run.write_summary(results)
     return results
