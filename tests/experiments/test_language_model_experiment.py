@@ -371,3 +371,20 @@ def test_recipe_refuses_an_unknown_model(tmp_path):
     with pytest.raises(ConfigError, match="unknown model.*'gru_L5'"):
         daniluk2017.reproduce(tmp_path, quick=True, models=["lstm", "gru_L5"])
     assert not any(tmp_path.iterdir())
+
+
+def test_figure_3b_leaves_out_windows_of_one(monkeypatch, tmp_path):
+    """With L = 1 the attention is always 1.0 on its one position: nothing to show."""
+    from attnlab.experiments.recipes import daniluk2017
+
+    drawn = {}
+    monkeypatch.setattr(
+        daniluk2017, "plot_metric_by_test_set", lambda curves, path, **_: drawn.update(curves)
+    )
+    runs = {
+        "key_value_L1": {"attention": {"test": {"attention_by_position": [1.0]}}},
+        "attention_L1": {"attention": {"test": {"attention_by_position": [1.0]}}},
+        "attention_L5": {"attention": {"test": {"attention_by_position": [0.1, 0.1, 0.2, 0.2, 0.4]}}},
+    }
+    daniluk2017._figure_3b(runs, tmp_path / "figure.png")
+    assert list(drawn) == ["attention (L=5)"] and drawn["attention (L=5)"]["t-1"] == [0.4]

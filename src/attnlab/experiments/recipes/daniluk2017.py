@@ -233,7 +233,7 @@ def _figure_3b(runs: dict[str, Any], path: Path) -> None:
     labels: list[str] = []
     for variant in ATTENTIVE:
         found = [(int(n.split("_L")[1]), r) for n, r in runs.items() if n.startswith(f"{variant}_L")]
-        found = [(w, r) for w, r in found if r["attention"].get("test")]
+        found = [(w, r) for w, r in found if w > 1 and r["attention"].get("test")]  # L = 1: always 1.0
         if not found:
             continue
         window, run = max(found, key=lambda item: item[0])
