@@ -141,7 +141,7 @@ def test_cli_plot_draws_attention_over_time_and_curves(tmp_path, capsys):
     ]
     assert all(path.stat().st_size > 0 for path in printed)
     assert main(["plot", str(run), "--index", "200"]) == 2
-    assert "--index 200 out of range: the test set has 200 sequences" in capsys.readouterr().err
+    assert "--index [200] out of range: the test set has 200 sequences (0..199)" in capsys.readouterr().err
     assert main(["plot", str(run), "--test-set", "long1"]) == 2
     assert "do not apply to memory runs" in capsys.readouterr().err
 

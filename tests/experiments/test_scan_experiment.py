@@ -98,7 +98,7 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     printed = [Path(line).name for line in capsys.readouterr().out.split()]
     assert printed == ["attention_test_0.png", "attention_test_5.png", "training_curves.png"]
     assert main(["plot", str(run_dir), "--index", "200"]) == 2
-    assert "--index 200 out of range: test has 200 examples" in capsys.readouterr().err
+    assert "--index [200] out of range: test has 200 examples (0..199)" in capsys.readouterr().err
     assert main(["plot", str(run_dir), "--data", str(scan_slice["small"]), "--index", "3"]) == 0
     assert Path(capsys.readouterr().out.split()[0]).name == "attention_small_3.png"
 

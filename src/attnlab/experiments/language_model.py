@@ -46,7 +46,6 @@ from attnlab.models.language_model import (
 from attnlab.tasks.cbt import ClozeQuestion, read_cbt, word_class
 from attnlab.tasks.corpus import (
     EOS_TOKEN,
-    UNK_TOKEN,
     EncodedCorpus,
     LMBatch,
     StreamLayout,
@@ -54,12 +53,12 @@ from attnlab.tasks.corpus import (
     build_lm_vocabulary,
     count_words,
     encode_corpus_file,
+    encode_tokens,
     find_split_files,
     make_streams,
     normalize_token,
     read_vocabulary_file,
     segments,
-    token_ids,
     write_vocabulary_file,
 )
 from attnlab.tasks.vocab import Vocabulary
@@ -435,9 +434,9 @@ def generate_text(
     """Sample ``samples`` continuations of ``words`` words after ``prompt`` from a trained run.
 
     The prompt (see :func:`prompt_words`) starts a document; words outside the vocabulary are read
-    as ``<unk>``. Returns the
-    ``prompt`` words as read, the ``unknown`` ones, and per sample the generated ``words`` and, for
-    attentive models, the ``attention`` of each word over the window (oldest position first).
+    as ``<unk>``. Returns the ``prompt`` words as read, the ``unknown`` ones, and per sample the
+    generated ``words`` and, for attentive models, the ``attention`` of each word over the window
+    (oldest position first).
     """
     run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint)
     device = resolve_device(device_name)
@@ -445,8 +444,7 @@ def generate_text(
         run.checkpoint(config.evaluation.checkpoint), device, config.model
     )
     read = prompt_words(prompt, normalize_numbers=config.data.normalize_numbers)
-    ids = token_ids(vocabulary)
-    prompt_ids = [vocabulary.eos_id, *(ids.get(word, ids[UNK_TOKEN]) for word in read)]
+    prompt_ids = [vocabulary.eos_id, *encode_tokens(read, vocabulary)]
     generation = model.generate(
         torch.tensor([prompt_ids] * samples, device=device),
         words,
@@ -462,7 +460,7 @@ def generate_text(
         if generation.attention is not None:
             sample["attention"] = generation.attention[row].tolist()
         result.append(sample)
-    unknown = list(dict.fromkeys(word for word in read if word not in ids))
+    unknown = list(dict.fromkeys(word for word in read if word not in vocabulary))
     return {"prompt": read, "unknown": unknown, "samples": result}
 
 

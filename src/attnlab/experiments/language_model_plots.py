@@ -17,6 +17,7 @@ import torch
 
 from attnlab.config import ConfigError
 from attnlab.experiments import language_model as lm
+from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.models.language_model import LanguageModel
 from attnlab.plotting import plot_attention_heatmap, plot_metric_by_test_set, plot_run_history
@@ -73,7 +74,7 @@ def plot_run(
     )
     if model.attention is not None:
         name, documents = _documents(config, vocabulary, test_set, data_file)
-        for index in _check_indices(indices or [0], len(documents), name):
+        for index in check_plot_indices(indices or [0], len(documents), name, "documents"):
             path = run.plots_dir / f"attention_{name}_{index}.png"
             title = f"{model.variant} (L={model.window}), {name} document {index}"
             written.append(plot_document_attention(model, vocabulary, documents[index][:steps], path, title))
@@ -96,13 +97,6 @@ def _documents(
     if name not in lm.EVALUATION_SPLITS:
         raise ConfigError(f"--test-set {name!r}: choose one of {list(lm.EVALUATION_SPLITS)}")
     return name, lm.load_split(config.data, name, vocabulary).documents()
-
-
-def _check_indices(indices: list[int], count: int, name: str) -> list[int]:
-    bad = [index for index in indices if not 0 <= index < count]
-    if bad:
-        raise ConfigError(f"--index {bad} out of range: {name} has {count} documents (0..{count - 1})")
-    return indices
 
 
 def _plot_attention_by_position(statistics: dict, folder: Path, model: LanguageModel) -> Path:

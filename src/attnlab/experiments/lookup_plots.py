@@ -10,6 +10,7 @@ import torch
 from attnlab.config import ConfigError
 from attnlab.evaluation.seq2seq import decoding_budget
 from attnlab.experiments import lookup
+from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.plotting import plot_attention_heatmap, plot_interpretable_variables, plot_run_history
@@ -68,12 +69,7 @@ def _examples(
 
 
 def _choose(examples: list[Seq2SeqExample], indices: list[int], name: str) -> list[Seq2SeqExample]:
-    bad = [index for index in indices if not 0 <= index < len(examples)]
-    if bad:
-        raise ConfigError(
-            f"--index {bad} out of range: {name} has {len(examples)} examples (0..{len(examples) - 1})"
-        )
-    return [examples[index] for index in indices]
+    return [examples[index] for index in check_plot_indices(indices, len(examples), name)]
 
 
 def _plot_example(

@@ -13,6 +13,7 @@ import torch
 
 from attnlab.config import ConfigError
 from attnlab.experiments import memory
+from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.plotting import plot_attention_over_time, plot_run_history
@@ -39,9 +40,7 @@ def plot_run(
     batches = memory.test_set(config.data, device)
     size = sum(len(batch.targets) for batch in batches)
     written = []
-    for index in indices or [0]:
-        if not 0 <= index < size:
-            raise ConfigError(f"--index {index} out of range: the test set has {size} sequences")
+    for index in check_plot_indices(indices or [0], size, "the test set", "sequences"):
         batch = batches[index // config.data.eval_batch_size]
         path = run.plots_dir / f"attention_test_{index}.png"
         written.append(_plot_sequence(model, batch, index % config.data.eval_batch_size, index, path))

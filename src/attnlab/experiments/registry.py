@@ -65,6 +65,14 @@ def plots_module(data: dict[str, Any]) -> ModuleType:
     return importlib.import_module(PLOTS[data.get("experiment", "lookup")])
 
 
+def check_plot_indices(indices: list[int], count: int, source: str, items: str = "examples") -> list[int]:
+    """``attnlab plot --index``: every index is in ``0 … count - 1``, checked before anything is drawn."""
+    bad = [index for index in indices if not 0 <= index < count]
+    if bad:
+        raise ConfigError(f"--index {bad} out of range: {source} has {count} {items} (0..{count - 1})")
+    return indices
+
+
 def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
     """Train a run from plain config data, resuming it if it was interrupted (for sweeps)."""
     from attnlab.experiments.runs import RunDirectory

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from attnlab.config import ConfigError
 from attnlab.experiments import scan as experiment
+from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 from attnlab.plotting import plot_attention_heatmap, plot_run_history
@@ -54,9 +55,7 @@ def plot_run(
     run, config, model, vocabularies = _load(run_dir, device_name)
     name, examples = _examples(config, test_set, data_file)
     written = []
-    for index in indices or [0]:
-        if not 0 <= index < len(examples):
-            raise ConfigError(f"--index {index} out of range: {name} has {len(examples)} examples")
+    for index in check_plot_indices(indices or [0], len(examples), name):
         path = run.plots_dir / f"attention_{name}_{index}.png"
         written.append(_plot_command(model, vocabularies, config, examples[index].source, path))
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
