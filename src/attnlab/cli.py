@@ -1,5 +1,5 @@
-"""The ``attnlab`` command line: train, evaluate, plot, generate, multiseed, sweep, report, data, configs,
-reproduce.
+"""The ``attnlab`` command line: train, evaluate, compare, plot, generate, multiseed, sweep, report, data,
+configs, reproduce.
 
 Configs are YAML files (or the name of a built-in config, see ``attnlab configs``) followed by
 ``key=value`` overrides, e.g. ``attnlab train lookup training.epochs=5 model.attender=location``.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -172,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--device", default="auto")
     evaluate.set_defaults(handler=cmd_evaluate)
 
+    from attnlab.experiments import compare
+
+    compare_parser = commands.add_parser(
+        "compare", help="paired bootstrap: is each run better than a baseline on the same test set?"
+    )
+    compare.add_arguments(compare_parser)
+    compare_parser.set_defaults(handler=compare.main)
+
     plot = commands.add_parser(
         "plot", help="a run's attention (heatmaps, Dubois Fig. 9, Daniluk Fig. 3, α_t over time) and curves"
     )
@@ -265,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("attnlab: interrupted; resume a training run with --resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the output went to a reader that stopped early (`| head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the Python docs' recipe
+        return 141
     return 0
 
 

@@ -388,3 +388,76 @@ def test_figure_3b_leaves_out_windows_of_one(monkeypatch, tmp_path):
     }
     daniluk2017._figure_3b(runs, tmp_path / "figure.png")
     assert list(drawn) == ["attention (L=5)"] and drawn["attention (L=5)"]["t-1"] == [0.4]
+
+
+def test_evaluation_writes_the_nll_of_every_sentence(trained_run):
+    run, results = trained_run
+    lines = (run / "eval" / "test.sentences.csv").read_text().splitlines()
+    assert lines[0] == "sentence,document,first_token,tokens,nll"
+    rows = [line.split(",") for line in lines[1:]]
+    tokens = [int(row[3]) for row in rows]
+    assert sum(tokens) == results["test"]["tokens"]
+    assert [int(row[2]) for row in rows] == [sum(tokens[:i]) for i in range(len(rows))]
+    assert sorted(set(int(row[1]) for row in rows)) == list(range(16))  # the test split's documents
+    assert sum(float(row[4]) for row in rows) / sum(tokens) == pytest.approx(
+        results["test"]["loss"], rel=1e-9
+    )
+
+
+def _worse_copy(run: Path, tmp_path: Path, extra_nats_per_token: float) -> Path:
+    """A copy of ``run`` whose test sentences each cost ``extra_nats_per_token`` more."""
+    copy = tmp_path / "worse"
+    (copy / "eval").mkdir(parents=True)
+    (copy / "config.yaml").write_text((run / "config.yaml").read_text())
+    header, *rows = (run / "eval" / "test.sentences.csv").read_text().splitlines()
+    shifted = []
+    for row in rows:
+        sentence, document, first, tokens, nll = row.split(",")
+        nll = repr(float(nll) + extra_nats_per_token * int(tokens))
+        shifted.append(f"{sentence},{document},{first},{tokens},{nll}")
+    (copy / "eval" / "test.sentences.csv").write_text("\n".join([header, *shifted]) + "\n")
+    return copy
+
+
+def test_compare_tells_a_worse_run_from_noise(trained_run, tmp_path, capsys):
+    run, results = trained_run
+    worse = _worse_copy(run, tmp_path, 0.2)
+    out = tmp_path / "compare.json"
+    assert main(["compare", str(run), str(run), str(worse), "--samples", "300", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "no significant difference" in table and "worse" in table
+    comparisons = json.loads(out.read_text())["comparisons"]
+    same, shifted = comparisons[str(run)], comparisons[str(worse)]
+    assert same["p_value"] == 1.0 and same["difference"] == 0.0
+    assert shifted["b"] == pytest.approx(results["test"]["perplexity"] * math.exp(0.2), rel=1e-6)
+    assert shifted["low"] > 0 and shifted["p_value"] < 0.01 and not shifted["b_is_better"]
+    assert shifted["units"] > 16
+    assert main(["compare", str(run), str(worse), "--unit", "document", "--out", str(out)]) == 0
+    by_document = json.loads(out.read_text())["comparisons"][str(worse)]
+    assert by_document["units"] == 16 and by_document["b"] == pytest.approx(shifted["b"])
+
+
+def test_compare_refuses_runs_it_cannot_compare(trained_run, tmp_path, capsys):
+    run, _ = trained_run
+    worse = _worse_copy(run, tmp_path, 0.0)
+    csv_file = worse / "eval" / "test.sentences.csv"
+    header, first, *rest = csv_file.read_text().splitlines()
+    sentence, document, start, tokens, nll = first.split(",")
+    changed = f"{sentence},{document},{start},{int(tokens) + 1},{nll}"
+    csv_file.write_text("\n".join([header, changed, *rest]) + "\n")
+    assert main(["compare", str(run), str(worse)]) == 2
+    assert "evaluated on different data (unit 0" in capsys.readouterr().err
+    one_document = [",".join([*row.split(",")[:1], "0", *row.split(",")[2:]]) for row in [first, *rest]]
+    csv_file.write_text("\n".join([header, *one_document]) + "\n")
+    assert main(["compare", str(run), str(worse), "--unit", "document"]) == 2
+    assert "1 document(s) are too few units" in capsys.readouterr().err
+    assert main(["compare", str(run), str(worse), "--unit", "word"]) == 2
+    assert "--unit word" in capsys.readouterr().err
+    csv_file.write_text("\n".join([header, "0,0,0,seven,1.5"]) + "\n")
+    assert main(["compare", str(run), str(worse)]) == 2
+    assert f"{csv_file} line 2" in capsys.readouterr().err
+    assert main(["compare", str(run), str(worse), "--test-set", "valid"]) == 2
+    error = capsys.readouterr().err
+    assert "found neither" in error and "valid.sentences.csv" in error and "attnlab evaluate" in error
+    assert main(["compare", str(run)]) == 2
+    assert "at least one run" in capsys.readouterr().err

@@ -80,6 +80,18 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert first["test"]["examples"] == 200.0
     summary = json.loads((run_dir / "eval" / "summary.json").read_text())
     assert summary == json.loads(json.dumps(first))
+    after_one_epoch = tmp_path / "after_one_epoch"  # its per-example results, for compare below
+    (after_one_epoch / "eval").mkdir(parents=True)
+    (after_one_epoch / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    predictions = (run_dir / "eval" / "test.predictions.tsv").read_text()
+    (after_one_epoch / "eval" / "test.predictions.tsv").write_text(predictions)
+    header, *rows = [line.split("\t") for line in predictions.splitlines()]
+    assert header == ["example", "source", "target", "prediction", "seq_acc", "seq_acc_given_length"]
+    assert [row[0] for row in rows] == [str(index) for index in range(200)]
+    assert 100 * sum(row[4] == "1" for row in rows) / 200 == pytest.approx(first["test"]["seq_acc"])
+    assert 100 * sum(row[5] == "1" for row in rows) / 200 == pytest.approx(
+        first["test"]["seq_acc_given_length"]
+    )
     with pytest.raises(ConfigError, match="already holds a run"):
         experiment.train(config(scan_slice, **TINY_MODEL, **{"training.epochs": 1}), run_dir)
     resumed = experiment.train(
@@ -92,6 +104,19 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert other["small"]["examples"] == 100.0
     assert json.loads((run_dir / "eval" / "files" / "small.json").read_text())["examples"] == 100.0
     assert json.loads((run_dir / "eval" / "summary.json").read_text())["test"] == again["test"]
+    assert len((run_dir / "eval" / "files" / "small.predictions.tsv").read_text().splitlines()) == 101
+    out = tmp_path / "compare.json"
+    arguments = ["compare", str(after_one_epoch), str(run_dir), "--metric", "seq_acc_given_length"]
+    assert main([*arguments, "--samples", "200", "--out", str(out)]) == 0
+    comparison = json.loads(out.read_text())["comparisons"][str(run_dir)]
+    assert comparison["a"] == pytest.approx(first["test"]["seq_acc_given_length"])
+    assert comparison["b"] == pytest.approx(again["test"]["seq_acc_given_length"])
+    assert comparison["units"] == 200 and comparison["statistic"] == "accuracy"
+    assert "accuracy" in capsys.readouterr().out
+    assert main(["compare", str(after_one_epoch), str(run_dir), "--metric", "bleu"]) == 2
+    assert "has the metrics seq_acc, seq_acc_given_length" in capsys.readouterr().err
+    assert main(["compare", str(run_dir), str(run_dir), "--test-set", "small"]) == 0
+    assert "100 units" in capsys.readouterr().out
     plots = plot_attention(run_dir, ["jump twice after walk left"], device_name="cpu")
     assert plots[0].is_file() and plots[0].suffix == ".png"
     assert main(["plot", str(run_dir), "--index", "0", "5", "--device", "cpu"]) == 0

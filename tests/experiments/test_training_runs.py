@@ -34,6 +34,14 @@ def test_run_directory_holds_config_metrics_checkpoints_and_evaluation(
     summary = json.loads((run / "eval" / "summary.json").read_text())
     assert summary["long1"]["examples"] == 60
     assert 0.0 <= summary["interpolation"]["seq_acc"] <= 100.0
+    for test_set, metrics in summary.items():  # each example's prediction and verdicts
+        header, *rows = (run / "eval" / f"{test_set}.predictions.tsv").read_text().splitlines()
+        assert header.split("\t") == ["example", "source", "target", "prediction", "seq_acc", "seq_acc_be"]
+        fields = [row.split("\t") for row in rows]
+        assert len(fields) == metrics["examples"]
+        for column, metric in ((4, "seq_acc"), (5, "seq_acc_be")):
+            assert 100 * sum(int(f[column]) for f in fields) / len(fields) == pytest.approx(metrics[metric])
+        assert all((f[3] == f[2]) == (f[4] == "1") for f in fields)  # right = the whole target, no more
 
 
 def test_resume_after_interruption_matches_uninterrupted_run(

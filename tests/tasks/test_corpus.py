@@ -165,6 +165,18 @@ def test_streams_hold_every_step_once_with_document_flags(layout):
         assert streams.length == 8  # longest first to the shortest stream: [7], [6, 2], [5, 3]
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "documents"])
+def test_streams_know_the_corpus_position_of_every_target(layout):
+    corpus = _corpus([5, 3, 7, 2, 6])
+    streams = make_streams(corpus, 3, eos_id=2, pad_id=0, layout=layout)
+    real = streams.targets != streams.pad_id
+    assert torch.equal(streams.positions[~real], torch.full_like(streams.positions[~real], -1))
+    assert torch.equal(corpus.tokens[streams.positions[real]], streams.targets[real])
+    assert sorted(streams.positions[real].tolist()) == list(range(len(corpus)))
+    pieces = list(segments(streams, 4))
+    assert torch.equal(torch.cat([piece.positions for piece in pieces], 1), streams.positions)
+
+
 def test_contiguous_streams_are_the_classic_batchify_with_padding():
     streams = make_streams(_corpus([10]), 4, eos_id=2, pad_id=0)
     assert streams.length == 3 and streams.num_targets == 10

@@ -4,7 +4,9 @@
   device one at a time) carrying its state, and returns the mean negative log-likelihood per
   token and the perplexity ``exp`` of it; with ``attention_statistics`` also the average
   attention weight per window position (Daniluk et al. 2017, Figure 3b), over the steps whose
-  whole window lies inside their document.
+  whole window lies inside their document. With ``token_nll`` it also writes each target's
+  negative log-likelihood at its corpus position, and :func:`sentence_losses` sums those per
+  sentence: the units of a paired significance test (:mod:`attnlab.evaluation.significance`).
 * :func:`score_cloze` / :func:`evaluate_cbt` answer Children's Book Test questions the way a
   language model does (Daniluk et al. 2017, §5.1, Fig. 2d): each candidate fills the blank and
   scores the log-probability of the query sentence given the context; the best scoring
@@ -47,6 +49,47 @@ def steps_since_document_start(
     return since, since[:, -1] + 1
 
 
+def token_losses(logits: torch.Tensor, batch: LMBatch, token_nll: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """:func:`segment_loss`, also writing each target's NLL into ``token_nll`` (a CPU tensor as long
+    as the corpus) at the target's corpus position."""
+    if batch.positions is None:
+        raise ValueError("per-token losses need segments that carry corpus positions (make_streams)")
+    nll = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)),
+        batch.targets.reshape(-1),
+        ignore_index=batch.pad_id,
+        reduction="none",
+    )
+    positions = batch.positions.reshape(-1)
+    real = positions >= 0
+    token_nll[positions[real].cpu()] = nll[real].to(token_nll.dtype).cpu()
+    return nll.double().sum(), batch.num_targets
+
+
+def sentence_losses(
+    token_nll: torch.Tensor, tokens: torch.Tensor, eos_id: int, document_starts: torch.Tensor
+) -> dict[str, list[float]]:
+    """Per sentence (the tokens up to and including each ``<eos>``; a last sentence without one
+    counts too): ``document`` (the index of the document it is in), ``first_token`` (its corpus
+    position), ``tokens`` and ``nll`` (summed, nats)."""
+    if token_nll.shape != tokens.shape or bool(torch.isnan(token_nll).any()):
+        raise ValueError("token_nll must hold a loss for every token of the corpus")
+    is_end = tokens == eos_id
+    is_end[-1] = True
+    sentence = torch.cumsum(is_end, 0) - is_end.long()
+    count = int(sentence[-1]) + 1
+    nll = torch.zeros(count, dtype=torch.float64).index_add_(0, sentence, token_nll.double())
+    lengths = torch.bincount(sentence, minlength=count)
+    firsts = torch.cumsum(lengths, 0) - lengths
+    documents = torch.searchsorted(document_starts, firsts, right=True) - 1
+    return {
+        "document": documents.tolist(),
+        "first_token": firsts.tolist(),
+        "tokens": lengths.tolist(),
+        "nll": nll.tolist(),
+    }
+
+
 @torch.no_grad()
 def evaluate_perplexity(
     model: LanguageModel,
@@ -54,11 +97,14 @@ def evaluate_perplexity(
     device: torch.device | str,
     *,
     attention_statistics: bool = False,
+    token_nll: torch.Tensor | None = None,
 ) -> dict[str, float | list[float]]:
     """``loss`` (mean NLL per token, nats), ``perplexity`` and ``tokens`` over ``segments``.
 
     With ``attention_statistics`` and an attentive model, also ``attention_by_position``: the mean
-    weight of each window position (oldest first) over steps with a full window.
+    weight of each window position (oldest first) over steps with a full window. With
+    ``token_nll`` (a CPU tensor as long as the corpus), each target's NLL is written into it at
+    the target's corpus position (see :func:`token_losses`).
     """
     model.eval()
     state: ModelState | None = None
@@ -71,7 +117,10 @@ def evaluate_perplexity(
         batch = batch.to(device)
         output = model(batch.inputs, batch.resets, state, padding_mask=~batch.target_mask)
         state = output.state
-        nll, n = segment_loss(output.logits.float(), batch)
+        if token_nll is None:
+            nll, n = segment_loss(output.logits.float(), batch)
+        else:
+            nll, n = token_losses(output.logits.float(), batch, token_nll)
         total += nll.double()
         count += n
         if attention_statistics and output.attention is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -58,6 +58,24 @@ def attention_guidance_loss(attention: torch.Tensor, gold_attention: torch.Tenso
 
 
 @dataclass
+class ExampleOutcomes:
+    """What happened to each example of an evaluation, in the order of the batches: the decoded
+    target ids (up to the first ``<eos>`` or the decoding budget) and, per metric name (e.g.
+    ``seq_acc``), whether the example counted as correct. The units of a paired significance test
+    (:mod:`attnlab.evaluation.significance`)."""
+
+    predictions: list[list[int]] = field(default_factory=list)
+    correct: dict[str, list[bool]] = field(default_factory=dict)
+
+    def add(self, decoded: torch.Tensor, eos_id: int, **correct: torch.Tensor) -> None:
+        """Record a batch: ``decoded`` ``[B, T]`` ids and a ``[B]`` bool tensor per metric."""
+        for row in decoded.tolist():
+            self.predictions.append(row[: row.index(eos_id)] if eos_id in row else row)
+        for name, flags in correct.items():
+            self.correct.setdefault(name, []).extend(bool(flag) for flag in flags.tolist())
+
+
+@dataclass
 class _Totals:
     examples: int = 0
     correct: int = 0
@@ -86,32 +104,40 @@ def evaluate_seq2seq(
     device: torch.device,
     *,
     max_length: int | None = None,
+    outcomes: ExampleOutcomes | None = None,
 ) -> dict[str, float]:
     """seqAcc, seqAccBE (percent), attnLoss (squared positions) and teacher-forced loss.
 
     ``max_length`` caps the number of decoded tokens (``<eos>`` included); by default
-    :func:`decoding_budget` of each batch's source length.
+    :func:`decoding_budget` of each batch's source length. ``outcomes``, when given, receives
+    each example's prediction and its ``seq_acc`` / ``seq_acc_be`` verdicts.
     """
     model.eval()
     totals = _Totals()
     for batch in batches:
         batch = batch.to(device)
-        _accumulate(model, batch, totals, max_length)
+        _accumulate(model, batch, totals, max_length, outcomes)
     return totals.metrics()
 
 
 def _accumulate(
-    model: RecurrentSeq2Seq, batch: Seq2SeqBatch, totals: _Totals, max_length: int | None
+    model: RecurrentSeq2Seq,
+    batch: Seq2SeqBatch,
+    totals: _Totals,
+    max_length: int | None,
+    outcomes: ExampleOutcomes | None,
 ) -> None:
     limit = decoding_budget(batch.source.size(1), max_length)
     decoded = model.greedy_decode(batch.source, batch.source_padding_mask, limit)
     assert decoded.tokens is not None
     ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
+    correct = sequence_correct(decoded.tokens, batch.target_output, **ids)
+    correct_before_eos = sequence_correct_before_eos(decoded.tokens, batch.target_output, **ids)
     totals.examples += len(batch)
-    totals.correct += int(sequence_correct(decoded.tokens, batch.target_output, **ids).sum())
-    totals.correct_before_eos += int(
-        sequence_correct_before_eos(decoded.tokens, batch.target_output, **ids).sum()
-    )
+    totals.correct += int(correct.sum())
+    totals.correct_before_eos += int(correct_before_eos.sum())
+    if outcomes is not None:
+        outcomes.add(decoded.tokens, model.eos_id, seq_acc=correct, seq_acc_be=correct_before_eos)
     if batch.gold_attention is not None:
         errors, scored = attention_squared_errors(
             decoded.attention, batch.gold_attention, decoded.tokens, eos_id=model.eos_id

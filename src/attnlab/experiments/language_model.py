@@ -7,7 +7,8 @@ gradient-norm clipping at 5, truncated BPTT over 20 steps with the LSTM state an
 carried from segment to segment and reset at document starts. After every epoch the validation
 perplexity is computed (it chooses ``checkpoints/best.pt``); at the end the best checkpoint is
 evaluated on the validation and test splits (perplexity, and the average attention weight per
-window position for Figure 3b, in ``eval/attention.json``) and, when CBT files are configured, on
+window position for Figure 3b, in ``eval/attention.json``; the NLL of every sentence, in
+``eval/<split>.sentences.csv``, for ``attnlab compare``) and, when CBT files are configured, on
 the Children's Book Test (accuracy per word class, Figure 2d). :func:`generate_text` samples text
 from a trained run (``attnlab generate``), with the attention of every generated word.
 
@@ -32,8 +33,14 @@ from typing import Any, Literal
 import torch
 
 from attnlab.config import ConfigError, from_dict, to_dict
-from attnlab.evaluation.language_model import evaluate_cbt, evaluate_perplexity, segment_loss
+from attnlab.evaluation.language_model import (
+    evaluate_cbt,
+    evaluate_perplexity,
+    segment_loss,
+    sentence_losses,
+)
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
+from attnlab.experiments.unit_scores import SENTENCES_SUFFIX, write_sentence_losses
 from attnlab.io import atomic_write_json
 from attnlab.models.language_model import (
     LanguageModel,
@@ -387,8 +394,17 @@ def _evaluate_checkpoint(
     attention: dict[str, Any] = {}
     for name, corpus in corpora.items():
         streams = streams_for(corpus, vocabulary, config.evaluation.batch_size, config.evaluation.layout)
+        token_nll = torch.full((len(corpus),), float("nan"), dtype=torch.float64)
         metrics = evaluate_perplexity(
-            model, segments(streams, config.training.bptt), device, attention_statistics=True
+            model,
+            segments(streams, config.training.bptt),
+            device,
+            attention_statistics=True,
+            token_nll=token_nll,
+        )
+        sentences = sentence_losses(token_nll, corpus.tokens, vocabulary.eos_id, corpus.document_starts)
+        write_sentence_losses(
+            run.evaluation_file(name, SENTENCES_SUFFIX, data_file=bool(data_files)), sentences
         )
         results[name] = {key: metrics[key] for key in ("loss", "perplexity", "tokens")}  # type: ignore[misc]
         if "attention_by_position" in metrics:

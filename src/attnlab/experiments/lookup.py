@@ -13,13 +13,14 @@ from typing import Any, Literal
 import torch
 
 from attnlab.config import ConfigError, from_dict
-from attnlab.evaluation.seq2seq import evaluate_seq2seq, teacher_forced_loss
+from attnlab.evaluation.seq2seq import ExampleOutcomes, evaluate_seq2seq, teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
 from attnlab.experiments.seq2seq import (
     decoded_attention_samples,
     seq2seq_from_checkpoint,
     seq2seq_model_spec,
 )
+from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
 from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.tasks.batching import batches, encode_examples
 from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
@@ -333,15 +334,20 @@ def _evaluate_checkpoint(
 ) -> dict[str, dict[str, float]]:
     """Metrics per test set, written to ``eval/`` (``data_files``: ``eval/files/``, no summary)."""
     path = run.checkpoint(config.evaluation.checkpoint)
-    model, _, _ = model_from_checkpoint(path, device, config.model)
+    model, source_vocab, target_vocab = model_from_checkpoint(path, device, config.model)
     results = {}
     for name, dataset in test_sets.items():
+        outcomes = ExampleOutcomes()
         results[name] = evaluate_seq2seq(
             model,
             batches(dataset, config.evaluation.batch_size, shuffle=False),
             device,
             max_length=config.evaluation.max_length,
+            outcomes=outcomes,
         )
+        sources, targets = dataset_texts(dataset, source_vocab, target_vocab)
+        predictions = run.evaluation_file(name, PREDICTIONS_SUFFIX, data_file=data_files)
+        write_predictions(predictions, sources, targets, outcomes, target_vocab)
         run.write_evaluation(name, path, results[name], data_file=data_files)
     if not data_files:
         run.write_summary(results)

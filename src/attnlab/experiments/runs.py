@@ -85,8 +85,12 @@ class RunDirectory:
         """``eval/<test_set>.json``: the metrics of ``checkpoint`` on one test set; on a file from
         outside the run's config (``data_file``), ``eval/files/<test_set>.json``."""
         record = {"test_set": test_set, "checkpoint": str(checkpoint), **metrics}
+        atomic_write_json(self.evaluation_file(test_set, ".json", data_file=data_file), record)
+
+    def evaluation_file(self, test_set: str, suffix: str, *, data_file: bool = False) -> Path:
+        """``eval/<test_set><suffix>``, or ``eval/files/<test_set><suffix>`` for a ``data_file``."""
         folder = self.eval_dir / "files" if data_file else self.eval_dir
-        atomic_write_json(folder / f"{test_set}.json", record)
+        return folder / f"{test_set}{suffix}"
 
     def write_summary(self, results: Mapping[str, Mapping[str, Any]]) -> None:
         """``eval/summary.json``: the metrics of every test set of one ``train``/``evaluate`` call."""

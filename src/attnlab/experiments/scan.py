@@ -40,13 +40,14 @@ import torch
 
 from attnlab.config import ConfigError, from_dict
 from attnlab.evaluation.metrics import sequence_correct
-from attnlab.evaluation.seq2seq import teacher_forced_loss
+from attnlab.evaluation.seq2seq import ExampleOutcomes, teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
 from attnlab.experiments.seq2seq import (
     decoded_attention_samples,
     seq2seq_from_checkpoint,
     seq2seq_model_spec,
 )
+from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
 from attnlab.models.syntactic_attention import (
     GRUAttentionSeq2Seq,
     StepwiseSeq2Seq,
@@ -409,8 +410,10 @@ def evaluate_split(
     device: torch.device,
     *,
     given_length: bool | None = None,
+    outcomes: ExampleOutcomes | None = None,
 ) -> dict[str, float]:
-    """The metrics of the module docstring over one encoded split."""
+    """The metrics of the module docstring over one encoded split; ``outcomes``, when given,
+    receives each example's prediction and its ``seq_acc`` (``seq_acc_given_length``) verdicts."""
     model.eval()
     given_length = evaluation.given_length if given_length is None else given_length
     totals = {"correct": 0, "correct_given_length": 0, "loss": 0.0, "tokens": 0}
@@ -420,14 +423,16 @@ def evaluate_split(
         decoded = model.greedy_decode(batch.source, batch.source_padding_mask, evaluation.max_length)
         assert decoded.tokens is not None
         ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
-        totals["correct"] += int(sequence_correct(decoded.tokens, batch.target_output, **ids).sum())
+        correct = {"seq_acc": sequence_correct(decoded.tokens, batch.target_output, **ids)}
+        totals["correct"] += int(correct["seq_acc"].sum())
         lengths = (batch.target_output != model.pad_id).sum(dim=1) - 1
         if given_length:
             forced = model.decode_with_lengths(batch.source, batch.source_padding_mask, lengths)
             assert forced.tokens is not None
-            totals["correct_given_length"] += int(
-                sequence_correct(forced.tokens, batch.target_output, **ids).sum()
-            )
+            correct["seq_acc_given_length"] = sequence_correct(forced.tokens, batch.target_output, **ids)
+            totals["correct_given_length"] += int(correct["seq_acc_given_length"].sum())
+        if outcomes is not None:
+            outcomes.add(decoded.tokens, model.eos_id, **correct)
         tokens = int((lengths + 1).sum())
         totals["loss"] += float(teacher_forced_loss(model, batch)) * tokens  # type: ignore[arg-type]
         totals["tokens"] += tokens
@@ -613,10 +618,16 @@ def _evaluate_checkpoint(
 ) -> dict[str, dict[str, float]]:
     """Metrics per test set, written to ``eval/`` (``data_files``: ``eval/files/``, no summary)."""
     path = run.checkpoint(config.evaluation.checkpoint)
-    model, _, target_vocab = model_from_checkpoint(path, device, config.model)
+    model, source_vocab, target_vocab = model_from_checkpoint(path, device, config.model)
     results = {}
     for name, split in tests.items():
-        results[name] = evaluate_split(model, split, target_vocab, config.evaluation, device)
+        outcomes = ExampleOutcomes()
+        results[name] = evaluate_split(
+            model, split, target_vocab, config.evaluation, device, outcomes=outcomes
+        )
+        sources, targets = dataset_texts(split.dataset, source_vocab, target_vocab)
+        predictions = run.evaluation_file(name, PREDICTIONS_SUFFIX, data_file=data_files)
+        write_predictions(predictions, sources, targets, outcomes, target_vocab)
         run.write_evaluation(name, path, results[name], data_file=data_files)
     if not data_files:
         run.write_summary(results)

@@ -303,13 +303,15 @@ class LMBatch:
     """One BPTT segment of ``batch`` parallel streams: ``[batch, steps]`` each.
 
     ``inputs`` are the tokens read, ``targets`` the tokens to predict (``pad_id`` where there is
-    nothing to predict), ``resets`` are True on the first step of a document (and of a stream).
+    nothing to predict), ``resets`` are True on the first step of a document (and of a stream);
+    ``positions``, when known, the index of each target in the corpus (−1 on padding).
     """
 
     inputs: torch.Tensor
     targets: torch.Tensor
     resets: torch.Tensor
     pad_id: int = 0
+    positions: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> LMBatch:
         return tensors_to(self, device, non_blocking=True)
@@ -325,12 +327,14 @@ class LMBatch:
 
 @dataclass
 class Streams:
-    """``[batch, length]`` inputs, targets and reset flags (CPU), see :func:`make_streams`."""
+    """``[batch, length]`` inputs, targets, reset flags and corpus positions of the targets (−1 on
+    padding), on the CPU; see :func:`make_streams`."""
 
     inputs: torch.Tensor
     targets: torch.Tensor
     resets: torch.Tensor
     pad_id: int
+    positions: torch.Tensor
 
     @property
     def batch_size(self) -> int:
@@ -391,7 +395,8 @@ def make_streams(
     stream_targets = _pad_to(targets, padding, pad_id).view(batch_size, length)
     stream_resets = _pad_to(resets, padding, False).view(batch_size, length).clone()
     stream_resets[:, 0] = True
-    return Streams(stream_inputs, stream_targets, stream_resets, pad_id)
+    stream_positions = _pad_to(torch.arange(len(corpus)), padding, -1).view(batch_size, length)
+    return Streams(stream_inputs, stream_targets, stream_resets, pad_id, stream_positions)
 
 
 def _pad_to(values: torch.Tensor, padding: int, fill: int | bool) -> torch.Tensor:
@@ -423,6 +428,7 @@ def _document_streams(
     out_inputs = torch.full((batch, length), pad_id, dtype=torch.long)
     out_targets = torch.full((batch, length), pad_id, dtype=torch.long)
     out_resets = torch.zeros((batch, length), dtype=torch.bool)
+    out_positions = torch.full((batch, length), -1, dtype=torch.long)
     starts = corpus.document_starts.tolist()
     for row, (documents, lengths) in enumerate(assignment):
         if not documents:
@@ -431,7 +437,8 @@ def _document_streams(
         out_inputs[row, : index.numel()] = inputs[index]
         out_targets[row, : index.numel()] = targets[index]
         out_resets[row, : index.numel()] = resets[index]
-    return Streams(out_inputs, out_targets, out_resets, pad_id)
+        out_positions[row, : index.numel()] = index
+    return Streams(out_inputs, out_targets, out_resets, pad_id, out_positions)
 
 
 def segments(streams: Streams, bptt: int, *, max_segments: int | None = None) -> Iterator[LMBatch]:
@@ -448,6 +455,7 @@ def segments(streams: Streams, bptt: int, *, max_segments: int | None = None) ->
             streams.targets[:, start:end],
             streams.resets[:, start:end],
             streams.pad_id,
+            streams.positions[:, start:end],
         )
         if bool(batch.target_mask.any()):
             produced += 1

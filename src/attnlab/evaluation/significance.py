@@ -1,0 +1,146 @@
+"""Paired bootstrap tests: is system B better than system A on the same test set, beyond the noise
+of which test examples happened to be drawn?
+
+Both systems are scored on the same units (sentences of a corpus, examples of a test set). A
+*ratio statistic* covers the metrics used here: with per-unit numerators ``x_u`` and denominators
+``n_u`` it is ``f(Σ x_u / Σ n_u)``:
+
+* perplexity: ``x_u`` the summed negative log-likelihood of sentence ``u``, ``n_u`` its token
+  count, ``f = exp``;
+* accuracy: ``x_u`` 1 if example ``u`` is right, ``n_u = 1``, ``f(r) = 100·r``.
+
+:func:`paired_bootstrap` draws ``samples`` test sets of the same size from the units with
+replacement, the *same* draw for both systems (Koehn 2004, "Statistical Significance Tests for
+Machine Translation Evaluation"), and computes the difference ``δ* = stat_B − stat_A`` on each.
+The confidence interval is the percentile interval of ``δ*``. The p-value tests "no difference"
+against the bootstrap distribution shifted to mean zero (Berg-Kirkpatrick et al. 2012, "An
+Empirical Investigation of Statistical Significance in NLP", §2; the test sacrebleu's
+``--paired-bs`` uses): ``p = (1 + #{|δ* − mean(δ*)| ≥ |δ|}) / (samples + 1)``.
+
+It measures how much the result depends on the test set, not on the training seed: two runs of
+one model with different seeds can differ significantly by this test. Seeds are compared with
+mean ± std over runs (``attnlab multiseed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+Transform = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class RatioStatistic:
+    """``transform(Σ numerator / Σ denominator)`` over units; see the module docstring."""
+
+    name: str
+    transform: Transform
+    lower_is_better: bool
+
+
+PERPLEXITY = RatioStatistic("perplexity", np.exp, lower_is_better=True)
+ACCURACY = RatioStatistic("accuracy", lambda ratio: 100.0 * ratio, lower_is_better=False)
+
+
+@dataclass(frozen=True)
+class UnitScores:
+    """One system's per-unit numerators and denominators (e.g. sentence NLL sums and lengths)."""
+
+    numerator: np.ndarray
+    denominator: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.numerator.shape != self.denominator.shape or self.numerator.ndim != 1:
+            raise ValueError("numerator and denominator must be 1-D arrays of the same length")
+        if self.numerator.size == 0:
+            raise ValueError("no units to compare")
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """The observed statistics of A and B, ``difference = B − A``, its confidence interval
+    ``[low, high]`` and the two-sided p-value of "no difference"."""
+
+    statistic: str
+    a: float
+    b: float
+    difference: float
+    low: float
+    high: float
+    confidence: float
+    p_value: float
+    samples: int
+    units: int
+    b_is_better: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def paired_bootstrap(
+    a: UnitScores,
+    b: UnitScores,
+    statistic: RatioStatistic,
+    *,
+    samples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    chunk: int = 100,
+) -> PairedComparison:
+    """Compare B with A on the same units by the paired bootstrap (see the module docstring).
+
+    Units are resampled ``samples`` times (in chunks of ``chunk`` draws, to bound memory); the
+    result is reproducible for a given ``seed``.
+    """
+    if a.numerator.size != b.numerator.size:
+        raise ValueError(
+            f"the systems were scored on different units ({a.numerator.size} vs {b.numerator.size})"
+        )
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    units = a.numerator.size
+    observed_a = _ratio(statistic, a, np.ones((1, units)))[0]
+    observed_b = _ratio(statistic, b, np.ones((1, units)))[0]
+    differences = np.concatenate(
+        [
+            _ratio(statistic, b, counts) - _ratio(statistic, a, counts)
+            for counts in _resampling_counts(units, samples, seed, chunk)
+        ]
+    )
+    observed = observed_b - observed_a
+    tail = (1.0 - confidence) / 2
+    low, high = np.quantile(differences, [tail, 1.0 - tail])
+    extreme = np.abs(differences - differences.mean()) >= abs(observed)
+    return PairedComparison(
+        statistic=statistic.name,
+        a=float(observed_a),
+        b=float(observed_b),
+        difference=float(observed),
+        low=float(low),
+        high=float(high),
+        confidence=confidence,
+        p_value=float((1 + extreme.sum()) / (samples + 1)),
+        samples=samples,
+        units=units,
+        b_is_better=bool(observed < 0) if statistic.lower_is_better else bool(observed > 0),
+    )
+
+
+def _ratio(statistic: RatioStatistic, scores: UnitScores, counts: np.ndarray) -> np.ndarray:
+    """The statistic of each resampled test set; ``counts`` ``[draws, units]`` says how often each
+    unit was drawn."""
+    return statistic.transform((counts @ scores.numerator) / (counts @ scores.denominator))
+
+
+def _resampling_counts(units: int, samples: int, seed: int, chunk: int) -> Iterator[np.ndarray]:
+    """``[draws, units]`` counts of ``samples`` resampled test sets, ``chunk`` draws at a time."""
+    rng = np.random.default_rng(seed)
+    uniform = np.full(units, 1.0 / units)
+    for start in range(0, samples, chunk):
+        yield rng.multinomial(units, uniform, size=min(chunk, samples - start)).astype(np.float64)

@@ -1,0 +1,158 @@
+"""``attnlab compare BASELINE RUN [RUN …]``: is each run better than the baseline on the same test
+set, beyond the noise of the test set's sample? A paired bootstrap over the test set's units
+(:mod:`attnlab.evaluation.significance`) on the per-unit scores that ``attnlab train`` /
+``attnlab evaluate`` write next to a run's metrics:
+
+* language models: ``eval/<test set>.sentences.csv``, the NLL of every sentence → perplexity.
+  The units are sentences (``--unit sentence``) or documents (``--unit document``). Sentences of
+  one document are not independent (the LSTM state and the memory carry across them), which
+  makes the sentence interval somewhat too narrow; documents are independent but fewer.
+* sequence-to-sequence runs (Lookup Tables, SCAN, English–French):
+  ``eval/<test set>.predictions.tsv``, each example's prediction and whether it is right →
+  accuracy (``--metric seq_acc``, ``seq_acc_be`` or ``seq_acc_given_length``). BLEU is not a
+  per-example ratio; sacrebleu's ``--paired-bs`` compares BLEU scores.
+
+See :mod:`attnlab.experiments.unit_scores` for the files.
+
+The runs must have been evaluated on the same data (the same units, in the same order).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from attnlab.config import ConfigError
+from attnlab.evaluation.significance import PairedComparison, paired_bootstrap
+from attnlab.experiments.runs import RunDirectory
+from attnlab.experiments.tables import format_table
+from attnlab.experiments.unit_scores import UNIT_READERS, Units
+from attnlab.io import atomic_write_json
+
+
+def read_units(run_dir: str | Path, test_set: str, unit: str | None, metric: str | None) -> Units:
+    """The per-unit scores of ``run_dir`` on ``test_set`` (one of its own test sets, or a file it
+    was evaluated on with ``attnlab evaluate --data``)."""
+    run = RunDirectory(Path(run_dir))
+    for data_file in (False, True):
+        for suffix, reader in UNIT_READERS.items():
+            path = run.evaluation_file(test_set, suffix, data_file=data_file)
+            if path.is_file():
+                return reader(path, unit, metric)
+    expected = " nor ".join(str(run.evaluation_file(test_set, suffix)) for suffix in UNIT_READERS)
+    raise ConfigError(
+        f"{run_dir}: no per-unit scores for test set {test_set!r} (found neither {expected}); "
+        f"`attnlab evaluate {run_dir}` writes them (language-model and sequence-to-sequence runs)"
+    )
+
+
+def compare_runs(
+    baseline: Units, other: Units, *, samples: int, confidence: float, seed: int
+) -> PairedComparison:
+    """:func:`paired_bootstrap` of ``other`` against ``baseline``, after checking that both were
+    scored on the same units."""
+    if other.statistic != baseline.statistic:
+        raise ConfigError(
+            f"{other.path} scores {other.statistic.name}, {baseline.path} {baseline.statistic.name}"
+        )
+    if other.identity != baseline.identity:
+        difference = _first_difference(baseline, other)
+        raise ConfigError(f"{other.path} and {baseline.path} were evaluated on different data ({difference})")
+    return paired_bootstrap(
+        baseline.scores, other.scores, baseline.statistic, samples=samples, confidence=confidence, seed=seed
+    )
+
+
+def _first_difference(a: Units, b: Units) -> str:
+    if len(a.identity) != len(b.identity):
+        return f"{len(a.identity)} vs {len(b.identity)} units"
+    index = next(i for i, (x, y) in enumerate(zip(a.identity, b.identity)) if x != y)
+    return f"unit {index}: {a.identity[index]} vs {b.identity[index]}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "runs", nargs="+", metavar="RUN_DIR", help="the baseline run, then the runs to compare with it"
+    )
+    parser.add_argument(
+        "--test-set", default="test", help="a test set the runs were evaluated on (default: test)"
+    )
+    parser.add_argument(
+        "--unit",
+        help="what the bootstrap resamples: sentence (default) or document for language models, "
+        "example for sequence-to-sequence runs",
+    )
+    parser.add_argument(
+        "--metric",
+        help="perplexity for language models; seq_acc (default), seq_acc_be or seq_acc_given_length "
+        "for sequence-to-sequence runs",
+    )
+    parser.add_argument("--samples", type=int, default=1000, help="bootstrap samples (default 1000)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="of the interval (default 0.95)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="also write the comparisons to this JSON file")
+
+
+def main(args: argparse.Namespace) -> None:
+    if len(args.runs) < 2:
+        raise ConfigError("compare needs a baseline run and at least one run to compare with it")
+    if args.samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {args.samples}")
+    if not 0.0 < args.confidence < 1.0:
+        raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
+    baseline_dir, *others = args.runs
+    baseline = read_units(baseline_dir, args.test_set, args.unit, args.metric)
+    comparisons = {
+        run_dir: compare_runs(
+            baseline,
+            read_units(run_dir, args.test_set, args.unit, args.metric),
+            samples=args.samples,
+            confidence=args.confidence,
+            seed=args.seed,
+        )
+        for run_dir in others
+    }
+    print(_comparison_table(baseline_dir, baseline, comparisons, args.confidence))
+    if args.out:
+        atomic_write_json(
+            args.out,
+            {
+                "baseline": baseline_dir,
+                "test_set": args.test_set,
+                "comparisons": {run_dir: result.as_dict() for run_dir, result in comparisons.items()},
+            },
+        )
+        print(f"\ncomparisons: {args.out}")
+
+
+def _comparison_table(
+    baseline_dir: str, baseline: Units, comparisons: dict[str, PairedComparison], confidence: float
+) -> str:
+    name = baseline.statistic.name
+    interval = f"{round(100 * confidence)}% CI"
+    first = next(iter(comparisons.values()))
+    rows: dict[str, dict[str, object]] = {f"{baseline_dir} (baseline)": {name: first.a}}
+    for run_dir, result in comparisons.items():
+        rows[run_dir] = {
+            name: result.b,
+            "difference": f"{result.difference:+.2f}",
+            interval: f"{result.low:+.2f} … {result.high:+.2f}",
+            "p": _p_value(result),
+            "verdict": _verdict(result),
+        }
+    units = f"{first.units} units, {first.samples} paired bootstrap samples"
+    return format_table(rows, [name, "difference", interval, "p", "verdict"]) + f"\n({units})"
+
+
+def _p_value(result: PairedComparison) -> str:
+    """The p-value, or its bound when no resample was as extreme as the observed difference."""
+    if result.p_value <= 1.0 / (result.samples + 1):
+        return f"≤ {result.p_value:.2g}"
+    return f"{result.p_value:.3f}"
+
+
+def _verdict(result: PairedComparison) -> str:
+    """Significant when ``p < 1 − confidence``: then the interval leaves out 0, as a rule."""
+    if result.p_value >= 1.0 - result.confidence:
+        return "no significant difference"
+    return "better" if result.b_is_better else "worse"
