@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -362,6 +363,10 @@ def test_recipe_trains_only_the_chosen_models(copy_corpus, tmp_path):
     )
     assert sorted(p.name for p in (out / "wikitext-2").iterdir() if p.is_dir()) == ["4-gram", "lstm"]
     assert "4-gram" in report and "lstm" in report
+    figure_2c = report.split("### Figure 2c")[1]
+    four_gram = next(line for line in figure_2c.splitlines() if line.startswith("| 4-gram"))
+    assert re.search(r"\| [+-]\d+\.\d\*? \[[+-]\d+\.\d, [+-]\d+\.\d\] \|", four_gram), four_gram
+    assert "over the test set's 16 documents" in figure_2c  # the copy corpus's test articles
 
 
 def test_recipe_refuses_an_unknown_model(tmp_path):

@@ -12,7 +12,9 @@ Writes, under ``out_dir``:
   position over the test set for Attention, Key-Value and Key-Value-Predict (largest window);
 * ``<corpus>/figure3a_heatmap.png``: Key-Value-Predict's attention on the start of one test document;
 * ``results.md``: Figure 2a (test perplexity by window size), 2b (N-gram RNNs), 2c (best window
-  per model, validation and test perplexity, hidden size, parameters) beside the paper's numbers.
+  per model, validation and test perplexity, hidden size, parameters, and the test perplexity's
+  difference from the LSTM with a 95% paired-bootstrap interval, :mod:`attnlab.experiments.compare`)
+  beside the paper's numbers.
 
 Finished runs are skipped and interrupted ones resume. ``--quick`` trains tiny models on the first
 tokens of each corpus for one epoch (a smoke test of the whole pipeline, minutes on a CPU).
@@ -32,9 +34,11 @@ import torch
 
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments import language_model as lm
+from attnlab.experiments.compare import compare_runs, read_units
 from attnlab.experiments.language_model_plots import plot_document_attention
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.runs import RunDirectory
+from attnlab.experiments.unit_scores import Units
 from attnlab.io import atomic_write_text
 from attnlab.plotting import plot_metric_by_test_set
 
@@ -127,7 +131,7 @@ def _load(run_dir: Path) -> dict[str, Any] | None:
     summary = run_dir / "eval" / "summary.json"
     if not summary.is_file():
         return None
-    result = {"summary": json.loads(summary.read_text())}
+    result = {"summary": json.loads(summary.read_text()), "dir": run_dir}
     for name in ("attention", "model"):
         path = run_dir / "eval" / f"{name}.json"
         result[name] = json.loads(path.read_text()) if path.is_file() else {}
@@ -198,6 +202,7 @@ def _figure_2b(runs: dict[str, Any]) -> str:
 
 def _figure_2c(runs: dict[str, Any]) -> str:
     rows = []
+    baseline = _lstm_units(runs.get("lstm"))
     for model in ("lstm", *ATTENTIVE, "4-gram"):
         candidates = {
             name: run for name, run in runs.items() if name == model or name.startswith(f"{model}_L")
@@ -217,15 +222,58 @@ def _figure_2c(runs: dict[str, Any]) -> str:
                 f"{params / 1e6:.2f}M",
                 f"{_ppl(run, 'valid'):.1f}",
                 f"{_ppl(run, 'test'):.1f}",
+                "–" if model == "lstm" else _versus_lstm(baseline, run),
                 paper,
             ]
         )
-    columns = ["model", "hidden", "window", "params (no embeddings)", "dev", "test", "paper dev / test"]
-    return _markdown_table(
+    columns = [
+        "model",
+        "hidden",
+        "window",
+        "params (no embeddings)",
+        "dev",
+        "test",
+        "test − LSTM",
+        "paper dev / test",
+    ]
+    table = _markdown_table(
         "### Figure 2c: models at equal parameter count, best window by validation perplexity\n",
         columns,
         rows,
     )
+    if baseline is None:
+        return table
+    return table + (
+        "\ntest − LSTM: the difference in test perplexity and its 95% interval, from a paired bootstrap over "
+        f"the test set's {len(baseline[0].identity)} {baseline[1]}s (1,000 samples, `attnlab compare`); "
+        "* where p < 0.05.\n"
+    )
+
+
+def _lstm_units(lstm: dict[str, Any] | None) -> tuple[Units, str] | None:
+    """The LSTM's per-unit test results: by document where the test set has enough documents,
+    else by sentence; ``None`` for a run evaluated before per-sentence results were written."""
+    for unit in ("document", "sentence"):
+        try:
+            return (read_units(lstm["dir"], "test", unit, None), unit) if lstm else None
+        except ConfigError:
+            continue
+    return None
+
+
+def _versus_lstm(baseline: tuple[Units, str] | None, run: dict[str, Any]) -> str:
+    """The run's test perplexity minus the LSTM's, with its 95% bootstrap interval."""
+    if baseline is None:
+        return "–"
+    units, unit = baseline
+    try:
+        result = compare_runs(
+            units, read_units(run["dir"], "test", unit, None), samples=1000, confidence=0.95, seed=0
+        )
+    except ConfigError:  # evaluated before per-sentence results were written
+        return "–"
+    star = "*" if result.p_value < 0.05 else ""
+    return f"{result.difference:+.1f}{star} [{result.low:+.1f}, {result.high:+.1f}]"
 
 
 def _figure_3b(runs: dict[str, Any], path: Path) -> None:
