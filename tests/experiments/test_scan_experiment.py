@@ -116,7 +116,7 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert main(["compare", str(after_one_epoch), str(run_dir), "--metric", "bleu"]) == 2
     assert "has the metrics seq_acc, seq_acc_given_length" in capsys.readouterr().err
     assert main(["compare", str(run_dir), str(run_dir), "--test-set", "small"]) == 0
-    assert "100 units" in capsys.readouterr().out
+    assert "100 examples" in capsys.readouterr().out
     plots = plot_attention(run_dir, ["jump twice after walk left"], device_name="cpu")
     assert plots[0].is_file() and plots[0].suffix == ".png"
     assert main(["plot", str(run_dir), "--index", "0", "5", "--device", "cpu"]) == 0

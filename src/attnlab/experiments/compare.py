@@ -119,6 +119,7 @@ def main(args: argparse.Namespace) -> None:
             {
                 "baseline": baseline_dir,
                 "test_set": args.test_set,
+                "unit": baseline.unit,
                 "comparisons": {run_dir: result.as_dict() for run_dir, result in comparisons.items()},
             },
         )
@@ -140,7 +141,7 @@ def _comparison_table(
             "p": _p_value(result),
             "verdict": _verdict(result),
         }
-    units = f"{first.units} units, {first.samples} paired bootstrap samples"
+    units = f"{first.units} {baseline.unit}s, {first.samples} paired bootstrap samples"
     return format_table(rows, [name, "difference", interval, "p", "verdict"]) + f"\n({units})"
 
 

@@ -38,10 +38,12 @@ MIN_UNITS = 10
 
 @dataclass(frozen=True)
 class Units:
-    """A run's per-unit scores on one test set, what identifies each unit, and the statistic."""
+    """A run's per-unit scores on one test set, what identifies each unit, what a unit is
+    (``sentence``, ``document``, ``example``), the statistic and the file they come from."""
 
     scores: UnitScores
     identity: list[tuple[Any, ...]]
+    unit: str
     statistic: RatioStatistic
     path: Path
 
@@ -87,7 +89,7 @@ def read_sentence_units(path: Path, unit: str | None = None, metric: str | None 
         tokens, nll = np.bincount(inverse, weights=tokens), np.bincount(inverse, weights=nll)
     _check_enough(path, tokens.size, unit)
     identity = [(int(first), int(count)) for first, count in zip(firsts, tokens)]
-    return Units(UnitScores(nll, tokens), identity, PERPLEXITY, path)
+    return Units(UnitScores(nll, tokens), identity, unit, PERPLEXITY, path)
 
 
 # ----------------------------------------------------------------------------- sequence to sequence
@@ -137,7 +139,7 @@ def read_prediction_units(path: Path, unit: str | None = None, metric: str | Non
         correct[line - 2] = float(row[column])
         identity.append((row[1], row[2]))
     _check_enough(path, correct.size, "example")
-    return Units(UnitScores(correct, np.ones_like(correct)), identity, ACCURACY, path)
+    return Units(UnitScores(correct, np.ones_like(correct)), identity, "example", ACCURACY, path)
 
 
 # ----------------------------------------------------------------------------- shared

@@ -245,31 +245,29 @@ def _figure_2c(runs: dict[str, Any]) -> str:
         return table
     return table + (
         "\ntest − LSTM: the difference in test perplexity and its 95% interval, from a paired bootstrap over "
-        f"the test set's {len(baseline[0].identity)} {baseline[1]}s (1,000 samples, `attnlab compare`); "
+        f"the test set's {len(baseline.identity)} {baseline.unit}s (1,000 samples, `attnlab compare`); "
         "* where p < 0.05.\n"
     )
 
 
-def _lstm_units(lstm: dict[str, Any] | None) -> tuple[Units, str] | None:
+def _lstm_units(lstm: dict[str, Any] | None) -> Units | None:
     """The LSTM's per-unit test results: by document where the test set has enough documents,
     else by sentence; ``None`` for a run evaluated before per-sentence results were written."""
     for unit in ("document", "sentence"):
         try:
-            return (read_units(lstm["dir"], "test", unit, None), unit) if lstm else None
+            return read_units(lstm["dir"], "test", unit, None) if lstm else None
         except ConfigError:
             continue
     return None
 
 
-def _versus_lstm(baseline: tuple[Units, str] | None, run: dict[str, Any]) -> str:
+def _versus_lstm(baseline: Units | None, run: dict[str, Any]) -> str:
     """The run's test perplexity minus the LSTM's, with its 95% bootstrap interval."""
     if baseline is None:
         return "–"
-    units, unit = baseline
     try:
-        result = compare_runs(
-            units, read_units(run["dir"], "test", unit, None), samples=1000, confidence=0.95, seed=0
-        )
+        other = read_units(run["dir"], "test", baseline.unit, None)
+        result = compare_runs(baseline, other, samples=1000, confidence=0.95, seed=0)
     except ConfigError:  # evaluated before per-sentence results were written
         return "–"
     star = "*" if result.p_value < 0.05 else ""
