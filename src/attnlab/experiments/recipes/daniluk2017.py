@@ -253,9 +253,11 @@ def _figure_2c(runs: dict[str, Any]) -> str:
 def _lstm_units(lstm: dict[str, Any] | None) -> Units | None:
     """The LSTM's per-unit test results: by document where the test set has enough documents,
     else by sentence; ``None`` for a run evaluated before per-sentence results were written."""
+    if lstm is None:
+        return None
     for unit in ("document", "sentence"):
         try:
-            return read_units(lstm["dir"], "test", unit, None) if lstm else None
+            return read_units(lstm["dir"], "test", unit, None)
         except ConfigError:
             continue
     return None
