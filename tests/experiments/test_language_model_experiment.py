@@ -466,3 +466,16 @@ def test_compare_refuses_runs_it_cannot_compare(trained_run, tmp_path, capsys):
     assert "found neither" in error and "valid.sentences.csv" in error and "attnlab evaluate" in error
     assert main(["compare", str(run)]) == 2
     assert "at least one run" in capsys.readouterr().err
+
+
+def test_a_run_trained_on_a_relative_corpus_path_evaluates_from_any_directory(
+    copy_corpus, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(copy_corpus.parent)
+    config = _config(copy_corpus.name, **{"training.epochs": 1, "data.max_tokens": "{train: 400}"})
+    run_dir = tmp_path / "run"
+    results = lm.train(config, run_dir)
+    assert load_yaml(run_dir / "config.yaml")["data"]["corpus"] == str(copy_corpus.resolve())
+    monkeypatch.chdir(tmp_path)
+    again = lm.evaluate(run_dir, device_name="cpu")
+    assert again["test"]["perplexity"] == pytest.approx(results["test"]["perplexity"], rel=1e-6)

@@ -291,13 +291,6 @@ def test_bucketed_batches_cover_the_epoch_once_in_length_sorted_batches():
     assert first == second
 
 
-def test_patience_counts_epochs_since_the_best_validation_loss():
-    history = [{"validation_loss": loss} for loss in (3.0, 2.0, 2.5, 2.1)]
-    assert not experiment.patience_exhausted(history, 3)
-    assert experiment.patience_exhausted(history, 2)
-    assert not experiment.patience_exhausted(history, None)
-
-
 def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
     from attnlab.experiments.recipes import russin2019
 

@@ -329,6 +329,15 @@ class LMTrainingTask:
         return {} if output.attention is None else {"validation_stream_0": output.attention[0]}
 
 
+def absolute_data_paths(data: LMDataConfig) -> None:
+    """Make the corpus, vocabulary and CBT paths absolute, so that the run's stored config reads
+    the same data from any working directory."""
+    data.corpus = str(Path(data.corpus).resolve())
+    if data.vocabulary_file is not None:
+        data.vocabulary_file = str(Path(data.vocabulary_file).resolve())
+    data.cbt_files = [str(Path(file).resolve()) for file in data.cbt_files]
+
+
 def train(
     config: LMExperimentConfig, run_dir: str | Path, *, resume: bool = False
 ) -> dict[str, dict[str, float]]:
@@ -336,6 +345,7 @@ def train(
     run = RunDirectory(Path(run_dir))
     run.check_free(resume)
     device = resolve_device(config.training.device)
+    absolute_data_paths(config.data)
     find_split_files(config.data.corpus)  # every split is there before training starts
     load_cbt(config.data)  # and the CBT files parse
     vocabulary = load_vocabulary(config.data)

@@ -159,7 +159,6 @@ class ScanTrainingConfig(TrainingConfig):
     learning_rate: float = 1e-3
     gradient_clip: float | None = 5.0
     patience: int | None = 10
-    """Stop after this many epochs without a lower validation loss; ``null`` trains all epochs."""
     bucket_by_length: bool = True
     bucket_pool: int = 50
     """Batches per pool sorted by target length (with ``bucket_by_length``)."""
@@ -169,8 +168,6 @@ class ScanTrainingConfig(TrainingConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"patience must be >= 1 or null, got {self.patience}")
         if self.bucket_pool < 1:
             raise ValueError(f"bucket_pool must be >= 1, got {self.bucket_pool}")
         if self.uniform_alignment_epochs < 0:
@@ -552,14 +549,6 @@ def bucketed_order(
     return [chunks[index] for index in torch.randperm(len(chunks), generator=generator).tolist()]
 
 
-def patience_exhausted(history: list[dict[str, Any]], patience: int | None) -> bool:
-    """Whether the best validation loss is at least ``patience`` epochs old."""
-    if patience is None or not history:
-        return False
-    best = min(range(len(history)), key=lambda i: history[i]["validation_loss"])
-    return len(history) - 1 - best >= patience
-
-
 def train(
     config: ScanExperimentConfig, run_dir: str | Path, *, resume: bool = False
 ) -> dict[str, dict[str, float]]:
@@ -578,7 +567,6 @@ def train(
     task = ScanTrainingTask(encoded["train"], encoded["validation"], target_vocab, config, device)
     spec = model_spec(config.model, source_vocab, target_vocab)
     trainer = Trainer(model, task, config.training, run.path, spec)
-    trainer.stop_when = lambda record: patience_exhausted(trainer.history, config.training.patience)
     if resume:
         trainer.resume()
     trainer.fit()

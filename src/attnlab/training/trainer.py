@@ -57,6 +57,12 @@ class TrainingConfig:
     checkpoint_every: int | None = None
     """Also write ``last.pt`` every this many updates within an epoch (null: after each epoch only),
     for epochs too long to lose; a run resumed from one continues with the next update, exactly."""
+    patience: int | None = None
+    """Early stopping: stop after this many epochs without a lower validation loss (null: train
+    all ``epochs``). ``checkpoints/best.pt`` is the epoch with the lowest validation loss."""
+    lr_decay: float | None = None
+    """Learning-rate decay on plateau: after an epoch whose validation loss is not the lowest so
+    far, multiply the learning rate by this factor in (0, 1) (null: a constant learning rate)."""
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -69,6 +75,10 @@ class TrainingConfig:
             raise ValueError(f"tensorboard must be true or false, got {self.tensorboard!r}")
         if self.checkpoint_every is not None and self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1 or null, got {self.checkpoint_every}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"patience must be >= 1 or null, got {self.patience}")
+        if self.lr_decay is not None and not 0 < self.lr_decay < 1:
+            raise ValueError(f"lr_decay must be in (0, 1) or null, got {self.lr_decay}")
 
 
 class TrainingDiverged(RuntimeError):
@@ -151,6 +161,14 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def patience_exhausted(history: list[dict[str, Any]], patience: int | None) -> bool:
+    """Whether the lowest validation loss of ``history`` is at least ``patience`` epochs old."""
+    if patience is None or not history:
+        return False
+    best = min(range(len(history)), key=lambda i: history[i]["validation_loss"])
+    return len(history) - 1 - best >= patience
+
+
 def make_optimizer(model: nn.Module, learning_rate: float) -> torch.optim.Adam:
     """Adam, as every paper here trains; its fused kernel where the parameters' device has one.
 
@@ -176,8 +194,8 @@ class Trainer:
         stop_when: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
         """``stop_when(record)``, if given, ends training early after an epoch whose metrics record
-        (``epoch``, ``train_loss``, the validation metrics) satisfies it; a resumed run that had
-        already stopped trains no further."""
+        (``epoch``, ``train_loss``, the validation metrics) satisfies it, as ``config.patience``
+        does; a resumed run that had already stopped trains no further."""
         self.model = model
         self.task = task
         self.config = config
@@ -226,7 +244,7 @@ class Trainer:
         logger: TensorBoardLogger | None = None
         try:
             for epoch in range(self.start_epoch, self.config.epochs):
-                if self.history and self.stop_when is not None and self.stop_when(self.history[-1]):
+                if self.should_stop():
                     break
                 started = time.perf_counter()
                 train_loss = self._train_epoch(epoch)
@@ -244,11 +262,24 @@ class Trainer:
                         # Steps from this epoch on replace what an interrupted attempt logged.
                         logger = TensorBoardLogger(self.tensorboard_dir, purge_step=epoch + 1)
                     self._log_tensorboard(logger, record)
-                self._save(epoch + 1, improved=validation["validation_loss"] < self.best_validation_loss)
+                improved = validation["validation_loss"] < self.best_validation_loss
+                if not improved and self.config.lr_decay is not None:
+                    for group in self.optimizer.param_groups:
+                        group["lr"] *= self.config.lr_decay
+                self._save(epoch + 1, improved=improved)
         finally:
             if logger is not None:
                 logger.close()
         return self.history
+
+    def should_stop(self) -> bool:
+        """Whether the history so far ends training: ``config.patience`` epochs without a lower
+        validation loss, or ``stop_when`` of the last epoch's record."""
+        if not self.history:
+            return False
+        if self.stop_when is not None and self.stop_when(self.history[-1]):
+            return True
+        return patience_exhausted(self.history, self.config.patience)
 
     def _log_tensorboard(self, logger: TensorBoardLogger, record: dict[str, Any]) -> None:
         """The epoch's metrics and, if the task has the hook, its attention maps (step = epoch)."""

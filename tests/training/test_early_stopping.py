@@ -1,0 +1,67 @@
+"""The trainer's early stopping (``training.patience``) and learning-rate decay on plateau."""
+
+import pytest
+from torch import nn
+
+from attnlab.training.trainer import Trainer, TrainingConfig, patience_exhausted
+
+
+class ScriptedValidation:
+    """The toy task, with validation losses read from a script, one per epoch."""
+
+    def __init__(self, task, losses):
+        self.task = task
+        self.losses = list(losses)
+        self.epoch = 0
+
+    def train_batches(self, generator):
+        return self.task.train_batches(generator)
+
+    def training_loss(self, model, batch):
+        return self.task.training_loss(model, batch)
+
+    def validate(self, model):
+        loss = self.losses[self.epoch]
+        self.epoch += 1
+        return {"validation_loss": loss}
+
+
+def test_patience_counts_epochs_since_the_best_validation_loss():
+    history = [{"validation_loss": loss} for loss in (3.0, 2.0, 2.5, 2.1)]
+    assert not patience_exhausted(history, 3)
+    assert patience_exhausted(history, 2)
+    assert not patience_exhausted(history, None)
+
+
+def test_training_stops_after_patience_epochs_without_improvement(tmp_path, toy_task):
+    task = ScriptedValidation(toy_task, [3.0, 2.0, 2.5, 2.1, 1.0, 0.5])
+    config = TrainingConfig(epochs=6, patience=2, progress=False, device="cpu")
+    history = Trainer(nn.Linear(1, 1), task, config, tmp_path, {}).fit()
+    assert [record["epoch"] for record in history] == [1, 2, 3, 4]
+
+
+def test_a_resumed_run_that_had_stopped_trains_no_further(tmp_path, toy_task):
+    config = TrainingConfig(epochs=6, patience=1, progress=False, device="cpu")
+    Trainer(nn.Linear(1, 1), ScriptedValidation(toy_task, [2.0, 2.5, 1.0]), config, tmp_path, {}).fit()
+    trainer = Trainer(nn.Linear(1, 1), ScriptedValidation(toy_task, [0.1] * 6), config, tmp_path, {})
+    trainer.resume()
+    assert len(trainer.fit()) == 2
+
+
+def test_learning_rate_decays_after_each_epoch_without_improvement_and_survives_resume(tmp_path, toy_task):
+    config = TrainingConfig(epochs=3, learning_rate=1e-2, lr_decay=0.5, progress=False, device="cpu")
+    trainer = Trainer(nn.Linear(1, 1), ScriptedValidation(toy_task, [2.0, 2.5, 2.6]), config, tmp_path, {})
+    trainer.fit()
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-3)
+    longer = TrainingConfig(epochs=4, learning_rate=1e-2, lr_decay=0.5, progress=False, device="cpu")
+    resumed = Trainer(nn.Linear(1, 1), ScriptedValidation(toy_task, [1.0]), longer, tmp_path, {})
+    resumed.resume()
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-3)
+    resumed.fit()
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-3)  # 1.0 improved
+
+
+@pytest.mark.parametrize(("key", "value"), [("patience", 0), ("lr_decay", 1.0), ("lr_decay", 0.0)])
+def test_bad_early_stopping_settings_are_refused(key, value):
+    with pytest.raises(ValueError, match=key):
+        TrainingConfig(**{key: value})
