@@ -359,14 +359,34 @@ def test_recipe_trains_only_the_chosen_models(copy_corpus, tmp_path):
         (data_root / "wikitext-2" / f"{split}.txt").write_text((copy_corpus / f"{split}.txt").read_text())
     out = tmp_path / "out"
     report = daniluk2017.reproduce(
-        out, quick=True, corpora=["wikitext-2"], data_root=data_root, models=["4-gram", "lstm"]
+        out, quick=True, corpora=["wikitext-2"], data_root=data_root, models=["4-gram", "lstm"], seeds=[0, 1]
     )
     assert sorted(p.name for p in (out / "wikitext-2").iterdir() if p.is_dir()) == ["4-gram", "lstm"]
+    assert sorted(p.name for p in (out / "wikitext-2" / "lstm").iterdir()) == ["seed0", "seed1"]
+    configs = [load_yaml(out / "wikitext-2" / "lstm" / f"seed{s}" / "config.yaml") for s in (0, 1)]
+    assert [config["training"]["seed"] for config in configs] == [0, 1]
     assert "4-gram" in report and "lstm" in report
     figure_2c = report.split("### Figure 2c")[1]
     four_gram = next(line for line in figure_2c.splitlines() if line.startswith("| 4-gram"))
     assert re.search(r"\| [+-]\d+\.\d\*? \[[+-]\d+\.\d, [+-]\d+\.\d\] \|", four_gram), four_gram
+    assert re.search(r"\| \d+\.\d ± \d+\.\d \(n=2\) \|", four_gram), four_gram
     assert "over the test set's 16 documents" in figure_2c  # the copy corpus's test articles
+    assert "mean over the model's seeds" in figure_2c
+
+
+def test_recipe_reads_a_run_of_the_earlier_layout_as_seed_0(copy_corpus, tmp_path):
+    from attnlab.experiments.recipes import daniluk2017
+
+    legacy = tmp_path / "ptb" / "lstm"
+    (legacy / "eval").mkdir(parents=True)
+    (legacy / "config.yaml").write_text("experiment: language_model\n")
+    summary = {split: {"perplexity": value} for split, value in (("valid", 120.0), ("test", 115.0))}
+    (legacy / "eval" / "summary.json").write_text(json.dumps(summary))
+    assert daniluk2017.seed_run_dir(legacy, 0) == legacy
+    assert daniluk2017.seed_run_dir(legacy, 1) == legacy / "seed1"
+    report = daniluk2017.report(tmp_path, ["ptb"])
+    lstm = next(line for line in report.splitlines() if line.startswith("| lstm"))
+    assert "| 120.0 | 115.0 |" in lstm
 
 
 def test_recipe_refuses_an_unknown_model(tmp_path):

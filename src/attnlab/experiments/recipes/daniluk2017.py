@@ -7,14 +7,19 @@ article boundaries) and PTB stand in for it. Every model of a corpus has the par
 
 Writes, under ``out_dir``:
 
-* ``<corpus>/<model>/``: one run directory per model (see :mod:`attnlab.experiments.runs`);
+* ``<corpus>/<model>/seed<S>/``: one run directory per model and training seed (see
+  :mod:`attnlab.experiments.runs`; a run directory ``<corpus>/<model>/`` of an earlier layout is
+  read as seed 0);
 * ``<corpus>/figure3b_attention_by_position.png``: the average attention weight per window
   position over the test set for Attention, Key-Value and Key-Value-Predict (largest window);
 * ``<corpus>/figure3a_heatmap.png``: Key-Value-Predict's attention on the start of one test document;
 * ``results.md``: Figure 2a (test perplexity by window size), 2b (N-gram RNNs), 2c (best window
   per model, validation and test perplexity, hidden size, parameters, and the test perplexity's
   difference from the LSTM with a 95% paired-bootstrap interval, :mod:`attnlab.experiments.compare`)
-  beside the paper's numbers.
+  beside the paper's numbers. With several seeds a cell shows mean ± std over its seeds (and n);
+  Figure 2c picks each model's window by the validation perplexity of seed 0 (the paper's "best
+  configuration on the validation set", decided once, before the other seeds are trained), and its
+  bootstrap compares the seeds' mean NLL per unit of the model with the LSTM's.
 
 Finished runs are skipped and interrupted ones resume. ``--quick`` trains tiny models on the first
 tokens of each corpus for one epoch (a smoke test of the whole pipeline, minutes on a CPU).
@@ -30,12 +35,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from attnlab.config import ConfigError, apply_overrides
+from attnlab.evaluation.significance import UnitScores
 from attnlab.experiments import language_model as lm
 from attnlab.experiments.compare import compare_runs, read_units
 from attnlab.experiments.language_model_plots import plot_document_attention
+from attnlab.experiments.multiseed import mean_std, summarize
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import Units
@@ -102,11 +110,13 @@ def reproduce(
     lstm_hidden: int = 300,
     overrides: Sequence[str] = (),
     models: Sequence[str] | None = None,
+    seeds: Sequence[int] = (0,),
 ) -> str:
     """Train every missing run, then write the figures and ``results.md``; returns the report.
 
     ``models`` (names as in :func:`cells`, e.g. ``lstm``, ``key_value_L5``, ``4-gram``) limits
-    training to those cells, in that order; the report covers every finished run.
+    training to those cells, in that order; each is trained with every seed of ``seeds``. The
+    report covers every finished run.
     """
     grid = cells(quick)
     unknown = sorted(set(models or ()) - set(grid))
@@ -116,12 +126,21 @@ def reproduce(
     for corpus in corpora:
         extra = [*overrides, *([f"data.corpus={data_root / corpus}"] if data_root else [])]
         for name, model in chosen.items():
-            run_dir = out_dir / corpus / name
-            if (run_dir / "eval" / "summary.json").is_file():
-                continue
-            print(f"training {corpus}/{name}", flush=True)
-            train_or_resume(cell_config(corpus, model, quick, lstm_hidden, extra), run_dir)
+            for seed in seeds:
+                run_dir = seed_run_dir(out_dir / corpus / name, seed)
+                if (run_dir / "eval" / "summary.json").is_file():
+                    continue
+                print(f"training {corpus}/{name} seed {seed}", flush=True)
+                config = cell_config(corpus, [*model, f"training.seed={seed}"], quick, lstm_hidden, extra)
+                train_or_resume(config, run_dir)
     return report(out_dir, corpora)
+
+
+def seed_run_dir(model_dir: Path, seed: int) -> Path:
+    """``<model>/seed<S>``; seed 0 of an earlier layout is the model folder itself."""
+    if seed == 0 and (model_dir / "config.yaml").is_file():
+        return model_dir
+    return model_dir / f"seed{seed}"
 
 
 # ------------------------------------------------------------------------------------ report
@@ -138,17 +157,29 @@ def _load(run_dir: Path) -> dict[str, Any] | None:
     return result
 
 
+def _load_seeds(model_dir: Path) -> list[dict[str, Any]]:
+    """The finished runs of one model, seed 0 first (then by seed)."""
+    candidates = [(0, model_dir)] if (model_dir / "config.yaml").is_file() else []
+    candidates += [
+        (int(p.name[4:]), p) for p in model_dir.glob("seed*") if p.name[4:].isdigit() and p.is_dir()
+    ]
+    loaded = [(seed, run) for seed, path in sorted(candidates) if (run := _load(path)) is not None]
+    return [{**run, "seed": seed} for seed, run in loaded]
+
+
 def report(out_dir: Path, corpora: Sequence[str] = tuple(CORPORA)) -> str:
     """Rebuild the tables and figures from the run directories alone."""
     sections = ["# Daniluk et al. 2017 reproduction\n"]
     for corpus in corpora:
-        runs = {p.name: r for p in sorted((out_dir / corpus).glob("*")) if (r := _load(p)) is not None}
+        model_dirs = sorted(p for p in (out_dir / corpus).glob("*") if p.is_dir())
+        seeds = {p.name: found for p in model_dirs if (found := _load_seeds(p))}
+        runs = {name: found[0] for name, found in seeds.items()}  # the window-choosing seed
         if not runs:
             continue
         sections.append(f"## {corpus}\n")
-        sections.append(_figure_2a(runs))
-        sections.append(_figure_2b(runs))
-        sections.append(_figure_2c(runs))
+        sections.append(_figure_2a(seeds))
+        sections.append(_figure_2b(seeds))
+        sections.append(_figure_2c(runs, seeds))
         _figure_3b(runs, out_dir / corpus / "figure3b_attention_by_position.png")
         _figure_3a(out_dir / corpus, runs)
     text = "\n".join(sections)
@@ -158,6 +189,15 @@ def report(out_dir: Path, corpora: Sequence[str] = tuple(CORPORA)) -> str:
 
 def _ppl(run: dict[str, Any], split: str) -> float:
     return float(run["summary"][split]["perplexity"])
+
+
+def _ppl_over_seeds(runs: Sequence[dict[str, Any]], split: str) -> str:
+    """One run's perplexity, or mean ± std over the seeds' runs with their count."""
+    values = [_ppl(run, split) for run in runs]
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    stats = summarize(values)
+    return f"{mean_std(stats)} (n={len(values)})"
 
 
 def _markdown_table(heading: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -171,11 +211,11 @@ def _markdown_row(cells: Sequence[object]) -> str:
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
-def _figure_2a(runs: dict[str, Any]) -> str:
+def _figure_2a(seeds: dict[str, list[dict[str, Any]]]) -> str:
     rows = []
     for variant in ATTENTIVE:
         cells_ = [
-            (f"{_ppl(runs[f'{variant}_L{w}'], 'test'):.1f}" if f"{variant}_L{w}" in runs else "–")
+            (_ppl_over_seeds(seeds[f"{variant}_L{w}"], "test") if f"{variant}_L{w}" in seeds else "–")
             + f" ({PAPER_FIGURE_2A[variant][i]})"
             for i, w in enumerate(WINDOWS)
         ]
@@ -187,22 +227,23 @@ def _figure_2a(runs: dict[str, Any]) -> str:
     )
 
 
-def _figure_2b(runs: dict[str, Any]) -> str:
+def _figure_2b(seeds: dict[str, list[dict[str, Any]]]) -> str:
     rows = []
     for n in NGRAMS:
-        run = runs.get(f"{n}-gram")
-        if run is not None:
+        runs = seeds.get(f"{n}-gram")
+        if runs:
             paper = "{} / {}".format(*PAPER_FIGURE_2B[n])
-            hidden = run["model"].get("hidden_dim")
-            rows.append([f"{n}-gram", hidden, f"{_ppl(run, 'valid'):.1f}", f"{_ppl(run, 'test'):.1f}", paper])
+            hidden = runs[0]["model"].get("hidden_dim")
+            dev, test = _ppl_over_seeds(runs, "valid"), _ppl_over_seeds(runs, "test")
+            rows.append([f"{n}-gram", hidden, dev, test, paper])
     return _markdown_table(
         "### Figure 2b: N-gram RNNs (paper: dev / test)\n", ["model", "hidden", "dev", "test", "paper"], rows
     )
 
 
-def _figure_2c(runs: dict[str, Any]) -> str:
+def _figure_2c(runs: dict[str, Any], seeds: dict[str, list[dict[str, Any]]]) -> str:
     rows = []
-    baseline = _lstm_units(runs.get("lstm"))
+    baseline = _mean_units(seeds.get("lstm", []))
     for model in ("lstm", *ATTENTIVE, "4-gram"):
         candidates = {
             name: run for name, run in runs.items() if name == model or name.startswith(f"{model}_L")
@@ -210,6 +251,7 @@ def _figure_2c(runs: dict[str, Any]) -> str:
         if not candidates:
             continue
         name, run = min(candidates.items(), key=lambda item: _ppl(item[1], "valid"))
+        chosen = seeds[name]
         window = name.split("_L")[-1] if "_L" in name else "–"
         params = run["model"].get("parameters_without_embeddings", 0)
         paper = "{} / {}".format(*PAPER_FIGURE_2C[model])
@@ -220,9 +262,9 @@ def _figure_2c(runs: dict[str, Any]) -> str:
                 hidden,
                 window,
                 f"{params / 1e6:.2f}M",
-                f"{_ppl(run, 'valid'):.1f}",
-                f"{_ppl(run, 'test'):.1f}",
-                "–" if model == "lstm" else _versus_lstm(baseline, run),
+                _ppl_over_seeds(chosen, "valid"),
+                _ppl_over_seeds(chosen, "test"),
+                "–" if model == "lstm" else _versus_lstm(baseline, chosen),
                 paper,
             ]
         )
@@ -245,32 +287,39 @@ def _figure_2c(runs: dict[str, Any]) -> str:
         return table
     return table + (
         "\ntest − LSTM: the difference in test perplexity and its 95% interval, from a paired bootstrap over "
-        f"the test set's {len(baseline.identity)} {baseline.unit}s (1,000 samples, `attnlab compare`); "
-        "* where p < 0.05.\n"
+        f"the test set's {len(baseline.identity)} {baseline.unit}s (1,000 samples, `attnlab compare`; "
+        "with several seeds, each unit's NLL is the mean over the model's seeds); * where p < 0.05.\n"
     )
 
 
-def _lstm_units(lstm: dict[str, Any] | None) -> Units | None:
-    """The LSTM's per-unit test results: by document where the test set has enough documents,
-    else by sentence; ``None`` for a run evaluated before per-sentence results were written."""
-    if lstm is None:
-        return None
-    for unit in ("document", "sentence"):
+def _mean_units(runs: Sequence[dict[str, Any]], unit: str | None = None) -> Units | None:
+    """The per-unit test results of a model, each unit's NLL averaged over its seeds' runs: by
+    ``unit``, or by document where the test set has enough documents, else by sentence; ``None``
+    for runs evaluated before per-sentence results were written."""
+    for candidate in [unit] if unit else ["document", "sentence"]:
         try:
-            return read_units(lstm["dir"], "test", unit, None)
+            per_seed = [read_units(run["dir"], "test", candidate, None) for run in runs]
         except ConfigError:
             continue
+        if not per_seed:
+            return None
+        first = per_seed[0]
+        numerator = np.mean([units.scores.numerator for units in per_seed], axis=0)
+        scores = UnitScores(numerator, first.scores.denominator)
+        return Units(scores, first.identity, first.unit, first.statistic, first.path)
     return None
 
 
-def _versus_lstm(baseline: Units | None, run: dict[str, Any]) -> str:
-    """The run's test perplexity minus the LSTM's, with its 95% bootstrap interval."""
+def _versus_lstm(baseline: Units | None, runs: Sequence[dict[str, Any]]) -> str:
+    """The model's test perplexity minus the LSTM's, with its 95% bootstrap interval."""
     if baseline is None:
         return "–"
+    other = _mean_units(runs, baseline.unit)
+    if other is None:  # evaluated before per-sentence results were written
+        return "–"
     try:
-        other = read_units(run["dir"], "test", baseline.unit, None)
         result = compare_runs(baseline, other, samples=1000, confidence=0.95, seed=0)
-    except ConfigError:  # evaluated before per-sentence results were written
+    except ConfigError:
         return "–"
     star = "*" if result.p_value < 0.05 else ""
     return f"{result.difference:+.1f}{star} [{result.low:+.1f}, {result.high:+.1f}]"
@@ -307,7 +356,7 @@ def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
     )
     if not names:
         return
-    run = RunDirectory(corpus_dir / names[-1])
+    run = RunDirectory(runs[names[-1]]["dir"])
     config = run.load_config(lm.parse_config)
     model, vocabulary = lm.model_from_checkpoint(run.checkpoint("best"), torch.device("cpu"), config.model)
     document = lm.load_split(config.data, "test", vocabulary).documents()[0][:steps]
@@ -331,6 +380,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="train only these cells, in this order (e.g. lstm key_value_predict_L5 4-gram)",
     )
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], help="training seeds of every chosen model (default: 0)"
+    )
     parser.add_argument("--report-only", action="store_true", help="rebuild results.md and figures from runs")
 
 
@@ -349,6 +401,7 @@ def main(args: argparse.Namespace) -> None:
             lstm_hidden=args.lstm_hidden,
             overrides=args.overrides,
             models=args.models,
+            seeds=args.seeds,
         )
     )
 
