@@ -225,7 +225,8 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["data.split=add_jump"], "split must be one of"),
+        (["data.split=add jump"], "split must be a public split name"),
+        (["data.split=template_around_right", "data.generate=true"], "generate: true builds the splits"),
         (["data.split=files"], "needs train_file and test_files"),
         (["data.train_file=x.txt"], "need split: files"),
         (["model.previous_output=false"], "gru_attention only"),
@@ -332,3 +333,54 @@ def test_russin2019_cells_filter_keeps_pattern_order_and_refuses_patterns_matchi
     assert russin2019.select_cells(found, None) == found
     with pytest.raises(ConfigError, match=r"--cells: 'mt/\*' matches no cell"):
         russin2019.select_cells(found, ["mt/*"])
+
+
+def _public_layout(root: Path) -> None:
+    """A checkout of the SCAN repository in miniature: standard, template, filler and a train file
+    whose test file is missing."""
+    for name in (
+        "add_prim_split/tasks_{}_addprim_jump",
+        "template_split/tasks_{}_template_around_right",
+        "filler_split/tasks_{}_filler_num1",
+    ):
+        for part, examples in (
+            ("train", [Seq2SeqExample(("walk",), ("I_WALK",))] * 10),
+            ("test", [Seq2SeqExample(("jump",), ("I_JUMP",))]),
+        ):
+            write_scan_file(root / f"{name.format(part)}.txt", examples)
+    write_scan_file(
+        root / "filler_split" / "tasks_train_filler_num2.txt", [Seq2SeqExample(("run",), ("I_RUN",))]
+    )
+
+
+@pytest.mark.parametrize("split", ["addprim_jump", "template_around_right", "filler_num1"])
+def test_every_public_split_folder_is_read_by_name(split, tmp_path):
+    _public_layout(tmp_path)
+    data = experiment.parse_config(
+        resolve_config("scan", [f"data.split={split}", f"data.root={tmp_path}"])
+    ).data
+    splits = experiment.load_splits(data)
+    assert [ex.source for ex in splits["test"].examples] == [("jump",)]
+    assert split in splits["test"].origin
+
+
+@pytest.mark.parametrize(
+    ("split", "message"),
+    [
+        ("template_jump_around_right", "no file named tasks_train_template_jump_around_right.txt"),
+        ("filler_num2", "no file named tasks_test_filler_num2.txt"),
+    ],
+)
+def test_a_missing_public_split_is_one_clear_error_listing_the_splits_there(split, message, tmp_path, capsys):
+    _public_layout(tmp_path)
+    overrides = [
+        f"data.split={split}",
+        f"data.root={tmp_path}",
+        "training.epochs=1",
+        *(f"{key}={value}" for key, value in TINY_MODEL.items()),
+    ]
+    assert main(["train", "scan", *overrides, "--run-dir", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err
+    assert message in error
+    assert "the splits here are: addprim_jump, filler_num1, template_around_right" in error
+    assert len(error.strip().splitlines()) == 1

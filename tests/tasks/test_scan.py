@@ -198,7 +198,7 @@ def test_standard_split_loader_reads_the_public_layout(tmp_path):
         write_scan_file(tmp_path / test_file, [Seq2SeqExample(("jump",), ("I_JUMP",))])
     split = load_standard_split("addprim_jump", tmp_path)
     assert split.train[0].source == ("walk",) and split.test[0].source == ("jump",)
-    with pytest.raises(ValueError, match="unknown SCAN split"):
+    with pytest.raises(DataFormatError, match="SCAN split 'add_jump': no file named tasks_train_add_jump"):
         load_standard_split("add_jump", tmp_path)
 
 

@@ -31,6 +31,7 @@ so resumed runs stay exact.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,8 +76,11 @@ GENERATED_SPLITS = ("primitive", "template", "random")
 class ScanDataConfig:
     """Which split, and how the validation set is held out.
 
-    ``split``: a public split (``simple``, ``length``, ``addprim_jump``, ``addprim_turn_left``),
-    read from ``root`` unless ``generate``; a generated custom split (``primitive`` — holds out
+    ``split``: a public split read from the SCAN checkout at ``root``: any ``name`` with files
+    ``tasks_train_<name>.txt`` and ``tasks_test_<name>.txt`` in a folder below it (``simple``,
+    ``length``, ``addprim_jump``, ``addprim_turn_left``, ``template_around_right``,
+    ``filler_num1``, …; see :func:`attnlab.tasks.scan.public_split_files`); with ``generate``, one
+    of the first four built by the generator instead; a generated custom split (``primitive`` — holds out
     ``primitive`` as in the add-primitive splits; ``template`` — holds out every command matching
     ``template``, ``*`` = any word; ``random`` — ``test_fraction`` at random); or ``files``
     (``train_file``, ``test_files`` name → path, optional ``validation_file``).
@@ -102,9 +106,15 @@ class ScanDataConfig:
     """Keep a random subset of this many examples of the validation set and of each test set."""
 
     def __post_init__(self) -> None:
-        known = (*scan.STANDARD_SPLITS, *GENERATED_SPLITS, "files")
-        if self.split not in known:
-            raise ValueError(f"split must be one of {list(known)}, got {self.split!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_]+", self.split):
+            raise ValueError(
+                f"split must be a public split name (letters, digits, _; e.g. addprim_jump, "
+                f"template_around_right), one of {list(GENERATED_SPLITS)} or 'files', got {self.split!r}"
+            )
+        if self.generate and self.split not in scan.STANDARD_SPLITS:
+            raise ValueError(
+                f"generate: true builds the splits {list(scan.STANDARD_SPLITS)} only, not {self.split!r}"
+            )
         if self.split == "files" and (self.train_file is None or not self.test_files):
             raise ValueError("split 'files' needs train_file and test_files (name: path)")
         if self.split != "files" and (self.train_file or self.test_files or self.validation_file):
@@ -251,8 +261,8 @@ def _train_and_tests(data: ScanDataConfig) -> tuple[Split, dict[str, Split]]:
             name: Split(scan.read_scan_file(path), path, "line") for name, path in data.test_files.items()
         }
         return train, tests
-    if data.split in scan.STANDARD_SPLITS and not data.generate:
-        train_file, test_file = (str(Path(data.root) / name) for name in scan.STANDARD_SPLITS[data.split])
+    if data.split not in GENERATED_SPLITS and not data.generate:
+        train_file, test_file = (str(path) for path in scan.public_split_files(data.split, data.root))
         train = Split(scan.read_scan_file(train_file), train_file, "line")
         return train, {STANDARD_TEST_SET: Split(scan.read_scan_file(test_file), test_file, "line")}
     generated = _generated_split(data)

@@ -261,11 +261,52 @@ class ScanSplit:
 
 
 def load_standard_split(name: str, root: str | os.PathLike[str]) -> ScanSplit:
-    """Read the public split ``name`` (see :data:`STANDARD_SPLITS`) from a SCAN checkout at ``root``."""
-    if name not in STANDARD_SPLITS:
-        raise ValueError(f"unknown SCAN split {name!r}; the public splits are {sorted(STANDARD_SPLITS)}")
-    train_file, test_file = STANDARD_SPLITS[name]
-    return ScanSplit(read_scan_file(Path(root) / train_file), read_scan_file(Path(root) / test_file))
+    """Read the public split ``name`` (see :func:`public_split_files`) from a SCAN checkout at ``root``."""
+    train_file, test_file = public_split_files(name, root)
+    return ScanSplit(read_scan_file(train_file), read_scan_file(test_file))
+
+
+def public_split_files(name: str, root: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """The train and test files of the public split ``name`` in a checkout of the SCAN repository.
+
+    Every split of the repository is a pair ``<folder>/tasks_train_<name>.txt`` and
+    ``<folder>/tasks_test_<name>.txt``, so any such ``name`` is found, in any folder below
+    ``root``: the four of :data:`STANDARD_SPLITS`, and e.g. ``template_around_right`` (Loula et al.
+    2018, ``template_split/``), ``filler_num1`` (``filler_split/``), ``simple_p16``
+    (``simple_split/size_variations/``) or ``addprim_complex_jump_num8_rep1``
+    (``add_prim_split/with_additional_examples/``). A missing or ambiguous split is a
+    :class:`DataFileNotFoundError` that lists the splits found under ``root``.
+    """
+    folder = Path(root)
+    if not folder.is_dir():
+        raise DataFileNotFoundError(
+            folder, None, "no such folder (expected a checkout of the SCAN repository)"
+        )
+    if name in STANDARD_SPLITS:
+        standard = tuple(folder / file for file in STANDARD_SPLITS[name])
+        if all(path.is_file() for path in standard):
+            return standard
+    found = {part: sorted(folder.rglob(f"tasks_{part}_{name}.txt")) for part in ("train", "test")}
+    for part, paths in found.items():
+        if len(paths) != 1:
+            problem = "no file" if not paths else f"{len(paths)} files ({', '.join(map(str, paths))})"
+            raise DataFileNotFoundError(
+                folder,
+                None,
+                f"SCAN split {name!r}: {problem} named tasks_{part}_{name}.txt below this folder; "
+                f"the splits here are: {', '.join(public_split_names(folder)) or 'none'}",
+            )
+    return found["train"][0], found["test"][0]
+
+
+def public_split_names(root: str | os.PathLike[str]) -> list[str]:
+    """The names of the splits below ``root`` that have both a train and a test file."""
+
+    def names(part: str) -> set[str]:
+        prefix = f"tasks_{part}_"
+        return {path.name[len(prefix) : -len(".txt")] for path in Path(root).rglob(f"{prefix}*.txt")}
+
+    return sorted(names("train") & names("test"))
 
 
 def generate_standard_split(name: str, *, seed: int = 0) -> ScanSplit:
