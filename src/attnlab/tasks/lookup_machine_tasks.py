@@ -517,14 +517,14 @@ def machine_tasks_composition(example: Seq2SeqExample, variant: str) -> tuple[st
 
 def write_machine_tasks_lookup(
     spec: MachineTasksLookupSpec, out_dir: str | os.PathLike[str]
-) -> dict[str, Path]:
+) -> dict[Path, int]:
     """Write every file as ``out_dir/{name}.tsv`` (machine-tasks TSV) and the arguments to
-    ``out_dir/generation_arguments.txt`` (``name value`` lines); returns name → path."""
+    ``out_dir/generation_arguments.txt`` (``name value`` lines); returns path → number of rows."""
     out = Path(out_dir)
-    written: dict[str, Path] = {}
+    written: dict[Path, int] = {}
     for name, rows in generate_machine_tasks_lookup(spec).items():
-        written[name] = out / f"{name}.tsv"
-        write_tsv(written[name], rows)
+        write_tsv(out / f"{name}.tsv", rows)
+        written[out / f"{name}.tsv"] = len(rows)
     arguments = {
         "protocol": "machine_tasks (attnlab re-implementation of LongLookupTables)",
         **spec.arguments(),
