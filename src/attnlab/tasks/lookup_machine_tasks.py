@@ -10,9 +10,9 @@ n_repeats 3, seed 123`` (``random_start_token !`` and ``eos .`` are fixed). It i
 ``machine_tasks`` *protocol*; :mod:`attnlab.tasks.lookup` keeps attnlab's own one (interpolation
 and ``long1`` … ``long5`` sets), which stays the default everywhere.
 
-The tables are random, and the original generator's random-number calls are not public here, so
-the *rows* differ from the published files (seed 123 does not give the published tables); the
-construction, the file names and every count are the protocol's.
+The tables are random and the original generator's sequence of random-number calls was not
+available to us, so the *rows* differ from the published files (seed 123 does not give the
+published tables); the construction, the file names and every count are the protocol's.
 
 Construction (``L = max_composition_train``, tables ``t1 … t8``, the last ``n_heldout_tables``
 of which — ``t7``, ``t8`` — are *held-out tables*; ``t1 … t6`` are the *training tables*):
@@ -31,7 +31,8 @@ of which — ``t7``, ``t8`` — are *held-out tables*; ``t1 … t6`` are the *tr
   or 1). Stratifying by composition alone is impossible at 5% (1,498 compositions, 475 rows);
 * ``heldout_inputs``: the held-out inputs of the remaining ``L``-compositions (2 × 1,246);
 * ``heldout_compositions``: the ``n_heldout_compositions`` compositions on every input (50 × 8);
-* ``heldout_tables``: compositions of ``L`` tables of which exactly one is a held-out table;
+* ``heldout_tables``: compositions of ``L`` tables of which exactly one is a held-out table
+  (4 positions × 2 tables × 6³ × 8 inputs = 13,824 rows before the cut);
 * ``new_compositions``: compositions of ``L`` held-out tables only (2⁴ × 8 = 128 rows);
 * ``longer_seen_i``, ``longer_incremental_i``, ``longer_new_i`` for ``i = 1 … n_longer``:
   ``L + i`` tables. Level ``i`` is every training table (``seen``, ``incremental``) or every
