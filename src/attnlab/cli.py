@@ -130,14 +130,31 @@ def cmd_multiseed(args: argparse.Namespace) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> None:
-    from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
+    from attnlab.tasks import lookup, lookup_machine_tasks
     from attnlab.tasks.tsv import write_tsv
 
-    spec = LookupTablesSpec(variant=args.variant, seed=args.seed)
     out = Path(args.out)
-    for name, examples in generate_lookup_tables(spec).items():
+    machine_tasks = args.protocol == "machine_tasks"
+    variants = lookup_machine_tasks.MACHINE_TASKS_VARIANTS if machine_tasks else lookup.VARIANTS
+    if args.variant not in variants:
+        raise ConfigError(
+            f"--variant {args.variant} is not a variant of --protocol {args.protocol}; "
+            f"choose one of {list(variants)}"
+        )
+    if machine_tasks:
+        spec = lookup_machine_tasks.MachineTasksLookupSpec(variant=args.variant, seed=_or(args.seed, 123))
+        for path, rows in lookup_machine_tasks.write_machine_tasks_lookup(spec, out).items():
+            print(f"{path}: {rows} examples")
+        print(f"{out / lookup_machine_tasks.ARGUMENTS_FILE}: the generation arguments")
+        return
+    spec = lookup.LookupTablesSpec(variant=args.variant, seed=_or(args.seed, 0))
+    for name, examples in lookup.generate_lookup_tables(spec).items():
         write_tsv(out / f"{name}.tsv", examples)
         print(f"{out / f'{name}.tsv'}: {len(examples)} examples")
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def cmd_configs(args: argparse.Namespace) -> None:
@@ -234,8 +251,21 @@ def build_parser() -> argparse.ArgumentParser:
     report_parser.set_defaults(handler=html_report.main)
 
     data = commands.add_parser("data", help="write generated Lookup Tables splits as machine-tasks TSV files")
-    data.add_argument("--variant", choices=["long", "reversed", "noisy"], default="long")
-    data.add_argument("--seed", type=int, default=0)
+    data.add_argument(
+        "--protocol",
+        choices=["attnlab", "machine_tasks"],
+        default="attnlab",
+        help="attnlab: interpolation and long1-5 test sets; machine_tasks: the LongLookupTables files "
+        "of machine-tasks (train, validation, heldout_*, new_compositions, longer_*)",
+    )
+    data.add_argument(
+        "--variant",
+        choices=["long", "reversed", "noisy", "noisy-single", "noisy-multi", "intermediate-noise"],
+        default="long",
+        help="attnlab: long, reversed, noisy; machine_tasks: long, reversed, noisy-single, noisy-multi, "
+        "intermediate-noise",
+    )
+    data.add_argument("--seed", type=int, help="default 0 (attnlab), 123 (machine_tasks, the published one)")
     data.add_argument("--out", required=True)
     data.set_defaults(handler=cmd_data)
 

@@ -1,7 +1,10 @@
 """The Lookup Tables experiment (Dubois et al. 2020): config, training, evaluation and plots.
 
-Data come either from the generator (:mod:`attnlab.tasks.lookup`, Long / Reversed / Noisy-start
-Lookup Tables) or from files in the public machine-tasks TSV format (:mod:`attnlab.tasks.tsv`).
+Data come either from a generator — attnlab's own protocol (:mod:`attnlab.tasks.lookup`, Long /
+Reversed / Noisy-start Lookup Tables with interpolation and ``long1`` … ``long5`` test sets, the
+default) or the machine-tasks ``LongLookupTables`` protocol the paper's data were made with
+(:mod:`attnlab.tasks.lookup_machine_tasks`, ``data.protocol=machine_tasks``) — or from files in
+the public machine-tasks TSV format (:mod:`attnlab.tasks.tsv`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any, Literal
 
 import torch
 
-from attnlab.config import ConfigError, from_dict
+from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation.seq2seq import ExampleOutcomes, evaluate_seq2seq, teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
 from attnlab.experiments.seq2seq import (
@@ -24,27 +27,57 @@ from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, w
 from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.tasks.batching import batches, encode_examples
 from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
-from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
+from attnlab.tasks.lookup import VARIANTS, LookupTablesSpec, generate_lookup_tables
+from attnlab.tasks.lookup_machine_tasks import (
+    MACHINE_TASKS_VARIANTS,
+    MachineTasksLookupSpec,
+    generate_machine_tasks_lookup,
+    machine_tasks_test_set_names,
+)
 from attnlab.tasks.splits import random_hold_out
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary, build_vocabularies
 from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
 
 SYSTEM = "lookup/recurrent_seq2seq"
+LookupVariant = Literal["long", "reversed", "noisy", "noisy-single", "noisy-multi", "intermediate-noise"]
+"""``long``, ``reversed``, ``noisy``: protocol ``attnlab``; all but ``noisy``: ``machine_tasks``."""
 GENERATED_TEST_SETS = ("interpolation", "long1", "long2", "long3", "long4", "long5")
 
 
 @dataclass
-class LookupDataConfig:
-    """Where the examples come from: the generator (default) or machine-tasks TSV files.
+class MachineTasksDataConfig:
+    """The generation arguments of ``data.protocol=machine_tasks``; defaults are the published ones
+    (see :class:`attnlab.tasks.lookup_machine_tasks.MachineTasksLookupSpec`; ``data.seed`` and
+    ``data.variant`` give its seed and variant)."""
 
-    With ``train_file`` set, the generator is not used: ``validation_file`` (or, if absent,
-    ``validation_size`` examples held out of the training file) validates, and ``test_files``
-    maps test-set names to files.
+    validation_size: float = 0.05
+    max_composition_train: int = 4
+    n_unary_tables: int = 8
+    n_heldout_tables: int = 2
+    n_heldout_compositions: int = 50
+    n_heldout_inputs: int = 2
+    n_longer: int = 5
+    max_noise_tables: int = 10
+    bound_test: int = 5000
+    alphabet: list[str] = field(default_factory=lambda: ["0", "1"])
+    n_repeats: int = 3
+
+
+@dataclass
+class LookupDataConfig:
+    """Where the examples come from: a generator (default) or machine-tasks TSV files.
+
+    ``protocol`` picks the generator: ``attnlab`` (variants long, reversed, noisy; the sizes
+    below) or ``machine_tasks`` (variants long, reversed, noisy-single, noisy-multi,
+    intermediate-noise; the arguments in ``machine_tasks``). With ``train_file`` set, no generator
+    is used: ``validation_file`` (or, if absent, ``validation_size`` examples held out of the
+    training file) validates, and ``test_files`` maps test-set names to files.
     """
 
-    variant: Literal["long", "reversed", "noisy"] = "long"
+    variant: LookupVariant = "long"
     seed: int = 0
+    protocol: Literal["attnlab", "machine_tasks"] = "attnlab"
     validation_size: int = 500
     interpolation_size: int = 3000
     long_size: int = 5000
@@ -53,6 +86,15 @@ class LookupDataConfig:
     train_file: str | None = None
     validation_file: str | None = None
     test_files: dict[str, str] = field(default_factory=dict)
+    machine_tasks: MachineTasksDataConfig = field(default_factory=MachineTasksDataConfig)
+
+    def __post_init__(self) -> None:
+        variants = VARIANTS if self.protocol == "attnlab" else MACHINE_TASKS_VARIANTS
+        if self.train_file is None and self.variant not in variants:
+            raise ValueError(
+                f"data.variant={self.variant!r} is not a variant of data.protocol={self.protocol}; "
+                f"choose one of {list(variants)}"
+            )
 
 
 @dataclass
@@ -124,12 +166,16 @@ def load_splits(data: LookupDataConfig) -> dict[str, list[Seq2SeqExample]]:
 
 
 def test_set_names(data: LookupDataConfig) -> list[str]:
+    if data.train_file is None and data.protocol == "machine_tasks":
+        return machine_tasks_test_set_names(data.machine_tasks.n_longer)
     if data.train_file is None:
         return ["interpolation", *(f"long{level}" for level in range(1, data.long_levels + 1))]
     return list(data.test_files)
 
 
 def _generated_splits(data: LookupDataConfig) -> dict[str, list[Seq2SeqExample]]:
+    if data.protocol == "machine_tasks":
+        return generate_machine_tasks_lookup(machine_tasks_spec(data))
     try:
         spec = LookupTablesSpec(
             variant=data.variant,
@@ -143,6 +189,15 @@ def _generated_splits(data: LookupDataConfig) -> dict[str, list[Seq2SeqExample]]
     except ValueError as error:
         raise ConfigError(f"data: {error}") from None
     return generate_lookup_tables(spec)
+
+
+def machine_tasks_spec(data: LookupDataConfig) -> MachineTasksLookupSpec:
+    """The machine-tasks generator spec of ``data``; bad arguments raise :class:`ConfigError`."""
+    arguments = {**to_dict(data.machine_tasks), "alphabet": tuple(data.machine_tasks.alphabet)}
+    try:
+        return MachineTasksLookupSpec(variant=data.variant, seed=data.seed, **arguments)
+    except ValueError as error:
+        raise ConfigError(f"data.machine_tasks: {error}") from None
 
 
 def _hold_out(

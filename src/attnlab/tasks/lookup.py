@@ -259,11 +259,15 @@ def _table_names(n_tables: int) -> list[str]:
 
 def _table_permutations(spec: LookupTablesSpec) -> list[list[int]]:
     """``n_tables`` distinct random permutations of ``range(2**n_bits)``."""
-    rng = _stream(spec.seed, f"tables/{spec.n_bits}")
+    return _distinct_permutations(_stream(spec.seed, f"tables/{spec.n_bits}"), spec.n_inputs, spec.n_tables)
+
+
+def _distinct_permutations(rng: random.Random, size: int, count: int) -> list[list[int]]:
+    """``count`` distinct random permutations of ``range(size)`` (redrawing repeats)."""
     tables: list[list[int]] = []
     seen: set[tuple[int, ...]] = set()
-    while len(tables) < spec.n_tables:
-        permutation = list(range(spec.n_inputs))
+    while len(tables) < count:
+        permutation = list(range(size))
         _shuffle(rng, permutation)
         if tuple(permutation) not in seen:
             seen.add(tuple(permutation))
