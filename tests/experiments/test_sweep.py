@@ -209,6 +209,15 @@ def test_local_sweep_runs_aggregates_and_skips_finished_runs(tmp_path, capsys, m
     run_sweep(more, out, backend, log=lambda line: None)
     assert sorted(backend.names) == ["model.pooling=attention/seed2", "model.pooling=mean/seed2"]
 
+    # A run written before a config key existed holds that key's default: still the same config.
+    config_file = out / "model.pooling=mean" / "seed0" / "config.yaml"
+    older = yaml.safe_load(config_file.read_text())
+    del older["training"]["tensorboard"]  # default false
+    config_file.write_text(yaml.safe_dump(older))
+    backend = RecordingBackend()
+    run_sweep(load_spec(path), out, backend, log=lambda line: None)
+    assert backend.names == []
+
     # A sweep whose base config changed does not mix its runs with these.
     changed = load_spec(make_spec({"model.pooling": ["attention"]}, extra=["data.t0=30"], name="changed"))
     with pytest.raises(SweepError, match=r"another config \(data.t0: 20 there, 30 in this sweep\)"):
@@ -369,3 +378,15 @@ def test_ray_backend_on_a_real_local_instance(tmp_path, local_ray, make_spec):
             assert ray_cells[cell]["results"]["test"][metric]["mean"] == pytest.approx(
                 stats["mean"], rel=1e-4
             )
+
+
+def test_a_relative_data_path_matches_the_absolute_path_a_run_stored(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    stored = {"data": {"corpus": str((tmp_path / "corpus").resolve())}}
+    assert sweep._first_difference({"data": {"corpus": "corpus"}}, stored) is None
+    assert sweep._first_difference({"data": {"corpus": "other"}}, stored) == (
+        "data.corpus",
+        "other",
+        stored["data"]["corpus"],
+    )

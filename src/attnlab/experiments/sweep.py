@@ -36,6 +36,7 @@ import csv
 import io
 import itertools
 import json
+import os
 import re
 import socket
 import sys
@@ -636,8 +637,15 @@ def _check_same_config(run: SweepRun, run_dir: Path) -> None:
     experiment = experiment_module(run.config)
     from attnlab.config import to_dict
 
-    expected = yaml.safe_load(yaml.safe_dump(to_dict(experiment.parse_config(run.config)), sort_keys=False))
+    def resolved(config: dict[str, Any]) -> Any:
+        return yaml.safe_load(yaml.safe_dump(to_dict(experiment.parse_config(config)), sort_keys=False))
+
+    expected = resolved(run.config)
     found = load_yaml(config_file)
+    try:  # a run written before a key was added holds that key's default
+        found = resolved(found)
+    except ConfigError:
+        pass  # keys since removed or renamed: compared as written, so the difference is named
     difference = _first_difference(expected, found)
     if difference is not None:
         key, new, old = difference
@@ -654,7 +662,15 @@ def _first_difference(new: Any, old: Any, prefix: str = "") -> tuple[str, Any, A
             if found is not None:
                 return found
         return None
-    return None if new == old else (prefix or "config", new, old)
+    if new == old or (isinstance(new, str) and isinstance(old, str) and _same_path(new, old)):
+        return None
+    return (prefix or "config", new, old)
+
+
+def _same_path(new: str, old: str) -> bool:
+    """A relative path in the sweep and the absolute path a run stored for it (runs store data
+    paths resolved, so that they evaluate from any directory)."""
+    return os.path.isabs(old) and not os.path.isabs(new) and Path(new).resolve() == Path(old).resolve()
 
 
 def _error_line(run_dir: Path) -> str:
