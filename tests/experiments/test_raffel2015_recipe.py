@@ -5,6 +5,7 @@ import json
 import pytest
 
 from attnlab.cli import main
+from attnlab.config import load_yaml
 from attnlab.experiments.recipes import raffel2015
 from attnlab.experiments.recipes.raffel2015 import Cell
 
@@ -115,3 +116,41 @@ def test_recipe_backend_errors_are_usage_errors(tmp_path, capsys):
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'attnlab[ray]')")
     assert main([*base, "--backend", "ray", "--address", "127.0.0.1:1"]) == 2
     assert "127.0.0.1:1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--t0", "0"], "--t0: [0] too short; T0 must be >= 20"),
+        (
+            ["--learning-rates", "0.05"],
+            "--learning-rates: 0.05 not in the paper's grid 0.01, 0.003, 0.001, 0.0003",
+        ),
+        (["--max-epochs", "0"], "--max-epochs and --variable-epochs must be >= 1"),
+    ],
+)
+def test_bad_recipe_arguments_are_one_line_usage_errors(extra, message, tmp_path, capsys):
+    assert main(["reproduce", "raffel2015", "--out", str(tmp_path / "out"), "--no-variable", *extra]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_problem_is_an_argparse_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["reproduce", "raffel2015", "--out", str(tmp_path), "--problems", "subtraction"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'subtraction'" in capsys.readouterr().err
+
+
+def test_the_paper_text_addition_is_its_own_row_beside_the_papers_addition(tmp_path, capsys):
+    out = tmp_path / "raffel"
+    args = ["reproduce", "raffel2015", "--out", str(out), "--problems", "addition_paper_text", "--t0", "20"]
+    args += ["--poolings", "attention", "--learning-rates", "1e-2", "--max-epochs", "1", "--no-variable"]
+    args += ["training.updates_per_epoch=20", "data.test_size=50", "training.device=cpu"]
+    assert main(args) == 0
+    run = Cell("addition_paper_text", 20, "attention").path(out) / "lr0.01" / "seed0"
+    assert load_yaml(run / "config.yaml")["data"]["addition"] == "paper_text"
+    table = (out / "table1.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| addition_paper_text / attention"))
+    assert "(1)" in row  # the paper's addition value beside it

@@ -71,6 +71,18 @@ def test_values_and_targets(problem: str) -> None:
     assert not torch.any(is_correct(batch.targets + 0.041, batch.targets))
 
 
+def test_the_addition_problem_as_the_paper_text_states_it() -> None:
+    generator = torch.Generator().manual_seed(0)
+    batch = generate_memory_batch("addition", 300, 100, generator, addition="paper_text")
+    values = batch.inputs[..., 0]
+    assert values.min() >= 0 and values.max() <= 1 and values.max() > 0.99
+    x = values.gather(1, batch.marker_positions)
+    torch.testing.assert_close(batch.targets, x[:, 0] + x[:, 1])
+    assert batch.targets.max() > 1.5  # in [0, 2], not squeezed into [0, 1]
+    with pytest.raises(ValueError, match="unknown addition definition 'hs'"):
+        generate_memory_batch("addition", 2, 100, generator, addition="hs")
+
+
 def test_padding_is_zero_and_mask_matches_lengths() -> None:
     batch = _batch("multiplication", t0=100)
     t_max = batch.inputs.size(1)

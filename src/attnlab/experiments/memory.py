@@ -43,6 +43,7 @@ from attnlab.tasks.memory_problems import (
     TEMPORAL_ORDER_CLASSES,
     TEMPORAL_ORDER_MIN_LENGTH,
     TEMPORAL_ORDER_SYMBOLS,
+    AdditionDefinition,
     MemoryBatch,
     generate_memory_batch,
     generate_temporal_order_batch,
@@ -73,6 +74,9 @@ class MemoryDataConfig:
     """Seed of the fixed held-out test set."""
     eval_batch_size: int = 100
     """Test sequences per forward pass (memory only; the metrics do not depend on it)."""
+    addition: AdditionDefinition = "hochreiter_schmidhuber"
+    """The addition problem's definition (:data:`~attnlab.tasks.memory_problems.ADDITION_DEFINITIONS`):
+    Hochreiter & Schmidhuber's, which Raffel & Ellis cite, or the one their §2 text states."""
 
     def __post_init__(self) -> None:
         if self.setting == "fixed":
@@ -151,7 +155,7 @@ def _batch(data: MemoryDataConfig, size: int, generator: torch.Generator) -> Mem
     lengths = sample_lengths(data.setting, size, generator, data.t0)
     if data.problem == TEMPORAL_ORDER:
         return generate_temporal_order_batch(size, lengths, generator)
-    return generate_memory_batch(data.problem, size, lengths, generator)
+    return generate_memory_batch(data.problem, size, lengths, generator, addition=data.addition)
 
 
 # ---------------------------------------------------------------------------------- model

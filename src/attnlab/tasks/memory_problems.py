@@ -10,6 +10,12 @@ Raffel & Ellis follow the original definitions of Hochreiter & Schmidhuber (1997
   for multiplication;
 * a prediction is correct when ``|prediction - target| < 0.04`` (:data:`TOLERANCE`).
 
+Raffel & Ellis's own text (§2) describes the addition problem differently: values "sampled
+uniformly from [0, 1]" and the goal "to perform addition … on the two values", i.e. the target
+``x_{p1} + x_{p2}`` in ``[0, 2]``, with the same tolerance. Both are available
+(``addition="hochreiter_schmidhuber"``, the default, or ``addition="paper_text"``; see
+:data:`ADDITION_DEFINITIONS`), since the paper says it follows [3] but states the other.
+
 Choices where the papers are silent (0-based indices throughout):
 
 * first marker ``p1``: uniform over indices ``0 … 8`` (the paper's "positions 1–9");
@@ -46,6 +52,11 @@ Problem = Literal["addition", "multiplication"]
 LengthSetting = Literal["fixed", "variable"]
 
 PROBLEMS: tuple[str, ...] = ("addition", "multiplication")
+AdditionDefinition = Literal["hochreiter_schmidhuber", "paper_text"]
+ADDITION_DEFINITIONS: tuple[str, ...] = ("hochreiter_schmidhuber", "paper_text")
+"""The addition problem as Hochreiter & Schmidhuber (1997) define it (values ``U(-1, 1)``, target
+``0.5 + (x1 + x2) / 4``) or as Raffel & Ellis's §2 text states it (values ``U(0, 1)``, target
+``x1 + x2``)."""
 LENGTH_SETTINGS: tuple[str, ...] = ("fixed", "variable")
 
 TOLERANCE = 0.04
@@ -183,8 +194,10 @@ def generate_memory_batch(
     generator: torch.Generator,
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
+    addition: AdditionDefinition = "hochreiter_schmidhuber",
 ) -> MemoryBatch:
-    """Generate one batch of the addition or multiplication problem (see the module docstring).
+    """Generate one batch of the addition or multiplication problem (see the module docstring;
+    ``addition`` picks the definition of the addition problem, :data:`ADDITION_DEFINITIONS`).
 
     ``lengths`` is one int (all sequences that long) or a ``[batch_size]`` integer tensor; every
     length must be at least :data:`MIN_LENGTH`. Sequences are right-padded to the longest length.
@@ -193,6 +206,11 @@ def generate_memory_batch(
     """
     if problem not in PROBLEMS:
         raise ValueError(f"unknown problem {problem!r}; expected one of {list(PROBLEMS)}")
+    if addition not in ADDITION_DEFINITIONS:
+        raise ValueError(
+            f"unknown addition definition {addition!r}; expected one of {list(ADDITION_DEFINITIONS)}"
+        )
+    symmetric = problem == "addition" and addition == "hochreiter_schmidhuber"
     batch_size = _check_positive_int("batch_size", batch_size)
     device = generator.device if device is None else torch.device(device)
 
@@ -207,7 +225,7 @@ def generate_memory_batch(
     positions = torch.stack([first, second], dim=1)  # [B, 2]
 
     values = torch.rand(batch_size, t_max, generator=generator, device=device, dtype=dtype)
-    if problem == "addition":
+    if symmetric:
         values.mul_(2.0).sub_(1.0)  # U(-1, 1)
     values.masked_fill_(padding_mask, 0.0)
 
@@ -218,8 +236,10 @@ def generate_memory_batch(
     markers[rows.unsqueeze(1), positions] = 1.0  # after the -1s: a mark at step 0 wins
 
     marked = values.gather(1, positions)  # [B, 2]
-    if problem == "addition":
+    if symmetric:
         targets = 0.5 + (marked[:, 0] + marked[:, 1]) / 4.0
+    elif problem == "addition":
+        targets = marked[:, 0] + marked[:, 1]
     else:
         targets = marked[:, 0] * marked[:, 1]
 
