@@ -23,19 +23,49 @@ class ConfigError(ValueError):
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping; errors name the file."""
+    """Read a YAML mapping; every error is one line naming the file (and the line, where the text
+    is not UTF-8 or not YAML)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
+    data = path.read_bytes()
     try:
-        data = yaml.safe_load(path.read_text())
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"{path} line {line}: not valid UTF-8 ({error.reason}); a config is UTF-8 YAML"
+        ) from None
+    try:
+        loaded = yaml.safe_load(text)
     except yaml.YAMLError as error:
+        raise ConfigError(
+            f"{path}{_yaml_error_place(error)}: not valid YAML: {_yaml_problem(error)}"
+        ) from None
+    except (ValueError, RecursionError) as error:  # e.g. an integer of more than 4300 digits
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
-    if data is None:
+    if loaded is None:
         return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
-    return data
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys, got {type(loaded).__name__}")
+    return loaded
+
+
+def _yaml_error_place(error: yaml.YAMLError) -> str:
+    """`` line L column C`` of a YAML error (1-based), or nothing when PyYAML gives no position."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    if mark is None and isinstance(error, yaml.reader.ReaderError):
+        return f" position {error.position + 1}"
+    return "" if mark is None else f" line {mark.line + 1} column {mark.column + 1}"
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """What PyYAML found wrong, on one line (its own message spans several)."""
+    if isinstance(error, yaml.reader.ReaderError):
+        return f"the character {chr(error.character)!r} is not allowed"
+    parts = [getattr(error, "context", None), getattr(error, "problem", None)]
+    text = "; ".join(part for part in parts if part) or str(error)
+    return " ".join(text.split())
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -58,6 +88,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node[keys[-1]] = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             node[keys[-1]] = raw
+        except (ValueError, RecursionError) as error:  # e.g. an integer of more than 4300 digits
+            raise ConfigError(f"override of {dotted.strip()!r}: cannot read the value: {error}") from None
     return result
 
 
@@ -66,7 +98,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__} {data!r}")
     fields = {field.name: field for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
     hints = typing.get_type_hints(cls)

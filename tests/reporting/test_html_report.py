@@ -3,8 +3,10 @@ DevTools protocol on a pipe): no console errors, the expected table rows, images
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -139,6 +141,123 @@ def test_the_browser_check_sees_errors_and_broken_images(tmp_path):
     assert any("missing.png" in error for error in errors)
 
 
+def _fake_run(root: Path, name: str, experiment: str, summary: dict | None) -> None:
+    """A run directory as the experiments leave it: its config, and its test metrics when done."""
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump({"experiment": experiment, "training": {"seed": 0}}))
+    if summary is not None:
+        (run / "eval").mkdir()
+        (run / "eval" / "summary.json").write_text(json.dumps(summary))
+
+
+SEQ2SEQ = {"seq_acc": 97.5, "seq_acc_be": 98.0, "loss": 0.0123, "examples": 500.0}
+
+
+@pytest.fixture(scope="module")
+def mixed_runs_dir(tmp_path_factory) -> Path:
+    """A folder holding runs of all four experiments, with their real test sets and metric names:
+    Lookup Tables (interpolation, long 1-4, attnLoss), memory problems, SCAN / English–French and
+    language models (WikiText-2 splits and the four CBT word classes): 40 metric columns in all."""
+    root = tmp_path_factory.mktemp("mixed")
+    for attender in ("location", "content", "mix", "transformer_xl"):
+        tests = {"interpolation": {**SEQ2SEQ, "attn_loss": 0.5}}
+        tests.update({f"long{level}": {**SEQ2SEQ, "attn_loss": 2.25} for level in range(1, 5)})
+        _fake_run(root, f"dubois2020/long_lookup_tables/{attender}_guided_attention/seed0", "lookup", tests)
+    for pooling in ("attention", "mean"):
+        memory = {"test": {"accuracy": 99.25, "mse": 0.000412, "examples": 1000}}
+        _fake_run(root, f"raffel2015/addition/t0_1000/{pooling}/seed0", "memory", memory)
+    _fake_run(
+        root,
+        "raffel2015/temporal_order/t0_100/attention/seed0",
+        "memory",
+        {
+            "test": {
+                "accuracy": 100.0,
+                "cross_entropy": 0.003,
+                "examples": 1000,
+                "accuracy_XX_YY": 100.0,
+                "accuracy_XY_YX": 100.0,
+            }
+        },
+    )
+    scan = {"test": {**SEQ2SEQ, "seq_acc_given_length": 99.0}}
+    _fake_run(root, "russin2019/table1/addprim_jump/syntactic_attention/seed0", "scan", scan)
+    french = {**SEQ2SEQ, "bleu": 31.7, "unknown_source_words": 12.0, "unknown_target_words": 30.0}
+    _fake_run(
+        root, "russin2019/mt/syntactic_attention/seed0", "scan", {"test": french, "test_no_unk": french}
+    )
+    _fake_run(root, "russin2019/table1/length/syntactic_attention/seed1", "scan", None)  # still running
+    words = {"loss": 4.71, "perplexity": 111.2, "tokens": 245569}
+    cbt = {"accuracy": 0.412, "questions": 2500}
+    language_model = {"valid": words, "test": words, **{name: cbt for name in ("NE", "CN", "V", "P")}}
+    for variant in ("lstm", "key_value_predict"):
+        _fake_run(root, f"daniluk2017/wikitext2/{variant}/seed0", "language_model", language_model)
+    return root
+
+
+def test_runs_are_grouped_by_experiment_with_only_their_own_columns(mixed_runs_dir, tmp_path):
+    page = build_report(mixed_runs_dir, tmp_path / "report.html").read_text()
+    groups = re.findall(r"<table class='runs' data-experiment='(\w+)'>(.*?)</table>", page, re.S)
+    assert [experiment for experiment, _ in groups] == ["language_model", "lookup", "memory", "scan"]
+    headers = {
+        experiment: re.sub(r"<wbr>", "", " ".join(re.findall(r"<th>(.*?)</th>", table)))
+        for experiment, table in groups
+    }
+    assert headers["memory"] == "run status test set accuracy mse cross_entropy accuracy_XX_YY accuracy_XY_YX"
+    assert headers["lookup"] == "run status test set seq_acc seq_acc_be loss attn_loss"
+    assert "bleu" in headers["scan"] and "accuracy" not in headers["scan"]
+    assert "perplexity" in headers["language_model"] and "seq_acc" not in headers["language_model"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_a_report_of_many_kinds_of_runs_fits_a_laptop_screen(mixed_runs_dir, tmp_path):
+    """Issue 25: one table per kind of run, each within a 1366-px-wide window, every finished run's
+    metrics visible (the memory and SCAN rows used to sit far right of the Lookup Tables columns)."""
+    path = build_report(mixed_runs_dir, tmp_path / "report.html")
+    with DevToolsBrowser(CHROMIUM, tmp_path / "profile") as browser:
+        page = browser.open(path.resolve().as_uri(), width=1366, height=900)
+        result = browser.evaluate(
+            page,
+            """(() => ({
+                viewport: window.innerWidth,
+                pageWidth: document.documentElement.scrollWidth,
+                tables: [...document.querySelectorAll('table.runs')].map(t => ({
+                    experiment: t.dataset.experiment,
+                    right: t.getBoundingClientRect().right,
+                    headers: [...t.querySelectorAll('th')].map(h => h.textContent),
+                    rows: [...t.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => ({
+                        column: c.dataset.column, text: c.textContent.trim(),
+                        right: c.getBoundingClientRect().right,
+                    }))),
+                })),
+            }))()""",
+        )
+        screenshot = browser.screenshot(page)
+    (tmp_path / "report.png").write_bytes(screenshot)
+    assert result["viewport"] == 1366
+    assert result["pageWidth"] <= 1366  # no horizontal scrolling
+    assert int.from_bytes(screenshot[16:20], "big") == 1366  # the PNG's width
+    tables = {table["experiment"]: table for table in result["tables"]}
+    assert sorted(tables) == ["language_model", "lookup", "memory", "scan"]
+    for experiment, table in tables.items():
+        assert table["right"] <= 1366, (experiment, table["right"], table["headers"])
+        assert len(table["headers"]) <= 10, table["headers"]
+        assert all(cell["right"] <= 1366 for row in table["rows"] for cell in row)
+
+    def values(experiment: str, column: str) -> list[str]:
+        cells = [cell for row in tables[experiment]["rows"] for cell in row]
+        return [cell["text"] for cell in cells if cell["column"] == column]
+
+    assert values("memory", "accuracy") == ["99.25", "99.25", "100"]
+    assert values("memory", "mse") == ["0.000412", "0.000412", ""]
+    assert values("scan", "seq_acc") == ["97.5", "97.5", "97.5", ""]  # the unfinished run: no metrics
+    assert values("scan", "bleu") == ["31.7", "31.7", "", ""]
+    assert values("scan", "status") == ["done", "done", "missing"]
+    assert values("lookup", "attn_loss") == ["0.5", "2.25", "2.25", "2.25", "2.25"] * 4
+    assert values("language_model", "perplexity") == ["111.2", "111.2", "", "", "", ""] * 2
+
+
 class DevToolsBrowser:
     """Headless chromium driven over ``--remote-debugging-pipe`` (JSON messages ended by NUL)."""
 
@@ -187,15 +306,24 @@ class DevToolsBrowser:
             os.close(self._write)
             os.close(self._read)
 
-    def open(self, url: str) -> str:
-        """Open ``url`` in a new tab, wait for its load event; return the session id."""
+    def open(self, url: str, width: int | None = None, height: int | None = None) -> str:
+        """Open ``url`` in a new tab (a ``width`` × ``height`` px window when given), wait for its
+        load event; return the session id."""
         target = self.command("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.command("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Runtime", "Log", "Page"):
             self.command(f"{domain}.enable", session=session)
+        if width is not None and height is not None:
+            metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+            self.command("Emulation.setDeviceMetricsOverride", metrics, session=session)
         self.command("Page.navigate", {"url": url}, session=session)
         self._wait(lambda message: message.get("method") == "Page.loadEventFired")
         return session
+
+    def screenshot(self, session: str) -> bytes:
+        """A PNG of the window (what a reader sees without scrolling)."""
+        data = self.command("Page.captureScreenshot", {"format": "png"}, session=session)["data"]
+        return base64.b64decode(data)
 
     def evaluate(self, session: str, expression: str) -> object:
         reply = self.command(

@@ -27,7 +27,7 @@ def test_reads_the_machine_tasks_sample() -> None:
         ex("110 t1 .", "110 110", "0 1 2"),
         ex("110 t2 .", "110 100", "0 1 2"),
         ex("000 t1 t1 t2 .", "000 110 110 100", "0 1 2 3 4"),
-        ex("000 t2 ! t1 .", "000 110"),  # no attention column
+        ex("000 t2 ! t1 .", "000 110"),  # an empty attention column
     ]
 
 
@@ -43,7 +43,8 @@ def test_round_trip_mixed_attention_and_exact_text(tmp_path: Path) -> None:
     examples = [ex("a b .", "x y", "0 1 2"), ex("c .", "z"), ex("d", "w w w", "0 0 0 0")]
     path = tmp_path / "mixed.tsv"
     write_tsv(path, examples)
-    assert path.read_text(encoding="utf-8") == "a b .\tx y\t0 1 2\nc .\tz\nd\tw w w\t0 0 0 0\n"
+    # every line has the third column, empty where there is no attention
+    assert path.read_text(encoding="utf-8") == "a b .\tx y\t0 1 2\nc .\tz\t\nd\tw w w\t0 0 0 0\n"
     assert read_tsv(str(path)) == examples
 
 
@@ -79,7 +80,7 @@ def _write(tmp_path: Path, text: str | bytes, name: str = "data.tsv") -> Path:
         ),
         ("a b\tx\t0 1 1\n", 1, "expected 2 attention indices"),
         (
-            "a\tx\nb\tz\nc d\ty\t0 2\n",
+            "a\tx\t\nb\tz\t\nc d\ty\t0 2\n",
             3,
             "attention index 2 out of range; expected 0..1 (the source has 2 tokens)",
         ),
@@ -174,3 +175,20 @@ def test_written_file_gets_ordinary_permissions(tmp_path: Path) -> None:
     path.chmod(0o640)
     write_tsv(path, [ex("c", "d")])
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_a_row_that_lost_a_tab_in_a_three_column_file_is_rejected(tmp_path: Path) -> None:
+    """Issue 25: ``000 t1 .<TAB>000 110 0 1 2`` (the tab before the attention lost) must not be read
+    as a target ``000 110 0 1 2``; every row must have as many columns as the first."""
+    path = _write(tmp_path, "000 t1 .\t000 110\t0 1 2\n110 t1 .\t110 110 0 1 2\n110 t2 .\t110 100\t0 1 2\n")
+    with pytest.raises(DataFormatError) as info:
+        read_tsv(path)
+    assert (info.value.path, info.value.line) == (str(path), 2)
+    assert "found 2 tab-separated columns, but line 1 has 3" in str(info.value)
+    assert "every line of a file must have the same number of columns" in str(info.value)
+
+
+def test_a_row_with_an_extra_column_in_a_two_column_file_is_rejected(tmp_path: Path) -> None:
+    path = _write(tmp_path, "a b\tx\nc d\ty\t0 1\n")
+    with pytest.raises(DataFormatError, match=r"line 2: found 3 tab-separated columns, but line 1 has 2"):
+        read_tsv(path)

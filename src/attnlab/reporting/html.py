@@ -12,6 +12,11 @@ and, for every run directory (a folder with ``config.yaml``): its status (done /
 missing), its test metrics, a learning curve drawn from ``metrics.jsonl`` and the images in its
 ``plots/`` folder (attention heatmaps and interpretable-variable views written by
 ``attnlab plot``), in a collapsed ``<details>`` block.
+
+Runs are grouped by experiment (their config's ``experiment``: Lookup Tables, memory problems,
+SCAN / English–French, language models): one table per experiment, with a row per run and test
+set and a column per metric of that experiment only, so that each table fits a laptop screen
+(about 1366 px) however many kinds of runs the folder holds.
 """
 
 from __future__ import annotations
@@ -27,15 +32,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnlab.config import ConfigError
+from attnlab.config import ConfigError, load_yaml
 from attnlab.io import atomic_write_text
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; color: #222; }
 h1 { border-bottom: 2px solid #444; } h2 { border-bottom: 1px solid #aaa; margin-top: 2.5rem; }
-table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; }
+table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; max-width: 100%; }
 th, td { border: 1px solid #bbb; padding: 0.25rem 0.6rem; text-align: right; }
 th:first-child, td:first-child { text-align: left; } thead th { background: #eee; }
+table.runs td { white-space: nowrap; } table.runs td.test-set { text-align: left; }
+table.runs td.run { white-space: normal; overflow-wrap: anywhere; min-width: 10rem; }
+table.runs td[rowspan] { vertical-align: top; } table.runs th:nth-child(-n+3) { text-align: left; }
 figure { display: inline-block; margin: 0.5rem; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #ddd; } figcaption { font-size: 0.8rem; color: #555; }
 details { margin: 0.4rem 0; } summary { cursor: pointer; }
@@ -172,39 +180,99 @@ def _section_html(section: Section) -> str:
     return "\n".join(parts)
 
 
+EXPERIMENT_TITLES: dict[str, str] = {
+    "language_model": "Language models (WikiText, PTB; CBT)",
+    "lookup": "Lookup Tables and other machine tasks (sequence to sequence)",
+    "memory": "Memory problems (addition, multiplication, temporal order)",
+    "scan": "SCAN and English–French (sequence to sequence)",
+}
+"""Heading of each experiment's table of runs (an experiment missing here is named as it is)."""
+
+COUNT_METRICS = frozenset({"examples"})
+"""Metrics left out of the tables: how many test examples, not how well the run did."""
+
+
+def run_experiment(run_dir: Path) -> str:
+    """The experiment of a run (its config's ``experiment`` key; ``lookup`` when absent, as in
+    training), or ``unreadable config`` when its ``config.yaml`` cannot be read."""
+    try:
+        data = load_yaml(run_dir / "config.yaml")
+    except ConfigError:
+        return "unreadable config"
+    return str(data.get("experiment", "lookup"))
+
+
+def group_runs(run_dirs: Sequence[Path]) -> dict[str, list[Path]]:
+    """Run directories by experiment, experiments in name order, runs in the given order."""
+    groups: dict[str, list[Path]] = {}
+    for run_dir in run_dirs:
+        groups.setdefault(run_experiment(run_dir), []).append(run_dir)
+    return dict(sorted(groups.items()))
+
+
 def _runs_html(runs_dir: Path, run_dirs: Sequence[Path], max_curves: int) -> str:
+    """One table per experiment, each with only its own metrics, followed by its runs' details."""
+    parts = ["<section><h2>Runs</h2>"]
+    curves_left = max_curves
+    for experiment, runs in group_runs(run_dirs).items():
+        title = EXPERIMENT_TITLES.get(experiment, experiment)
+        parts.append(f"<h3>{_escape(title)}: {len(runs)} run(s)</h3>")
+        parts.append(_runs_table(runs_dir, experiment, runs))
+        for run_dir in runs:
+            parts.append(_run_details(runs_dir, run_dir, curve=curves_left > 0))
+            curves_left -= 1
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _runs_table(runs_dir: Path, experiment: str, run_dirs: Sequence[Path]) -> str:
+    """A row per run and test set (``run`` and ``status`` span a run's rows); a column per metric
+    of these runs, so the table is as narrow as one experiment's metrics allow."""
     from attnlab.experiments.sweep import run_status
 
     summaries = {run_dir: _summary(run_dir) for run_dir in run_dirs}
-    columns = list(
+    metrics = list(
         dict.fromkeys(
-            f"{test_set} {metric}"
+            metric
             for summary in summaries.values()
-            for test_set, metrics in summary.items()
-            for metric in metrics
-            if metric != "examples"
+            for values in summary.values()
+            if isinstance(values, dict)
+            for metric in values
+            if metric not in COUNT_METRICS
         )
     )
-    head = "".join(f"<th>{_escape(column)}</th>" for column in ["run", "status", *columns])
+    head = "".join(
+        f"<th>{_breakable(column, '_')}</th>" for column in ["run", "status", "test set", *metrics]
+    )
     rows = []
     for run_dir in run_dirs:
         status = run_status(run_dir)
-        values = {
-            f"{test_set} {metric}": value
-            for test_set, metrics in summaries[run_dir].items()
-            for metric, value in metrics.items()
-        }
-        cells = "".join(f"<td>{_format(values.get(column))}</td>" for column in columns)
-        name = _escape(str(run_dir.relative_to(runs_dir)))
-        rows.append(f"<tr><td>{name}</td><td class='{status}'>{status}</td>{cells}</tr>")
-    parts = [
-        "<section><h2>Runs</h2>",
-        f"<table class='runs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>",
-    ]
-    for number, run_dir in enumerate(run_dirs):
-        parts.append(_run_details(runs_dir, run_dir, curve=number < max_curves))
-    parts.append("</section>")
-    return "\n".join(parts)
+        test_sets = [
+            (name, values) for name, values in summaries[run_dir].items() if isinstance(values, dict)
+        ]
+        span = max(len(test_sets), 1)
+        name = _breakable(str(run_dir.relative_to(runs_dir)), "/")
+        first = (
+            f"<td class='run' data-column='run' rowspan='{span}'>{name}</td>"
+            f"<td class='{status}' data-column='status' rowspan='{span}'>{status}</td>"
+        )
+        for index, (test_set, values) in enumerate(test_sets or [("", {})]):
+            cells = "".join(
+                f"<td data-column='{_escape(metric)}'>{_format(values.get(metric))}</td>"
+                for metric in metrics
+            )
+            set_cell = f"<td class='test-set' data-column='test set'>{_escape(test_set)}</td>"
+            rows.append(f"<tr>{first if index == 0 else ''}{set_cell}{cells}</tr>")
+    return (
+        f"<table class='runs' data-experiment='{_escape(experiment)}'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _breakable(text: str, after: str) -> str:
+    """``text`` escaped, with a line-break opportunity after each ``after`` (long run names,
+    ``snake_case`` metric names), so a narrow window wraps a cell instead of widening the table."""
+    return f"{_escape(after)}<wbr>".join(_escape(part) for part in text.split(after))
 
 
 def _run_details(runs_dir: Path, run_dir: Path, curve: bool) -> str:

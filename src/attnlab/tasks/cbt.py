@@ -30,7 +30,7 @@ BLANK = "XXXXX"
 CONTEXT_SENTENCES = 20
 WORD_CLASSES: tuple[str, ...] = ("NE", "CN", "V", "P")
 _CLASS_IN_NAME = re.compile(r"cbtest_(NE|CN|V|P)_")
-_NUMBERED = re.compile(r"^(\d+) (.*)$")
+_NUMBERED = re.compile(r"^([0-9]+) (.*)$")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,8 @@ def _parse_block(path: Path, block: list[tuple[int, str]], context_sentences: in
     context: list[tuple[str, ...]] = []
     for position, (number, line) in enumerate(block, start=1):
         match = _NUMBERED.match(line)
-        if match is None or int(match.group(1)) != position:
+        # Compared as text: int() of a very long number is a ValueError of its own.
+        if match is None or match.group(1) != str(position):
             raise DataFormatError(
                 path,
                 number,

@@ -50,7 +50,7 @@ from pathlib import Path
 from attnlab.io import atomic_path
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.splits import random_hold_out
-from attnlab.tasks.tsv import DataFileNotFoundError, DataFormatError
+from attnlab.tasks.tsv import DataFormatError, format_tokens, read_lines_of_text
 from attnlab.tasks.vocab import EOS_TOKEN, PAD_TOKEN, SOS_TOKEN
 
 __all__ = [
@@ -69,6 +69,10 @@ __all__ = [
     "template_split",
     "write_scan_file",
 ]
+
+_KEYWORDS = ("IN:", "OUT:")
+"""The words that mark a line's fields: never a token of a command or an output."""
+_RESERVED_IN_OUTPUT = (PAD_TOKEN, SOS_TOKEN, EOS_TOKEN)
 
 PRIMITIVES: dict[str, str] = {"walk": "I_WALK", "look": "I_LOOK", "run": "I_RUN", "jump": "I_JUMP"}
 TURNS: dict[str, str] = {"left": "I_TURN_LEFT", "right": "I_TURN_RIGHT"}
@@ -183,22 +187,7 @@ def read_scan_file(path: str | os.PathLike[str]) -> list[Seq2SeqExample]:
     a blank line before the end, or a reserved token (``<pad>``, ``<sos>``, ``<eos>``).
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataFileNotFoundError(path, None, "no such file") from None
-    except IsADirectoryError:
-        raise DataFormatError(path, None, "is a directory, expected an 'IN: … OUT: …' file") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise DataFormatError(path, line, f"not valid UTF-8 ({error.reason})") from None
-    lines = text.split("\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        raise DataFormatError(path, None, "the file is empty; expected lines 'IN: <command> OUT: <output>'")
+    lines = read_lines_of_text(path, "an 'IN: … OUT: …' file", "lines 'IN: <command> OUT: <output>'")
     return [_parse_line(path, number, line) for number, line in enumerate(lines, start=1)]
 
 
@@ -222,7 +211,7 @@ def _parse_line(path: Path, number: int, line: str) -> Seq2SeqExample:
     if not target:
         raise DataFormatError(path, number, "empty output after 'OUT:'")
     _check_reserved(path, number, source, "command", (PAD_TOKEN,))
-    _check_reserved(path, number, target, "output", (PAD_TOKEN, SOS_TOKEN, EOS_TOKEN))
+    _check_reserved(path, number, target, "output", _RESERVED_IN_OUTPUT)
     return Seq2SeqExample(source, target)
 
 
@@ -235,16 +224,19 @@ def _check_reserved(
 
 
 def write_scan_file(path: str | os.PathLike[str], examples: Sequence[Seq2SeqExample]) -> None:
-    """Write ``examples`` as ``IN: … OUT: …`` lines, atomically (readable by :func:`read_scan_file`)."""
+    """Write ``examples`` as ``IN: … OUT: …`` lines, atomically (readable by :func:`read_scan_file`).
+
+    Raises :class:`~attnlab.tasks.tsv.DataFormatError` naming the would-be line, before anything is
+    written, for an empty command or output, a token that is empty or holds whitespace, ``IN:`` or
+    ``OUT:`` as a token, or a reserved token.
+    """
     if not examples:
         raise DataFormatError(path, None, "no examples to write; an empty file cannot be read")
     lines = []
     for number, example in enumerate(examples, start=1):
-        if not example.source or not example.target:
-            raise DataFormatError(path, number, "cannot write an empty command or output")
-        _check_reserved(path, number, example.source, "command", (PAD_TOKEN, "IN:", "OUT:"))
-        _check_reserved(path, number, example.target, "output", (PAD_TOKEN, SOS_TOKEN, EOS_TOKEN, "OUT:"))
-        lines.append(f"IN: {' '.join(example.source)} OUT: {' '.join(example.target)}\n")
+        source = format_tokens(path, number, example.source, "command", (PAD_TOKEN, *_KEYWORDS))
+        target = format_tokens(path, number, example.target, "output", (*_RESERVED_IN_OUTPUT, *_KEYWORDS))
+        lines.append(f"IN: {source} OUT: {target}\n")
     with atomic_path(path) as temporary:
         temporary.write_text("".join(lines), encoding="utf-8")
 

@@ -10,8 +10,13 @@ tab character:
    ``000 110 100``;
 3. optional, the gold target attention: source indices (0-based integers), separated by spaces,
    one per target token followed by one for ``<eos>`` — ``len(target) + 1`` in all, each in
-   ``0 … len(source) - 1`` — e.g. ``0 1 2 3``. A row may have it while another does not; an
-   empty (all-blank) third column counts as absent.
+   ``0 … len(source) - 1`` — e.g. ``0 1 2 3``. An empty (all-blank) third column counts as
+   absent, so in a 3-column file a row without attention ends in a tab.
+
+**Every line of a file has the same number of columns as its first line** (2 or 3): a line that
+lost or gained a tab is an error naming it, never read as something else (a lost tab before the
+attention would otherwise turn the attention indices into target tokens). :func:`write_tsv`
+writes 3 columns on every line when any example has attention.
 
 Blank lines are allowed only at the end of a file, so example ``i`` (0-based) of
 :func:`read_tsv` is on line ``i + 1``. Target columns may not contain the special tokens
@@ -62,30 +67,54 @@ def read_tsv(path: str | os.PathLike[str]) -> list[Seq2SeqExample]:
 
     Raises :class:`DataFormatError` for a missing, empty, undecodable or malformed file.
     """
-    text = _read_text(Path(path))
-    lines = text.split("\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        raise DataFormatError(path, None, "the file is empty; expected one example per line")
-    return [_parse_line(path, number, line) for number, line in enumerate(lines, start=1)]
+    lines = read_lines_of_text(path, "a TSV file", "one example per line")
+    examples = []
+    width = None
+    for number, line in enumerate(lines, start=1):
+        example, columns = _parse_line(path, number, line)
+        if width is None:
+            width = columns
+        elif columns != width:
+            raise DataFormatError(
+                path,
+                number,
+                f"found {columns} tab-separated columns, but line 1 has {width}; every line of a file "
+                "must have the same number of columns (source, target[, attention])",
+            )
+        examples.append(example)
+    return examples
 
 
-def _read_text(path: Path) -> str:
+def read_lines_of_text(path: str | os.PathLike[str], expected: str, content: str) -> list[str]:
+    """The lines of a UTF-8 file whose example ``i`` (0-based) is on line ``i + 1``.
+
+    Blank lines at the end are dropped; a trailing ``\\r`` of each line is kept (for the caller's
+    parser). ``expected`` names the kind of file (``"a TSV file"``) and ``content`` what it holds,
+    for the errors: :class:`DataFileNotFoundError` for a missing file, :class:`DataFormatError`
+    for a directory, an empty file or bytes that are not UTF-8 (naming the line).
+    """
+    path = Path(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise DataFileNotFoundError(path, None, "no such file") from None
     except IsADirectoryError:
-        raise DataFormatError(path, None, "is a directory, expected a TSV file") from None
+        raise DataFormatError(path, None, f"is a directory, expected {expected}") from None
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise DataFormatError(path, line, f"not valid UTF-8 ({error.reason})") from None
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise DataFormatError(path, None, f"the file is empty; expected {content}")
+    return lines
 
 
-def _parse_line(path: str | os.PathLike[str], number: int, line: str) -> Seq2SeqExample:
+def _parse_line(path: str | os.PathLike[str], number: int, line: str) -> tuple[Seq2SeqExample, int]:
+    """The example on one line and its number of columns."""
     if line.endswith("\r"):
         line = line[:-1]
     if not line.strip():
@@ -102,7 +131,7 @@ def _parse_line(path: str | os.PathLike[str], number: int, line: str) -> Seq2Seq
     attention = None
     if len(columns) == 3 and columns[2].strip():
         attention = _parse_attention(path, number, columns[2], len(source), len(target))
-    return Seq2SeqExample(source=source, target=target, attention=attention)
+    return Seq2SeqExample(source=source, target=target, attention=attention), len(columns)
 
 
 def _parse_tokens(
@@ -162,11 +191,17 @@ def _is_int(field: str) -> bool:
 def write_tsv(path: str | os.PathLike[str], examples: Iterable[Seq2SeqExample]) -> None:
     """Write ``examples`` as a machine-tasks TSV file (see the module docstring), atomically.
 
-    All examples are checked first (:class:`DataFormatError` naming the would-be line); the
+    Every line gets 3 columns when any example has attention (an empty third column for those
+    without), else 2. All examples are checked first (:class:`DataFormatError` naming the would-be line); the
     text goes to a temporary file beside ``path`` that then replaces ``path``, so readers never
     see a half-written file. Missing parent directories are created.
     """
-    lines = [_format_line(path, number, ex) for number, ex in enumerate(examples, start=1)]
+    examples = list(examples)
+    with_attention = any(example.attention is not None for example in examples)
+    lines = [
+        _format_line(path, number, example, with_attention)
+        for number, example in enumerate(examples, start=1)
+    ]
     if not lines:
         raise DataFormatError(path, None, "no examples to write; an empty file cannot be read")
     text = "".join(lines)
@@ -175,26 +210,35 @@ def write_tsv(path: str | os.PathLike[str], examples: Iterable[Seq2SeqExample]) 
             handle.write(text)
 
 
-def _format_line(path: str | os.PathLike[str], number: int, example: Seq2SeqExample) -> str:
+def _format_line(
+    path: str | os.PathLike[str], number: int, example: Seq2SeqExample, with_attention: bool
+) -> str:
     columns = [
-        _format_tokens(path, number, example.source, "source", _RESERVED_IN_SOURCE),
-        _format_tokens(path, number, example.target, "target", _RESERVED_IN_TARGET),
+        format_tokens(path, number, example.source, "source", _RESERVED_IN_SOURCE),
+        format_tokens(path, number, example.target, "target", _RESERVED_IN_TARGET),
     ]
     if example.attention is not None:
         # Reuse the reader's checks so that what is written can be read back.
         text = " ".join(str(index) for index in example.attention)
         _parse_attention(path, number, text, len(example.source), len(example.target))
         columns.append(text)
+    elif with_attention:
+        columns.append("")
     return "\t".join(columns) + "\n"
 
 
-def _format_tokens(
+def format_tokens(
     path: str | os.PathLike[str],
     number: int,
     tokens: tuple[str, ...],
     what: str,
     reserved: tuple[str, ...],
 ) -> str:
+    """``tokens`` joined by spaces, for line ``number`` of the file ``path`` being written.
+
+    Raises :class:`DataFormatError` for no tokens, a token that is empty or holds whitespace (it
+    would be read back as other tokens) or one of ``reserved``; ``what`` names the field.
+    """
     if not tokens:
         raise DataFormatError(path, number, f"cannot write an empty {what}")
     for token in tokens:
