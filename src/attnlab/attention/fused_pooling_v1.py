@@ -1,35 +1,13 @@
-"""A memory-lean, cache-friendly kernel for "per-step leaky affine layer, then temporal pooling".
+"""The first fused kernel for "per-step leaky affine layer, then temporal pooling" (kept as ``fused_v1``).
 
-Raffel & Ellis (2015, §2.1) compute ``h_t = LReLU(W x_t + b)`` for every step and pool the states
-with feed-forward attention (eq. 1, ``a(h_t) = tanh(w · h_t + b_w)``) or the plain mean (eq. 2).
-Written as separate PyTorch ops, this builds several ``[B, T, D]`` tensors (the affine output, the
-activations, the weighted states and their gradients): at ``B = 100``, ``T = 10,000``, ``D = 100``
-each is 400 MB, so a training step streams gigabytes through main memory.
-
-:func:`leaky_affine_pooling` computes the same function, and its exact gradient, one sequence at a
-time. A sequence's states (``T × D``, a few MB) stay in the CPU cache, padding is skipped, and the
-backward pass *recomputes* them from the inputs instead of storing them. The only saved tensors
-are ``[B, T]``. Peak memory does not grow with ``D · T · B``, only with ``T · D`` for one sequence.
-
-Backward, for one sequence with ``z_t = W̃ x̃_t`` (``x̃_t = [x_t; 1]``, ``W̃ = [W, b]``), ``h_t =
-LReLU(z_t)``, ``e_t = tanh(w · h_t + b_w)``, ``alpha = softmax(e)`` and ``c = Σ_t alpha_t h_t``,
-given ``g = ∂L/∂c`` and (optionally) ``γ = ∂L/∂alpha``::
-
-    ∂L/∂e_t   = alpha_t (g · h_t + γ_t − g · c − Σ_k alpha_k γ_k)           (softmax Jacobian)
-    δ_t       = ∂L/∂e_t · (1 − e_t²)                                         (tanh)
-    ∂L/∂w     = Σ_t δ_t h_t,        ∂L/∂b_w = Σ_t δ_t
-    ∂L/∂z_t   = S_t ⊙ (alpha_t g + δ_t w),   S_t = LReLU'(z_t) ∈ {1, leak}^D
-    ∂L/∂W̃    = Σ_t ∂L/∂z_t x̃_tᵀ
-              = g ⊙ (Sᵀ (alpha ⊙ X̃)) + w ⊙ (Sᵀ (δ ⊙ X̃))                   (⊙ broadcast over rows)
-
-and ``S = (1 + leak)/2 + (1 − leak)/2 · sign(h)``, so ``Sᵀ M`` is one matrix product with
-``sign(h)`` plus a column sum: the ``[T, D]`` gradient ``∂L/∂z`` is never formed. For the mean,
-``alpha_t = 1/n`` and ``δ = 0``. (``sign(h)`` is 0 where ``z = 0`` exactly, which gives the slope
-``(1 + leak)/2`` there; this happens with probability zero for continuous inputs.)
-
-Inputs must be right-padded (every row's real steps come first) and must not require gradients:
-the kernel differentiates with respect to the parameters only. :func:`can_use_fused_pooling` says
-whether a batch qualifies; callers fall back to the modular ops otherwise.
+This is the kernel :mod:`attnlab.attention.fused_pooling` replaced (issue 22): one sequence at a
+time with PyTorch matrix products, the states ``[T, D]`` of a sequence materialised (forward) and
+recomputed (backward), sums over time and over the batch accumulated in float32. It computes the
+same function and gradient (the formulas are derived in :mod:`attnlab.attention.fused_pooling`);
+``FeedForwardAttentionNetwork(implementation="fused_v1")`` runs it, so that
+``benchmarks/bench_memory_problems.py`` can measure the new kernel against it in the same run.
+Its float32 accumulation over ``B·T`` terms makes some gradient entries drift by ~1e-3 relative
+from a float64 computation at ``T = 10,000`` (``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -39,24 +17,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-
-def right_padded_lengths(padding_mask: torch.Tensor | None, batch: int, time: int) -> torch.Tensor | None:
-    """Each row's number of real steps, or ``None`` if some row's padding is not a suffix."""
-    if padding_mask is None:
-        return torch.full((batch,), time, dtype=torch.long)
-    lengths = (~padding_mask).sum(dim=1)
-    suffix = torch.arange(time, device=padding_mask.device).unsqueeze(0) >= lengths.unsqueeze(1)
-    if not torch.equal(suffix, padding_mask):
-        return None
-    return lengths.cpu()
+from attnlab.attention.fused_pooling import check_fused_arguments
 
 
-def can_use_fused_pooling(inputs: torch.Tensor, *parameters: torch.Tensor) -> bool:
-    """True when :func:`leaky_affine_pooling` applies: inputs without gradient, parameters on one device."""
-    return not inputs.requires_grad and all(p.device == inputs.device for p in parameters)
-
-
-class _LeakyAffinePooling(torch.autograd.Function):
+class _LeakyAffinePoolingV1(torch.autograd.Function):
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any,
@@ -141,7 +105,7 @@ class _LeakyAffinePooling(torch.autograd.Function):
         return None, None, grad_weight, grad_bias, grad_score_weight, grad_score_bias, None
 
 
-def leaky_affine_pooling(
+def leaky_affine_pooling_v1(
     inputs: torch.Tensor,
     lengths: torch.Tensor,
     weight: torch.Tensor,
@@ -151,22 +115,6 @@ def leaky_affine_pooling(
     score_weight: torch.Tensor | None = None,
     score_bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pool ``h_t = LReLU(weight · x_t + bias)`` over each row's first ``lengths[row]`` steps.
-
-    ``inputs`` ``[B, T, K]`` (right-padded, no gradient), ``lengths`` long ``[B]`` on the CPU,
-    ``weight`` ``[D, K]``, ``bias`` ``[D]``. With ``score_weight`` ``[D]`` and ``score_bias`` (scalar),
-    the pooling is feed-forward attention with ``a(h_t) = tanh(score_weight · h_t + score_bias)``
-    (Raffel & Ellis eq. 1, §2.1); without them it is the mean over real steps (eq. 2). Returns
-    ``(context [B, D], weights [B, T])``, weights exactly zero on padding — the same values as the
-    modular :class:`~attnlab.attention.pooling.FeedForwardAttentionPooling` /
-    :class:`~attnlab.attention.pooling.MeanPooling` on the materialised states, to float rounding.
-    """
-    if (score_weight is None) != (score_bias is None):
-        raise ValueError("leaky_affine_pooling: give both score_weight and score_bias, or neither")
-    if inputs.requires_grad:
-        raise ValueError(
-            "leaky_affine_pooling: inputs must not require gradients (see can_use_fused_pooling)"
-        )
-    if int(lengths.min()) < 1:
-        raise ValueError("leaky_affine_pooling: every sequence needs at least one real step")
-    return _LeakyAffinePooling.apply(inputs, lengths, weight, bias, score_weight, score_bias, float(leak))
+    """:func:`attnlab.attention.fused_pooling.leaky_affine_pooling` as first written (same arguments)."""
+    check_fused_arguments("leaky_affine_pooling_v1", inputs, lengths, score_weight, score_bias)
+    return _LeakyAffinePoolingV1.apply(inputs, lengths, weight, bias, score_weight, score_bias, float(leak))
