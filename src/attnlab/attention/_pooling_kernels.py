@@ -5,7 +5,8 @@ wheel, so nothing is compiled with a system compiler). The kernels are compiled 
 cached on disk (``cache=True``); :mod:`attnlab.attention.fused_pooling` falls back to its PyTorch
 implementation where this module cannot be imported.
 
-Layout and order of work (one sequence per ``prange`` iteration, so threads split the batch):
+Layout and order of work (the kernels process rows ``first:last`` of the batch, one sequence at a
+time; the caller splits the batch over threads):
 
 * a sequence's inputs come transposed, ``[K, T]``, so that every inner loop runs over *time* with
   unit stride: it vectorises fully (16 float32 lanes with AVX-512) whatever ``K`` and ``D`` are;
@@ -26,7 +27,6 @@ import math
 
 import numba
 import numpy as np
-from numba import prange
 
 BLOCK = 256
 """Time steps per block: the float32 partial sums span at most this many steps. A compile-time
@@ -35,7 +35,9 @@ constant, so the inner loops have a fixed trip count (a partial last block is ze
 # Reassociation lets LLVM vectorise the reductions over time; no "fast" flags that assume finite
 # values (nnan/ninf), so a NaN in the inputs still comes out as NaN.
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
-_OPTIONS = {"parallel": True, "cache": True, "fastmath": _FASTMATH, "nogil": True}
+# nogil: the caller runs slices of the batch on its own threads (numba's threading layers would
+# bring a second OpenMP pool that spins beside PyTorch's).
+_OPTIONS = {"cache": True, "fastmath": _FASTMATH, "nogil": True}
 
 
 @numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
@@ -79,11 +81,13 @@ def pool_forward(
     context: np.ndarray,  # out [B, D] float32
     weights: np.ndarray,  # out [B, T] float32, zero past each length
     scores: np.ndarray,  # out [B, T] float32 (e_t; attention only)
+    first: int,
+    last: int,
 ) -> None:
-    batch, width, _ = inputs_t.shape
+    width = inputs_t.shape[1]
     dim = weight_t.shape[1]
     leak32 = np.float32(leak)
-    for row in prange(batch):
+    for row in range(first, last):
         length = lengths[row]
         x = inputs_t[row]
         accumulator = np.zeros(dim, np.float64)  # Σ_t p_t h_t
@@ -154,12 +158,14 @@ def pool_backward(
     grad_affine: np.ndarray,  # out [B, K + 1, D] float64: per-row Σ_t ∂L/∂z_t x̃_tᵀ, transposed
     grad_score_weight: np.ndarray,  # out [B, D] float64: per-row Σ_t δ_t h_t
     grad_score_bias: np.ndarray,  # out [B] float64: per-row Σ_t δ_t
+    first: int,
+    last: int,
 ) -> None:
-    batch, width, _ = inputs_t.shape
+    width = inputs_t.shape[1]
     dim = weight_t.shape[1]
     leak32 = np.float32(leak)
     one = np.float32(1.0)
-    for row in prange(batch):
+    for row in range(first, last):
         length = lengths[row]
         x = inputs_t[row]
         g = grad_context[row]

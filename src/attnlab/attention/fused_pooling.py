@@ -60,6 +60,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, Literal
 
@@ -132,10 +134,26 @@ def resolve_backend(backend: str, inputs: torch.Tensor) -> str:
     return backend
 
 
-def _numba_threads() -> int:
-    import numba
+_pool: ThreadPoolExecutor | None = None
 
-    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+
+def _split_rows(kernel: Callable[[int, int], None], lengths: torch.Tensor) -> None:
+    """Run ``kernel(first, last)`` over the batch's rows on ``torch.get_num_threads()`` threads, each
+    taking a contiguous slice with about the same number of real steps (the kernels release the GIL)."""
+    global _pool
+    batch = lengths.numel()
+    threads = max(1, min(torch.get_num_threads(), batch))
+    if threads == 1:
+        kernel(0, batch)
+        return
+    cumulative = torch.cumsum(lengths, 0).to(torch.float64)
+    targets = cumulative[-1] * torch.arange(1, threads, dtype=torch.float64) / threads
+    cuts = [0, *torch.searchsorted(cumulative, targets).add(1).tolist(), batch]
+    if _pool is None or _pool._max_workers < threads:
+        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="attnlab-pooling")
+    futures = [_pool.submit(kernel, first, last) for first, last in zip(cuts, cuts[1:]) if last > first]
+    for future in futures:
+        future.result()
 
 
 def _as_numpy(tensor: torch.Tensor) -> Any:
@@ -154,8 +172,6 @@ class _NumbaPooling(torch.autograd.Function):
         score_bias: torch.Tensor | None,
         leak: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        import numba
-
         kernels = numba_kernels()
         assert kernels is not None
         batch, time, _ = inputs.shape
@@ -167,12 +183,15 @@ class _NumbaPooling(torch.autograd.Function):
         context = inputs.new_empty(batch, weight.size(0))
         weights = inputs.new_zeros(batch, time)
         scores = inputs.new_zeros(batch, time)
-        numba.set_num_threads(_numba_threads())
-        kernels.pool_forward(
-            inputs_t.numpy(), lengths.numpy(), weight_t.numpy(), _as_numpy(bias), _as_numpy(vector),
-            float(score_bias) if attention else 0.0, leak, attention,
-            context.numpy(), weights.numpy(), scores.numpy(),
-        )  # fmt: skip
+        arrays = (inputs_t.numpy(), lengths.numpy(), weight_t.numpy(), _as_numpy(bias), _as_numpy(vector))
+        outputs = (context.numpy(), weights.numpy(), scores.numpy())
+        bias_value = float(score_bias) if attention else 0.0
+        _split_rows(
+            lambda first, last: kernels.pool_forward(
+                *arrays, bias_value, leak, attention, *outputs, first, last
+            ),
+            lengths,
+        )
         ctx.save_for_backward(inputs_t, lengths, weight_t, bias, vector, weights, scores, context)
         ctx.leak, ctx.attention = leak, attention
         ctx.set_materialize_grads(False)  # an unused output's gradient stays None
@@ -180,8 +199,6 @@ class _NumbaPooling(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_context: torch.Tensor | None, grad_weights: torch.Tensor | None):  # type: ignore[override]
-        import numba
-
         kernels = numba_kernels()
         assert kernels is not None
         inputs_t, lengths, weight_t, bias, vector, weights, scores, context = ctx.saved_tensors
@@ -197,13 +214,13 @@ class _NumbaPooling(torch.autograd.Function):
         grad_affine = torch.empty(batch, width + 1, dim, dtype=torch.float64)
         grad_score_weight = torch.zeros(batch, dim, dtype=torch.float64)
         grad_score_bias = torch.zeros(batch, dtype=torch.float64)
-        numba.set_num_threads(_numba_threads())
-        kernels.pool_backward(
+        arrays = (
             inputs_t.numpy(), lengths.numpy(), weight_t.numpy(), _as_numpy(bias), _as_numpy(vector),
             ctx.leak, attention, weights.numpy(), scores.numpy(), _as_numpy(grad_context),
             _as_numpy(grad_weights), _as_numpy(shared), grad_affine.numpy(),
             grad_score_weight.numpy(), grad_score_bias.numpy(),
         )  # fmt: skip
+        _split_rows(lambda first, last: kernels.pool_backward(*arrays, first, last), lengths)
         dtype = weight_t.dtype
         grad_affine = grad_affine.sum(dim=0)  # [K + 1, D], float64 over the batch
         grad_weight = grad_affine[:width].t().to(dtype).contiguous()

@@ -187,7 +187,8 @@ class FeedForwardAttentionNetwork(nn.Module):
                 scores = {}
                 if isinstance(self.pooling, FeedForwardAttentionPooling):
                     scores = {"score_weight": self.pooling.weight, "score_bias": self.pooling.bias}
-                kernel = leaky_affine_pooling_v1 if self.implementation == "fused_v1" else leaky_affine_pooling
+                v1 = self.implementation == "fused_v1"
+                kernel = leaky_affine_pooling_v1 if v1 else leaky_affine_pooling
                 return kernel(
                     inputs, lengths, self.input_layer.weight, self.input_layer.bias, leak=self.leak, **scores
                 )
