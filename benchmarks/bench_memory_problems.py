@@ -206,7 +206,10 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         else process_peak_mb - baseline_mb
     )
     return {
-        "step_times": times, "flops": flops, "step_memory_mb": step_mb, "process_peak_mb": process_peak_mb
+        "step_times": times,
+        "flops": flops,
+        "step_memory_mb": step_mb,
+        "process_peak_mb": process_peak_mb,
     }
 
 
