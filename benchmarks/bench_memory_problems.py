@@ -17,6 +17,15 @@ floating-point work of a step (:func:`step_flops`, recomputation not counted) ov
 time, beside a bound measured in the same run, a float32 ``torch.mm`` of 1024 x 1024 matrices on 1
 and on ``--threads`` threads.
 
+The workers run with ``OMP_WAIT_POLICY=PASSIVE`` (``--omp-wait-policy``): PyTorch's idle OpenMP
+threads then sleep instead of spinning, which on a 2-core machine would take the core that the
+kernel's second thread needs (measured on the loaded box: 0.17-0.25 CPU s per 2-thread step with
+spinning against 0.09 without, at T0 = 10,000). One-thread runs are not affected.
+
+*CPU s/step* is the process's CPU time (all threads, ``time.process_time``) per step: on a
+loaded machine it shows the work done, which wall time hides (a 2-thread step that takes as much
+CPU time as a 1-thread step would take half its wall time on idle cores).
+
 Gradient check, per T0: on one batch and from the same weights, every implementation's float32
 loss and gradients are compared with a float64 computation of the same loss (the eager reference
 in float64). The error of a parameter tensor is ``max|g - g64| / max|g64|``; an implementation
@@ -87,6 +96,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pooling", choices=["attention", "mean"], default="attention")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--threads", type=int, default=2, help="threads of the 'fused x2' variant")
+    parser.add_argument(
+        "--omp-wait-policy",
+        default="PASSIVE",
+        help="OMP_WAIT_POLICY of the workers ('' leaves it unset: idle OpenMP threads spin)",
+    )
     parser.add_argument(
         "--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS), help="what to measure"
     )
@@ -192,12 +206,13 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     _reset_peak_resident()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times, flops = [], []
+    times, cpu_times, flops = [], [], []
     for index, batch in enumerate(batches):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         train_step(model, optimizer, batch, device)
         if index > 0:  # the first long step is untimed (allocator warm-up)
             times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - cpu_start)
             flops.append(step_flops(batch.lengths, batch.inputs.size(2), 100, args.pooling == "attention"))
     process_peak_mb = _status_mb("VmHWM")
     step_mb = (
@@ -207,6 +222,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     )
     return {
         "step_times": times,
+        "cpu_times": cpu_times,
         "flops": flops,
         "step_memory_mb": step_mb,
         "process_peak_mb": process_peak_mb,
@@ -223,6 +239,8 @@ def run_worker(label: str, t0: int, args: argparse.Namespace) -> dict[str, Any]:
     for name in ("batch_size", "steps", "pooling", "device"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     environment = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if args.omp_wait_policy:
+        environment["OMP_WAIT_POLICY"] = args.omp_wait_policy
     done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"worker {label} T0={t0} failed:\n{done.stderr}")
@@ -302,13 +320,14 @@ def main(argv: list[str] | None = None) -> int:
         check = check_against_float64(t0, args)
         ok &= all(result["pass"] for result in check.values())
         measured: dict[str, dict[str, list[float]]] = {
-            label: {"times": [], "flops": [], "mem": [], "peak": []} for label in args.variants
+            label: {"times": [], "cpu": [], "flops": [], "mem": [], "peak": []} for label in args.variants
         }
         for round_index in range(args.repeats):
             order = args.variants if round_index % 2 == 0 else args.variants[::-1]
             for label in order:
                 result = run_worker(label, t0, args)
                 measured[label]["times"] += result["step_times"]
+                measured[label]["cpu"] += result["cpu_times"]
                 measured[label]["flops"] += result["flops"]
                 measured[label]["mem"].append(result["step_memory_mb"])
                 measured[label]["peak"].append(result["process_peak_mb"])
@@ -319,13 +338,15 @@ def main(argv: list[str] | None = None) -> int:
             threads = variant_threads(label, args)
             gflops = statistics.mean(measured[label]["flops"]) / seconds / 1e9
             row[f"{label} steps/s"] = 1.0 / seconds
+            row[f"{label} CPU s/step"] = cpu = statistics.median(measured[label]["cpu"])
             row[f"{label} GFLOP/s"] = gflops
             row[f"{label} step memory MB"] = max(measured[label]["mem"])
             row[f"{label} process peak MB"] = max(measured[label]["peak"])
             result = check[label]
             memory, peak = row[f"{label} step memory MB"], row[f"{label} process peak MB"]
             print(
-                f"  {label:<10} {threads} thr  {1.0 / seconds:7.2f} steps/s  {gflops:6.2f} GFLOP/s "
+                f"  {label:<10} {threads} thr  {1.0 / seconds:7.2f} steps/s  CPU {cpu:6.3f} s/step  "
+                f"{gflops:6.2f} GFLOP/s "
                 f"({100 * gflops / bounds[threads]:4.1f}% of matmul)  step memory {memory:7.1f} MB  "
                 f"peak {peak:5.0f} MB | vs float64: loss {result['loss_relative_error']:.1e}, grads "
                 f"{result['max_grad_error']:.1e} ({result['worst_parameter']}) "

@@ -8,8 +8,9 @@ implementation where this module cannot be imported.
 Layout and order of work (the kernels process rows ``first:last`` of the batch, one sequence at a
 time; the caller splits the batch over threads):
 
-* a sequence's inputs come transposed, ``[K, T]``, so that every inner loop runs over *time* with
-  unit stride: it vectorises fully (16 float32 lanes with AVX-512) whatever ``K`` and ``D`` are;
+* a block of a sequence's inputs is copied, transposed, into a ``[K, BLOCK]`` buffer, so that
+  every inner loop runs over *time* with unit stride and a fixed trip count: it vectorises fully
+  (16 float32 lanes with AVX-512) whatever ``K`` and ``D`` are;
 * time is cut into blocks of :data:`BLOCK` steps; within a block, for each hidden unit ``d`` the
   pre-activation ``z_{t,d} = b_d + Σ_k W_{d,k} x_{k,t}`` is recomputed into a ``BLOCK``-long
   buffer (``K + 1`` multiply-adds per step, cheaper than storing ``h``), so the working set is a
@@ -42,10 +43,10 @@ _OPTIONS = {"cache": True, "fastmath": _FASTMATH, "nogil": True}
 
 @numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
 def _load_block(block: np.ndarray, x: np.ndarray, start: int, size: int) -> None:
-    """Copy steps ``start : start + size`` of ``x`` ``[K, T]`` into ``block`` ``[K, BLOCK]``, zeros after."""
-    for k in range(x.shape[0]):
+    """Copy steps ``start : start + size`` of ``x`` ``[T, K]`` into ``block`` ``[K, BLOCK]``, zeros after."""
+    for k in range(x.shape[1]):
         for t in range(size):
-            block[k, t] = x[k, start + t]
+            block[k, t] = x[start + t, k]
         for t in range(size, BLOCK):
             block[k, t] = 0.0
 
@@ -70,7 +71,7 @@ def _preactivation(z: np.ndarray, block: np.ndarray, weight_t: np.ndarray, bias:
 
 @numba.njit(**_OPTIONS)
 def pool_forward(
-    inputs_t: np.ndarray,  # [B, K, T] float32
+    inputs: np.ndarray,  # [B, T, K] float32
     lengths: np.ndarray,  # [B] int64
     weight_t: np.ndarray,  # [K, D] float32 (W transposed)
     bias: np.ndarray,  # [D] float32
@@ -80,16 +81,16 @@ def pool_forward(
     attention: bool,
     context: np.ndarray,  # out [B, D] float32
     weights: np.ndarray,  # out [B, T] float32, zero past each length
-    scores: np.ndarray,  # out [B, T] float32 (e_t; attention only)
+    scores: np.ndarray,  # out [B, T] float32: e_t, zero past each length and for the mean
     first: int,
     last: int,
 ) -> None:
-    width = inputs_t.shape[1]
+    width = inputs.shape[2]
     dim = weight_t.shape[1]
     leak32 = np.float32(leak)
     for row in range(first, last):
         length = lengths[row]
-        x = inputs_t[row]
+        x = inputs[row]
         accumulator = np.zeros(dim, np.float64)  # Σ_t p_t h_t
         total = 0.0  # Σ_t p_t
         block = np.empty((width, BLOCK), np.float32)
@@ -139,11 +140,15 @@ def pool_forward(
             mean = np.float32(1.0 / length)
             for t in range(length):
                 weights[row, t] = mean
+                scores[row, t] = 0.0
+        for t in range(length, weights.shape[1]):  # the outputs arrive uninitialised
+            weights[row, t] = 0.0
+            scores[row, t] = 0.0
 
 
 @numba.njit(**_OPTIONS)
 def pool_backward(
-    inputs_t: np.ndarray,  # [B, K, T] float32
+    inputs: np.ndarray,  # [B, T, K] float32
     lengths: np.ndarray,  # [B] int64
     weight_t: np.ndarray,  # [K, D] float32
     bias: np.ndarray,  # [D] float32
@@ -161,13 +166,13 @@ def pool_backward(
     first: int,
     last: int,
 ) -> None:
-    width = inputs_t.shape[1]
+    width = inputs.shape[2]
     dim = weight_t.shape[1]
     leak32 = np.float32(leak)
     one = np.float32(1.0)
     for row in range(first, last):
         length = lengths[row]
-        x = inputs_t[row]
+        x = inputs[row]
         g = grad_context[row]
         block = np.empty((width, BLOCK), np.float32)
         z = np.empty(BLOCK, np.float32)

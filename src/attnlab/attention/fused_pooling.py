@@ -151,7 +151,9 @@ def _split_rows(kernel: Callable[[int, int], None], lengths: torch.Tensor) -> No
     cuts = [0, *torch.searchsorted(cumulative, targets).add(1).tolist(), batch]
     if _pool is None or _pool._max_workers < threads:
         _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="attnlab-pooling")
-    futures = [_pool.submit(kernel, first, last) for first, last in zip(cuts, cuts[1:]) if last > first]
+    slices = [(first, last) for first, last in zip(cuts, cuts[1:]) if last > first]
+    futures = [_pool.submit(kernel, first, last) for first, last in slices[1:]]
+    kernel(*slices[0])  # this thread takes the first slice
     for future in futures:
         future.result()
 
@@ -176,14 +178,15 @@ class _NumbaPooling(torch.autograd.Function):
         assert kernels is not None
         batch, time, _ = inputs.shape
         attention = score_weight is not None
-        inputs_t = inputs.detach().transpose(1, 2).contiguous()  # [B, K, T]: time has unit stride
+        inputs = inputs.detach().contiguous()
         lengths = lengths.to(torch.int64).contiguous()
         weight_t = weight.detach().t().contiguous()  # [K, D]
         vector = score_weight if attention else bias  # a placeholder for the mean
+        # Filled in whole by the kernel: no PyTorch op here that would wake its thread pool.
         context = inputs.new_empty(batch, weight.size(0))
-        weights = inputs.new_zeros(batch, time)
-        scores = inputs.new_zeros(batch, time)
-        arrays = (inputs_t.numpy(), lengths.numpy(), weight_t.numpy(), _as_numpy(bias), _as_numpy(vector))
+        weights = inputs.new_empty(batch, time)
+        scores = inputs.new_empty(batch, time)
+        arrays = (inputs.numpy(), lengths.numpy(), weight_t.numpy(), _as_numpy(bias), _as_numpy(vector))
         outputs = (context.numpy(), weights.numpy(), scores.numpy())
         bias_value = float(score_bias) if attention else 0.0
         _split_rows(
@@ -192,7 +195,7 @@ class _NumbaPooling(torch.autograd.Function):
             ),
             lengths,
         )
-        ctx.save_for_backward(inputs_t, lengths, weight_t, bias, vector, weights, scores, context)
+        ctx.save_for_backward(inputs, lengths, weight_t, bias, vector, weights, scores, context)
         ctx.leak, ctx.attention = leak, attention
         ctx.set_materialize_grads(False)  # an unused output's gradient stays None
         return context, weights
@@ -201,8 +204,8 @@ class _NumbaPooling(torch.autograd.Function):
     def backward(ctx: Any, grad_context: torch.Tensor | None, grad_weights: torch.Tensor | None):  # type: ignore[override]
         kernels = numba_kernels()
         assert kernels is not None
-        inputs_t, lengths, weight_t, bias, vector, weights, scores, context = ctx.saved_tensors
-        batch, width, _ = inputs_t.shape
+        inputs, lengths, weight_t, bias, vector, weights, scores, context = ctx.saved_tensors
+        batch, _, width = inputs.shape
         dim = weight_t.size(1)
         attention = ctx.attention
         grad_context = context.new_zeros(batch, dim) if grad_context is None else grad_context.contiguous()
@@ -215,7 +218,7 @@ class _NumbaPooling(torch.autograd.Function):
         grad_score_weight = torch.zeros(batch, dim, dtype=torch.float64)
         grad_score_bias = torch.zeros(batch, dtype=torch.float64)
         arrays = (
-            inputs_t.numpy(), lengths.numpy(), weight_t.numpy(), _as_numpy(bias), _as_numpy(vector),
+            inputs.numpy(), lengths.numpy(), weight_t.numpy(), _as_numpy(bias), _as_numpy(vector),
             ctx.leak, attention, weights.numpy(), scores.numpy(), _as_numpy(grad_context),
             _as_numpy(grad_weights), _as_numpy(shared), grad_affine.numpy(),
             grad_score_weight.numpy(), grad_score_bias.numpy(),
