@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnlab.attention import fused_pooling
 from attnlab.models.pooling_network import FUSED_MIN_LENGTH, FeedForwardAttentionNetwork, PoolingNetworkOutput
 
 
@@ -96,9 +97,10 @@ def test_leaky_rectifier_slope() -> None:
 
 
 @pytest.mark.parametrize("pooling", ["attention", "mean"])
-def test_fused_and_modular_implementations_agree(pooling: str) -> None:
+@pytest.mark.parametrize("implementation", ["fused", "fused_v1"])
+def test_fused_and_modular_implementations_agree(pooling: str, implementation: str) -> None:
     torch.manual_seed(0)
-    fused = FeedForwardAttentionNetwork(pooling=pooling, implementation="fused")  # type: ignore[arg-type]
+    fused = FeedForwardAttentionNetwork(pooling=pooling, implementation=implementation)  # type: ignore[arg-type]
     modular = FeedForwardAttentionNetwork(pooling=pooling, implementation="modular")  # type: ignore[arg-type]
     modular.load_state_dict(fused.state_dict())
     lengths = torch.tensor([300, 260, 21])
@@ -115,6 +117,32 @@ def test_fused_and_modular_implementations_agree(pooling: str) -> None:
     torch.testing.assert_close(out_f.weights, out_m.weights, atol=1e-6, rtol=1e-5)
     for grad_f, grad_m in zip(grads_f, grads_m):
         torch.testing.assert_close(grad_f, grad_m, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("pooling", ["attention", "mean"])
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_fused_training_loss_and_gradients_match_float64(
+    pooling: str, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's loss and every parameter's gradient, float32 fused vs float64 modular. (The
+    kept ``fused_v1`` fails this: its float32 running sums drift by more than the tolerance.)"""
+    monkeypatch.setenv(fused_pooling.BACKEND_ENV, backend)
+    torch.manual_seed(0)
+    fused = FeedForwardAttentionNetwork(pooling=pooling, implementation="fused")  # type: ignore[arg-type]
+    exact = FeedForwardAttentionNetwork(pooling=pooling, implementation="modular").double()  # type: ignore[arg-type]
+    exact.load_state_dict(fused.state_dict())
+    lengths = torch.tensor([600, 513, 300, 1])
+    inputs = torch.randn(4, 600, 2)
+    mask = torch.arange(600).unsqueeze(0) >= lengths.unsqueeze(1)
+    targets = torch.rand(4)
+    loss = F.mse_loss(fused(inputs, mask).prediction, targets)
+    loss.backward()
+    loss64 = F.mse_loss(exact(inputs.double(), mask).prediction, targets.double())
+    loss64.backward()
+    assert abs(loss.item() - loss64.item()) <= 1e-6 * loss64.item()
+    for (name, param), param64 in zip(fused.named_parameters(), exact.parameters()):
+        error = (param.grad.double() - param64.grad).abs().max() / param64.grad.abs().max()
+        assert error <= 1e-4, (name, float(error))
 
 
 def test_auto_implementation_fuses_only_long_cpu_inputs_without_input_gradients() -> None:

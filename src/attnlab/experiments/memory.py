@@ -103,7 +103,7 @@ class PoolingModelConfig:
 
     pooling: Literal["attention", "mean"] = "attention"
     hidden_dim: int = 100
-    implementation: Literal["auto", "fused", "modular"] = "auto"
+    implementation: Literal["auto", "fused", "fused_v1", "modular"] = "auto"
     """Same function, different speed and memory; see :mod:`attnlab.models.pooling_network`."""
 
 

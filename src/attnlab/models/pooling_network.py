@@ -27,10 +27,13 @@ Two implementations of the same function (``implementation=``):
 * ``"modular"``: the per-step ``Linear`` builds ``h`` as a ``[B, T, D]`` tensor, and the reusable
   pooling modules of :mod:`attnlab.attention.pooling` pool it (nothing of shape ``[B, T, T]``).
 * ``"fused"``: :func:`attnlab.attention.fused_pooling.leaky_affine_pooling` computes the per-step
-  layer and the pooling one sequence at a time and recomputes ``h`` in the backward pass, so no
-  ``[B, T, D]`` tensor exists: at ``T = 10,000`` it is several times faster on a CPU and needs a
-  few MB instead of gigabytes (``benchmarks/bench_memory_problems.py``). It applies when the inputs
-  need no gradient and padding is on the right; otherwise the modular path runs.
+  layer and the pooling a block of time steps at a time and recomputes ``h`` in the backward pass,
+  so no ``[B, T, D]`` tensor exists: at ``T = 10,000`` it is tens of times faster on a CPU and needs
+  a few MB instead of gigabytes (``benchmarks/bench_memory_problems.py``). On the CPU it runs numba
+  kernels on ``torch.get_num_threads()`` threads (a PyTorch fallback elsewhere). It applies when
+  the inputs need no gradient and padding is on the right; otherwise the modular path runs.
+* ``"fused_v1"``: the first fused kernel (:mod:`attnlab.attention.fused_pooling_v1`, one sequence
+  at a time with PyTorch ops), kept so that the benchmark can measure the new one against it.
 * ``"auto"`` (default): fused on the CPU for sequences of at least :data:`FUSED_MIN_LENGTH` steps,
   where it pays off; modular otherwise (short sequences, and CUDA, where the loop over sequences
   would launch many small kernels).
@@ -51,12 +54,13 @@ from attnlab.attention.fused_pooling import (
     leaky_affine_pooling,
     right_padded_lengths,
 )
+from attnlab.attention.fused_pooling_v1 import leaky_affine_pooling_v1
 from attnlab.attention.pooling import FeedForwardAttentionPooling, MeanPooling, check_pooling_inputs
 
 Pooling = Literal["attention", "mean"]
 POOLINGS: tuple[str, ...] = ("attention", "mean")
-Implementation = Literal["auto", "fused", "modular"]
-IMPLEMENTATIONS: tuple[str, ...] = ("auto", "fused", "modular")
+Implementation = Literal["auto", "fused", "fused_v1", "modular"]
+IMPLEMENTATIONS: tuple[str, ...] = ("auto", "fused", "fused_v1", "modular")
 
 FUSED_MIN_LENGTH = 256
 """``implementation="auto"`` uses the fused kernel on the CPU from this padded length on."""
@@ -183,7 +187,9 @@ class FeedForwardAttentionNetwork(nn.Module):
                 scores = {}
                 if isinstance(self.pooling, FeedForwardAttentionPooling):
                     scores = {"score_weight": self.pooling.weight, "score_bias": self.pooling.bias}
-                return leaky_affine_pooling(
+                v1 = self.implementation == "fused_v1"
+                kernel = leaky_affine_pooling_v1 if v1 else leaky_affine_pooling
+                return kernel(
                     inputs, lengths, self.input_layer.weight, self.input_layer.bias, leak=self.leak, **scores
                 )
         pooled = self.pooling(self._lrelu(self.input_layer(inputs)), padding_mask)  # over h_t, [B, T, D]
