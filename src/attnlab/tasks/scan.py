@@ -50,7 +50,7 @@ from pathlib import Path
 from attnlab.io import atomic_path
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.splits import random_hold_out
-from attnlab.tasks.tsv import DataFormatError, format_tokens, read_lines_of_text
+from attnlab.tasks.tsv import DataFileNotFoundError, DataFormatError, format_tokens, read_lines_of_text
 from attnlab.tasks.vocab import EOS_TOKEN, PAD_TOKEN, SOS_TOKEN
 
 __all__ = [
