@@ -76,7 +76,9 @@ def _default_run_dir(config_arg: str) -> Path:
 def cmd_train(args: argparse.Namespace) -> None:
     run_dir = Path(args.run_dir) if args.run_dir else _default_run_dir(args.config)
     if args.resume and args.overwrite:
-        raise ConfigError("--resume continues the run in RUN_DIR and --overwrite deletes it: give one of them")
+        raise ConfigError(
+            "--resume continues the run in RUN_DIR and --overwrite deletes it: give one of them"
+        )
     if args.resume:  # the run's own config; the overrides may only change what it has not trained yet
         data = resume_config(run_dir, args.config, args.overrides)
     else:
@@ -209,7 +211,9 @@ RECIPES = {
 """``attnlab reproduce <paper>``: recipe modules, each with ``add_arguments(parser)`` and ``main(args)``."""
 
 
-def _recipe_handler(paper: str, run: Callable[[argparse.Namespace], None]) -> Callable[[argparse.Namespace], None]:
+def _recipe_handler(
+    paper: str, run: Callable[[argparse.Namespace], None]
+) -> Callable[[argparse.Namespace], None]:
     """A recipe's ``main``, then one line that says where its files are."""
 
     def handler(args: argparse.Namespace) -> None:

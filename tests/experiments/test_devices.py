@@ -31,7 +31,11 @@ def test_available_devices_without_accelerators(no_cuda):
 
 @pytest.mark.parametrize(
     ("name", "fragment"),
-    [("gpu", "unknown device 'gpu'"), ("cuda", "'cuda' is not available"), ("cuda:1", "'cuda:1' is not available")],
+    [
+        ("gpu", "unknown device 'gpu'"),
+        ("cuda", "'cuda' is not available"),
+        ("cuda:1", "'cuda:1' is not available"),
+    ],
 )
 def test_bad_device_is_a_config_error_listing_the_available_ones(no_cuda, name, fragment):
     with pytest.raises(ConfigError) as error:

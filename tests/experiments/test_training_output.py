@@ -15,12 +15,22 @@ def _train(tiny_overrides, run, capsys, **extra):
     return capsys.readouterr()
 
 
-def test_training_logs_what_it_trains_every_epoch_and_the_evaluated_checkpoint(tiny_overrides, tmp_path, capsys):
+def test_training_logs_what_it_trains_every_epoch_and_the_evaluated_checkpoint(
+    tiny_overrides, tmp_path, capsys
+):
     run = tmp_path / "run"
     printed = _train(tiny_overrides, run, capsys)
     lines = printed.err.strip().splitlines()
     start = next(line for line in lines if "parameters" in line)
-    for fragment in ("lookup", "scaled_dot", "train 400", "validation 60", "device cpu", "3 epochs", str(run)):
+    for fragment in (
+        "lookup",
+        "scaled_dot",
+        "train 400",
+        "validation 60",
+        "device cpu",
+        "3 epochs",
+        str(run),
+    ):
         assert fragment in start, start
     assert re.search(r"\b\d{1,3}(,\d{3})* parameters", start), start
     epochs = [line for line in lines if re.search(r"epoch \d/3:", line)]
@@ -48,7 +58,9 @@ def test_result_table_names_columns_as_the_readme_and_prints_counts_as_integers(
     assert rows["interpolation"][4] == "60" and rows["long1"][4] == "60"  # the examples column
 
 
-def test_progress_off_a_terminal_is_periodic_log_lines_with_a_total(tiny_overrides, tmp_path, capsys, monkeypatch):
+def test_progress_off_a_terminal_is_periodic_log_lines_with_a_total(
+    tiny_overrides, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setattr(trainer, "PROGRESS_LOG_SECONDS", 0.0)  # a line after every update
     err = _train(tiny_overrides, tmp_path / "run", capsys, **{"training.progress": "true"}).err
     progress = re.findall(r"epoch 2/3: (\d+)/13 updates", err)
@@ -67,7 +79,9 @@ def test_progress_on_a_terminal_is_a_bar_with_a_total(tiny_overrides, tmp_path, 
 def test_resumed_training_says_where_it_resumes(tiny_overrides, tmp_path, capsys, resume_epochs):
     run = tmp_path / "run"
     _train(tiny_overrides, run, capsys, **{"training.epochs": 1})
-    assert main(["train", "lookup", "--run-dir", str(run), "--resume", f"training.epochs={resume_epochs}"]) == 0
+    assert (
+        main(["train", "lookup", "--run-dir", str(run), "--resume", f"training.epochs={resume_epochs}"]) == 0
+    )
     err = capsys.readouterr().err
     assert f"resuming {run} after epoch 1" in err and "training.epochs: 1 -> 2" in err
     log = (run / "train.log").read_text()

@@ -372,7 +372,12 @@ def train(
         "tokens",
     )
     trainer = Trainer(
-        model, task, config.training, run.path, model_spec(config.model, vocabulary, hidden_dim), summary=summary
+        model,
+        task,
+        config.training,
+        run.path,
+        model_spec(config.model, vocabulary, hidden_dim),
+        summary=summary,
     )
     run.start_training(config, trainer, changes)
     write_vocabulary_file(run.path / "vocabulary.txt", vocabulary)

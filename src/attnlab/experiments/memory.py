@@ -288,8 +288,12 @@ def _summary(config: MemoryExperimentConfig) -> RunSummary:
     data = config.data
     lengths = f"T0 {data.t0}" if data.setting == "fixed" else "lengths 50-10000"
     return RunSummary(
-        f"memory: the {data.problem} problem, {lengths}; feed-forward network, {config.model.pooling} pooling",
-        {"train per epoch": config.training.updates_per_epoch * config.training.batch_size, "test": data.test_size},
+        f"memory: the {data.problem} problem, {lengths}; "
+        f"feed-forward network, {config.model.pooling} pooling",
+        {
+            "train per epoch": config.training.updates_per_epoch * config.training.batch_size,
+            "test": data.test_size,
+        },
         "sequences",
     )
 

@@ -60,7 +60,10 @@ def resume_config(run_dir: Path, name_or_path: str, overrides: list[str]) -> dic
     if not run.config_file.is_file():
         raise ConfigError(f"no run to resume in {run_dir}: {run.config_file} is missing")
     saved = run.load_config_data()
-    ours, theirs = saved.get("experiment", "lookup"), resolve_config(name_or_path, []).get("experiment", "lookup")
+    ours, theirs = (
+        saved.get("experiment", "lookup"),
+        resolve_config(name_or_path, []).get("experiment", "lookup"),
+    )
     if ours != theirs:
         raise ConfigError(
             f"--resume: {run_dir} holds a {ours!r} run, but config {name_or_path!r} is a {theirs!r} "

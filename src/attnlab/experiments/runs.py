@@ -103,7 +103,9 @@ class RunDirectory:
         new = config_items(config)
         changes = {key: [saved[key], new[key]] for key in new if saved[key] != new[key]}
         refused = [key for key in changes if key not in RESUMABLE_KEYS]
-        refuse_resume_changes(self.path, [f"{key} ({changes[key][0]!r} -> {changes[key][1]!r})" for key in refused])
+        refuse_resume_changes(
+            self.path, [f"{key} ({changes[key][0]!r} -> {changes[key][1]!r})" for key in refused]
+        )
         return changes
 
     def remove_temporaries(self) -> None:
@@ -193,7 +195,9 @@ def log_evaluation(checkpoint: Path, test_sets: list[str]) -> None:
     """Say which checkpoint is evaluated (its epoch and validation loss) on which test sets."""
     saved = load_checkpoint(checkpoint)
     history = saved.get("history") or []
-    validation = history[saved["epoch"] - 1]["validation_loss"] if 0 < saved["epoch"] <= len(history) else None
+    validation = (
+        history[saved["epoch"] - 1]["validation_loss"] if 0 < saved["epoch"] <= len(history) else None
+    )
     loss = f", validation loss {validation:.4f}" if isinstance(validation, float) else ""
     log.info("evaluating %s (epoch %d%s) on %s", checkpoint, saved["epoch"], loss, ", ".join(test_sets))
 

@@ -48,7 +48,10 @@ def results_table(results: Mapping[str, Mapping[str, object]], experiment: str) 
     columns = list(dict.fromkeys(metric for metrics in results.values() for metric in metrics))
     headers = {column: metric_label(column) + (" (%)" if column in percent else "") for column in columns}
     rows = {
-        name: {headers[column]: _count(value) if column in COUNT_METRICS else value for column, value in metrics.items()}
+        name: {
+            headers[column]: _count(value) if column in COUNT_METRICS else value
+            for column, value in metrics.items()
+        }
         for name, metrics in results.items()
     }
     return format_table(rows, list(headers.values()))

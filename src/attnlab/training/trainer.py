@@ -494,7 +494,10 @@ class Trainer:
         if position.updates:
             self._skip_to(batches, position)
         progress = EpochProgress(
-            f"epoch {epoch + 1}/{self.config.epochs}", self._updates_per_epoch(), position.updates, self._progress_mode()
+            f"epoch {epoch + 1}/{self.config.epochs}",
+            self._updates_per_epoch(),
+            position.updates,
+            self._progress_mode(),
         )
         total, count = position.loss_sum, position.updates
         every = self.config.checkpoint_every
