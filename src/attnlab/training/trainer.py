@@ -81,6 +81,8 @@ class TrainingConfig:
     seed: int = 0
     device: str = "auto"
     progress: bool = True
+    """Progress within an epoch: a bar with a total on a terminal, a log line every 30 s otherwise
+    (false: neither; the line per epoch stays)."""
     tensorboard: bool = False
     """Also log to TensorBoard, in ``RUN_DIR/tensorboard/`` (needs ``pip install 'attnlab[tensorboard]'``):
     the per-epoch metrics (the ``metrics.jsonl`` keys, step = epoch) and the task's attention images."""
