@@ -8,4 +8,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 run_dir=${RUN_DIR:-runs/demo}
 .venv/bin/attnlab train demo --run-dir "$run_dir" --overwrite "$@"
+echo "plots of the attention of long1 example 0 and the training curves:"
 .venv/bin/attnlab plot "$run_dir" --test-set long1 --index 0

@@ -10,15 +10,63 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import logging
 import os
 import shutil
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from attnlab.config import ConfigError
-from attnlab.experiments.registry import builtin_configs, experiment_module, resolve_config, train_or_resume
+from attnlab.experiments.registry import (
+    builtin_configs,
+    experiment_module,
+    resolve_config,
+    resume_config,
+    train_or_resume,
+)
 
 EXIT_USAGE = 2
+
+LOG_FORMAT = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+"""The library's log lines (training progress, evaluated checkpoints) on stderr and in train.log."""
+
+
+class RunLogHandler(logging.FileHandler):
+    """``RUN_DIR/train.log``, appended to. Records that come before the run directory exists wait
+    in memory, so that a run refused before it starts leaves no file behind."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, mode="a", encoding="utf-8", delay=True)
+        self.setFormatter(LOG_FORMAT)
+        self.waiting: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.stream is None and not Path(self.baseFilename).parent.is_dir():
+            self.waiting.append(record)
+            return
+        waiting, self.waiting = self.waiting, []
+        for earlier in waiting:
+            super().emit(earlier)
+        super().emit(record)
+
+
+@contextmanager
+def _log_to(*handlers: logging.Handler) -> Iterator[None]:
+    """Show the library's INFO log records through ``handlers`` while the block runs."""
+    logger = logging.getLogger("attnlab")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    for handler in handlers:
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            logger.removeHandler(handler)
+            handler.close()
+        logger.setLevel(level)
 
 
 def _default_run_dir(config_arg: str) -> Path:
@@ -26,14 +74,22 @@ def _default_run_dir(config_arg: str) -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    data = resolve_config(args.config, args.overrides)
+    run_dir = Path(args.run_dir) if args.run_dir else _default_run_dir(args.config)
+    if args.resume and args.overwrite:
+        raise ConfigError(
+            "--resume continues the run in RUN_DIR and --overwrite deletes it: give one of them"
+        )
+    if args.resume:  # the run's own config; the overrides may only change what it has not trained yet
+        data = resume_config(run_dir, args.config, args.overrides)
+    else:
+        data = resolve_config(args.config, args.overrides)
     experiment = experiment_module(data)
     config = experiment.parse_config(data)
-    run_dir = Path(args.run_dir) if args.run_dir else _default_run_dir(args.config)
     if args.overwrite:
         _remove_run(run_dir)
-    results = experiment.train(config, run_dir, resume=args.resume)
-    _print_results(results, run_dir)
+    with _log_to(RunLogHandler(run_dir / "train.log")):
+        results = experiment.train(config, run_dir, resume=args.resume)
+    _print_results(results, run_dir, data.get("experiment", "lookup"))
 
 
 def _remove_run(run_dir: Path) -> None:
@@ -57,7 +113,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             name = experiment.__name__.rsplit(".", 1)[-1]
             raise ConfigError(f"--data does not apply to {name} runs (they evaluate on their own test sets)")
         options["data_files"] = args.data
-    _print_results(experiment.evaluate(args.run_dir, **options), Path(args.run_dir))
+    name = experiment.__name__.rsplit(".", 1)[-1]
+    _print_results(experiment.evaluate(args.run_dir, **options), Path(args.run_dir), name)
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
@@ -171,8 +228,39 @@ RECIPES = {
 """``attnlab reproduce <paper>``: recipe modules, each with ``add_arguments(parser)`` and ``main(args)``."""
 
 
+def _recipe_handler(
+    paper: str, run: Callable[[argparse.Namespace], None]
+) -> Callable[[argparse.Namespace], None]:
+    """A recipe's ``main``, then one line that says where its files are."""
+
+    def handler(args: argparse.Namespace) -> None:
+        run(args)
+        out = Path(args.out).resolve()
+        tables = sorted(path.name for path in out.glob("*.md"))
+        figures = sorted(out.glob("*.png"))
+        written = f"tables {', '.join(tables)}; " if tables else ""
+        written += f"{len(figures)} figures (*.png); " if figures else ""
+        print(f"\nattnlab reproduce {paper}: {written}runs and everything else in {out}")
+
+    return handler
+
+
+def _compact_choices(parser: argparse.ArgumentParser) -> None:
+    """List each option's choices once, in its help, instead of argparse's ``{a,b,...}`` in the
+    usage line and again beside the option (twice more for ``nargs="+"``); recursively."""
+    for action in parser._actions:  # noqa: SLF001 - argparse has no public API for this
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for subparser in action.choices.values():
+                _compact_choices(subparser)
+        elif action.choices and action.metavar is None:
+            action.metavar = action.dest.upper()
+            listed = f"one of: {', '.join(str(choice) for choice in action.choices)}"
+            action.help = f"{action.help}; {listed}" if action.help else listed
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnlab", description=__doc__.split("\n\n")[0])
+    description = __doc__.split("\n\n")[0].replace("``", "")
+    parser = argparse.ArgumentParser(prog="attnlab", description=description)
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a model from a YAML config, then evaluate it")
@@ -278,26 +366,42 @@ def build_parser() -> argparse.ArgumentParser:
         recipe = importlib.import_module(module_name)
         summary = (recipe.__doc__ or paper).strip().split("\n")[0]
         recipe.add_arguments(papers.add_parser(paper, help=summary, description=summary))
-        papers.choices[paper].set_defaults(handler=recipe.main)
+        papers.choices[paper].set_defaults(handler=_recipe_handler(paper, recipe.main))
+    _compact_choices(parser)
     return parser
 
 
-def _print_results(results: dict[str, dict[str, float]], run_dir: Path) -> None:
-    from attnlab.experiments.tables import format_table
+def _print_results(results: dict[str, dict[str, float]], run_dir: Path, experiment: str) -> None:
+    from attnlab.experiments.tables import results_table
 
-    columns = list(dict.fromkeys(metric for metrics in results.values() for metric in metrics))
-    print(format_table(results, columns))
+    print(results_table(results, experiment))
     print(f"\nrun directory: {run_dir}")
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``, also taking ``key=value`` overrides that come after the options
+    (``attnlab train lookup --run-dir runs/a --resume training.epochs=8``)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if not isinstance(getattr(args, "overrides", None), list) or any(
+            item.startswith("-") or "=" not in item for item in extra
+        ):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = [*args.overrides, *extra]
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     from attnlab.errors import USER_ERRORS
     from attnlab.training.allocator import keep_freed_memory
 
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
     keep_freed_memory()
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(LOG_FORMAT)
     try:
-        args.handler(args)
+        with _log_to(console):
+            args.handler(args)
     except USER_ERRORS as error:
         print(f"attnlab: error: {error}", file=sys.stderr)
         return EXIT_USAGE

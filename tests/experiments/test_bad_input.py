@@ -62,6 +62,7 @@ def test_malformed_training_file(tmp_path, lookup_files, tiny_overrides, capsys,
 def test_token_unseen_in_training_at_evaluation(tmp_path, tiny_overrides, capsys):
     run = tmp_path / "run"
     assert main(["train", "lookup", *tiny_overrides(**{"training.epochs": 1}), "--run-dir", str(run)]) == 0
+    capsys.readouterr()  # the training's log lines
     unseen = tmp_path / "unseen.tsv"
     unseen.write_text("000 t1 .\t000 110\n000 t9 .\t000 110\n")
     _fails(["evaluate", str(run), "--data", str(unseen)], capsys, str(unseen), "line 2", "'t9'")
@@ -80,6 +81,7 @@ def test_checkpoint_from_another_model(tmp_path, tiny_overrides, capsys):
 def test_not_a_checkpoint(tmp_path, tiny_overrides, capsys):
     run = tmp_path / "run"
     assert main(["train", "lookup", *tiny_overrides(**{"training.epochs": 1}), "--run-dir", str(run)]) == 0
+    capsys.readouterr()  # the training's log lines
     (run / "checkpoints" / "best.pt").write_text("garbage")
     _fails(["evaluate", str(run)], capsys, "best.pt", "not a readable attnlab checkpoint")
 

@@ -103,7 +103,7 @@ def test_cli_train_evaluate_and_plot(lookup_files, tiny_config, tiny_overrides, 
     run = tmp_path / "run"
     assert main(["train", "lookup", *tiny_overrides(**{"model.attender": "mix"}), "--run-dir", str(run)]) == 0
     printed = capsys.readouterr().out
-    assert "interpolation" in printed and "seq_acc" in printed
+    assert "interpolation" in printed and "seqAcc (%)" in printed
     summary = (run / "eval" / "summary.json").read_text()
     assert main(["evaluate", str(run), "--data", str(lookup_files["long1"])]) == 0
     assert json.loads((run / "eval" / "files" / "long1.json").read_text())["examples"] == 60

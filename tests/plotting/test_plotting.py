@@ -311,3 +311,32 @@ def test_format_mean_std() -> None:
     assert format_mean_std([1.0, 2.0], ddof=0) == "1.5 ± 0.5"
     assert format_mean_std(x for x in (2.0, 4.0)) == "3.0 ± 1.4"
     assert format_mean_std([-0.01, 0.01]) == "0.0 ± 0.0"
+
+
+def test_interpretable_variables_headers_do_not_overlap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Shift Attender's move weights ("forward", "backward", ...) head columns of their own:
+    each header fits inside its cell, so no two headers run into each other."""
+    from matplotlib.table import Table
+
+    from attnlab.attention.shift import MOVES
+    from attnlab.plotting import attention
+
+    figures: list[Figure] = []
+    original = attention._save_figure
+    monkeypatch.setattr(
+        attention, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
+    )
+    variables = {f"move_{move}": np.linspace(0, 1, 5) for move in MOVES} | {"position": np.arange(5.0)}
+    plot_interpretable_variables(_diagonal(), variables, SOURCE, OUTPUT, tmp_path / "shift.png", dpi=DPI)
+    (fig,) = figures
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (table,) = [child for ax in fig.axes for child in ax.get_children() if isinstance(child, Table)]
+    headers = {col: cell for (row, col), cell in table.get_celld().items() if row == 0}
+    assert sorted(cell.get_text().get_text() for cell in headers.values()) == sorted([*MOVES, "pos."])
+    for cell in headers.values():
+        text = cell.get_text().get_window_extent(renderer)
+        box = cell.get_window_extent(renderer)
+        assert box.x0 <= text.x0 and text.x1 <= box.x1, cell.get_text().get_text()

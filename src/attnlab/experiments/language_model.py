@@ -39,7 +39,7 @@ from attnlab.evaluation.language_model import (
     segment_loss,
     sentence_losses,
 )
-from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
+from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
 from attnlab.experiments.unit_scores import SENTENCES_SUFFIX, write_sentence_losses
 from attnlab.io import atomic_write_json
 from attnlab.models.language_model import (
@@ -75,7 +75,7 @@ from attnlab.training.checkpoint import (
     load_model_weights,
     load_system_checkpoint,
 )
-from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
+from attnlab.training.trainer import RunSummary, Trainer, TrainingConfig, resolve_device, seed_everything
 
 SYSTEM = "language_model/short_attention_spans"
 EVALUATION_SPLITS = ("valid", "test")
@@ -296,6 +296,12 @@ class LMTrainingTask:
         for batch in segments(self.train, training.bptt, max_segments=training.max_segments_per_epoch):
             yield batch.to(self.device)
 
+    def updates_per_epoch(self) -> int:
+        """BPTT segments per epoch (all-padding segments, which are skipped, are rare)."""
+        count = -(-self.train.length // self.config.training.bptt)
+        cap = self.config.training.max_segments_per_epoch
+        return count if cap is None else min(count, cap)
+
     def training_loss(self, model: torch.nn.Module, batch: LMBatch) -> torch.Tensor:
         output = model(batch.inputs, batch.resets, self.state, padding_mask=~batch.target_mask)
         self.state = LanguageModel.detach_state(output.state)
@@ -343,9 +349,9 @@ def train(
 ) -> dict[str, dict[str, float]]:
     """Train, then evaluate the chosen checkpoint on the validation and test splits (and CBT)."""
     run = RunDirectory(Path(run_dir))
-    run.check_free(resume)
-    device = resolve_device(config.training.device)
     absolute_data_paths(config.data)
+    changes = run.check_start(config, resume)
+    device = resolve_device(config.training.device, "training.device")
     find_split_files(config.data.corpus)  # every split is there before training starts
     load_cbt(config.data)  # and the CBT files parse
     vocabulary = load_vocabulary(config.data)
@@ -354,19 +360,27 @@ def train(
     hidden_dim = resolve_hidden_dim(config.model, len(vocabulary))
     seed_everything(config.training.seed)
     model = build_model(config.model, len(vocabulary), hidden_dim).to(device)
-    run.save_config(config)
-    write_vocabulary_file(run.path / "vocabulary.txt", vocabulary)
     task = LMTrainingTask(
         streams_for(train_split, vocabulary, config.training.batch_size, "contiguous"),
         streams_for(valid_split, vocabulary, config.evaluation.batch_size, config.evaluation.layout),
         config,
         device,
     )
-    trainer = Trainer(
-        model, task, config.training, run.path, model_spec(config.model, vocabulary, hidden_dim)
+    summary = RunSummary(
+        f"language model on {config.data.corpus}: {config.model.variant}, window {config.model.window}",
+        {"train": len(train_split), "valid": len(valid_split)},
+        "tokens",
     )
-    if resume:
-        trainer.resume()
+    trainer = Trainer(
+        model,
+        task,
+        config.training,
+        run.path,
+        model_spec(config.model, vocabulary, hidden_dim),
+        summary=summary,
+    )
+    run.start_training(config, trainer, changes)
+    write_vocabulary_file(run.path / "vocabulary.txt", vocabulary)
     trainer.fit()
     return _evaluate_checkpoint(run, config, device)
 
@@ -400,6 +414,7 @@ def _evaluate_checkpoint(
         corpora = {Path(file).stem: load_corpus_file(config.data, file, vocabulary) for file in data_files}
     else:
         corpora = {split: load_split(config.data, split, vocabulary) for split in EVALUATION_SPLITS}
+    log_evaluation(path, list(corpora))
     results: dict[str, dict[str, float]] = {}
     attention: dict[str, Any] = {}
     for name, corpus in corpora.items():

@@ -17,7 +17,7 @@ import torch
 
 from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation.seq2seq import ExampleOutcomes, evaluate_seq2seq, teacher_forced_loss
-from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
+from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
 from attnlab.experiments.seq2seq import (
     decoded_attention_samples,
     seq2seq_from_checkpoint,
@@ -37,7 +37,7 @@ from attnlab.tasks.lookup_machine_tasks import (
 from attnlab.tasks.splits import random_hold_out
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary, build_vocabularies
-from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
+from attnlab.training.trainer import RunSummary, Trainer, TrainingConfig, resolve_device, seed_everything
 
 SYSTEM = "lookup/recurrent_seq2seq"
 LookupVariant = Literal["long", "reversed", "noisy", "noisy-single", "noisy-multi", "intermediate-noise"]
@@ -282,6 +282,9 @@ class LookupTrainingTask:
         for batch in batches(self.train, self.config.training.batch_size, shuffle=True, generator=generator):
             yield batch.to(self.device)
 
+    def updates_per_epoch(self) -> int:
+        return -(-len(self.train) // self.config.training.batch_size)
+
     def training_loss(self, model: torch.nn.Module, batch: Seq2SeqBatch) -> torch.Tensor:
         return teacher_forced_loss(model, batch, self.config.training.attention_guidance)  # type: ignore[arg-type]
 
@@ -310,8 +313,8 @@ def train(
 ) -> dict[str, dict[str, float]]:
     """Train, then evaluate the chosen checkpoint on every test set; returns the test metrics."""
     run = RunDirectory(Path(run_dir))
-    run.check_free(resume)
-    device = resolve_device(config.training.device)
+    changes = run.check_start(config, resume)
+    device = resolve_device(config.training.device, "training.device")
     splits = load_splits(config.data)
     source_vocab, target_vocab = build_vocabularies(splits["train"])
     encoded = {
@@ -326,16 +329,26 @@ def train(
         )
     seed_everything(config.training.seed)
     model = build_model(config.model, source_vocab, target_vocab).to(device)
-    run.save_config(config)
     task = LookupTrainingTask(encoded["train"], encoded["validation"], config, device)
     trainer = Trainer(
-        model, task, config.training, run.path, model_spec(config.model, source_vocab, target_vocab)
+        model,
+        task,
+        config.training,
+        run.path,
+        model_spec(config.model, source_vocab, target_vocab),
+        summary=RunSummary(describe(config), {name: len(encoded[name]) for name in ("train", "validation")}),
     )
-    if resume:
-        trainer.resume()
+    run.start_training(config, trainer, changes)
     trainer.fit()
     test_sets = {name: encoded[name] for name in test_set_names(config.data)}
     return _evaluate_checkpoint(run, config, test_sets, device)
+
+
+def describe(config: LookupExperimentConfig) -> str:
+    """What a run trains, in a few words (the first line of its log)."""
+    data = config.data
+    source = f"files ({data.train_file})" if data.train_file else f"{data.variant} Lookup Tables (generated)"
+    return f"lookup on {source}: recurrent seq2seq, attender {config.model.attender}"
 
 
 def _encode(
@@ -390,6 +403,7 @@ def _evaluate_checkpoint(
     """Metrics per test set, written to ``eval/`` (``data_files``: ``eval/files/``, no summary)."""
     path = run.checkpoint(config.evaluation.checkpoint)
     model, source_vocab, target_vocab = model_from_checkpoint(path, device, config.model)
+    log_evaluation(path, list(test_sets))
     results = {}
     for name, dataset in test_sets.items():
         outcomes = ExampleOutcomes()

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.config import ConfigError, from_dict, to_dict
-from attnlab.experiments.runs import RunDirectory
+from attnlab.experiments.runs import RunDirectory, log_evaluation
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.tasks.memory_problems import (
     MIN_LENGTH,
@@ -55,7 +55,7 @@ from attnlab.training.checkpoint import (
     load_model_weights,
     load_system_checkpoint,
 )
-from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
+from attnlab.training.trainer import RunSummary, Trainer, TrainingConfig, resolve_device, seed_everything
 
 SYSTEM = "memory/feedforward_attention"
 TEST_SET = "test"
@@ -267,6 +267,9 @@ class MemoryTrainingTask:
             batch = _batch(self.config.data, self.config.training.batch_size, generator)
             yield batch.to(self.device)
 
+    def updates_per_epoch(self) -> int:
+        return self.config.training.updates_per_epoch
+
     def training_loss(self, model: FeedForwardAttentionNetwork, batch: MemoryBatch) -> torch.Tensor:
         return memory_loss(model, batch)
 
@@ -284,17 +287,31 @@ def stop_rule(training: MemoryTrainingConfig):
     return lambda record: record["validation_accuracy"] >= threshold
 
 
+def _summary(config: MemoryExperimentConfig) -> RunSummary:
+    """What a run trains (the first line of its log)."""
+    data = config.data
+    lengths = f"T0 {data.t0}" if data.setting == "fixed" else "lengths 50-10000"
+    return RunSummary(
+        f"memory: the {data.problem} problem, {lengths}; "
+        f"feed-forward network, {config.model.pooling} pooling",
+        {
+            "train per epoch": config.training.updates_per_epoch * config.training.batch_size,
+            "test": data.test_size,
+        },
+        "sequences",
+    )
+
+
 def train(
     config: MemoryExperimentConfig, run_dir: str | Path, *, resume: bool = False
 ) -> dict[str, dict[str, float]]:
     """Train, then evaluate the last checkpoint on the held-out test set; returns its metrics."""
     run = RunDirectory(Path(run_dir))
-    run.check_free(resume)
-    device = resolve_device(config.training.device)
+    changes = run.check_start(config, resume)
+    device = resolve_device(config.training.device, "training.device")
     test = test_set(config.data, device)
     seed_everything(config.training.seed)
     model = build_model(config.model, config.data.problem).to(device)
-    run.save_config(config)
     task = MemoryTrainingTask(config, test, device)
     trainer = Trainer(
         model,
@@ -303,9 +320,9 @@ def train(
         run.path,
         model_spec(config.model, config.data.problem),
         stop_when=stop_rule(config.training),
+        summary=_summary(config),
     )
-    if resume:
-        trainer.resume()
+    run.start_training(config, trainer, changes)
     trainer.fit()
     return _evaluate_checkpoint(run, config, "last", test, device)
 
@@ -332,6 +349,7 @@ def _evaluate_checkpoint(
 ) -> dict[str, dict[str, float]]:
     path = run.checkpoint(which)
     model = model_from_checkpoint(path, device, config.model)
+    log_evaluation(path, [TEST_SET])
     results = {TEST_SET: evaluate_memory(model, test)}
     run.write_evaluation(TEST_SET, path, results[TEST_SET])
     run.write_summary(results)

@@ -49,6 +49,31 @@ def resolve_config(name_or_path: str, overrides: list[str]) -> dict[str, Any]:
     return apply_overrides(load_yaml(path), overrides)
 
 
+def resume_config(run_dir: Path, name_or_path: str, overrides: list[str]) -> dict[str, Any]:
+    """The config of ``attnlab train NAME --resume``: the run's saved ``config.yaml``, not the
+    config named on the command line, which must only be of the same experiment. ``overrides``
+    may only set :data:`~attnlab.experiments.runs.RESUMABLE_KEYS` (they cannot change the epochs
+    already trained); nothing is written here."""
+    from attnlab.experiments.runs import RESUMABLE_KEYS, RunDirectory, refuse_resume_changes
+
+    run = RunDirectory(run_dir)
+    if not run.config_file.is_file():
+        raise ConfigError(f"no run to resume in {run_dir}: {run.config_file} is missing")
+    saved = run.load_config_data()
+    ours, theirs = (
+        saved.get("experiment", "lookup"),
+        resolve_config(name_or_path, []).get("experiment", "lookup"),
+    )
+    if ours != theirs:
+        raise ConfigError(
+            f"--resume: {run_dir} holds a {ours!r} run, but config {name_or_path!r} is a {theirs!r} "
+            "experiment; name a config of the run's experiment"
+        )
+    keys = [override.split("=", 1)[0].strip() for override in overrides]
+    refuse_resume_changes(run_dir, [key for key in keys if key not in RESUMABLE_KEYS])
+    return apply_overrides(saved, overrides)
+
+
 def experiment_module(data: dict[str, Any]) -> ModuleType:
     """The module of the experiment named by the config's ``experiment`` key."""
     name = data.get("experiment", "lookup")
@@ -74,7 +99,8 @@ def check_plot_indices(indices: list[int], count: int, source: str, items: str =
 
 
 def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dict[str, float]]:
-    """Train a run from plain config data, resuming it if it was interrupted (for sweeps)."""
+    """Train a run from plain config data, resuming it if it was interrupted (for sweeps); the
+    config must be the run's (only :data:`~attnlab.experiments.runs.RESUMABLE_KEYS` may differ)."""
     from attnlab.experiments.runs import RunDirectory
 
     experiment = experiment_module(config_data)

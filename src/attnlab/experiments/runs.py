@@ -4,6 +4,9 @@ Layout::
 
     RUN_DIR/
       config.yaml            the resolved config (defaults filled in, overrides applied)
+      train.log              what ``attnlab train`` logged (appended to on each resume)
+      resumes.jsonl          one record per resume: the epoch it resumed after and the config
+                             keys it changed (only those of :data:`RESUMABLE_KEYS`)
       metrics.jsonl          one record per finished epoch
       checkpoints/best.pt    lowest validation loss      (atomic writes)
       checkpoints/last.pt    end of the last epoch, with optimizer and RNG state, for resume
@@ -18,15 +21,32 @@ Layout::
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from attnlab.config import ConfigError, load_yaml, save_yaml, to_dict
-from attnlab.io import atomic_write_json
+from attnlab.config import ConfigError, from_dict, load_yaml, save_yaml, to_dict
+from attnlab.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from attnlab.training.checkpoint import load_checkpoint
+from attnlab.training.trainer import Trainer
 
 ConfigT = TypeVar("ConfigT")
+
+log = logging.getLogger(__name__)
+
+RESUMABLE_KEYS = (
+    "training.epochs",
+    "training.patience",
+    "training.progress",
+    "training.checkpoint_every",
+    "training.tensorboard",
+    "training.device",
+)
+"""Config keys a resumed run may change: none of them alters the epochs already trained."""
 
 
 @dataclass(frozen=True)
@@ -58,12 +78,49 @@ class RunDirectory:
             raise ConfigError(f"checkpoint must be 'best' or 'last', got {which!r}")
         return self.checkpoints / f"{which}.pt"
 
+    @property
+    def resumes_file(self) -> Path:
+        return self.path / "resumes.jsonl"
+
     def check_free(self, resume: bool) -> None:
         """Refuse to start a new run over a finished or interrupted one unless resuming it."""
         if self.checkpoint("last").exists() and not resume:
             raise ConfigError(
                 f"{self.path} already holds a run; resume it with --resume or choose another run directory"
             )
+
+    def check_start(self, config: Any, resume: bool) -> dict[str, list[Any]] | None:
+        """Before training writes anything: a new run does not replace another (see
+        :meth:`check_free`); a resumed one has a saved config from which ``config`` (a config
+        dataclass) differs in :data:`RESUMABLE_KEYS` only. Returns the changes of a resume
+        (dotted key → ``[saved, new]``), ``None`` for a new run."""
+        self.check_free(resume)
+        if not resume:
+            return None
+        if not self.config_file.is_file():
+            raise ConfigError(f"no run to resume in {self.path}: {self.config_file} is missing")
+        saved = config_items(from_dict(type(config), self.load_config_data(), str(self.config_file)))
+        new = config_items(config)
+        changes = {key: [saved[key], new[key]] for key in new if saved[key] != new[key]}
+        refused = [key for key in changes if key not in RESUMABLE_KEYS]
+        refuse_resume_changes(
+            self.path, [f"{key} ({changes[key][0]!r} -> {changes[key][1]!r})" for key in refused]
+        )
+        return changes
+
+    def remove_temporaries(self) -> None:
+        """Delete the temporary files of atomic writes that a killed process left behind."""
+        for temporary in self.path.rglob(".*.tmp"):
+            temporary.unlink(missing_ok=True)
+
+    def record_resume(self, after_epoch: int, changes: Mapping[str, list[Any]]) -> None:
+        """Append a record of this resume (when, after which epoch, what changed) to ``resumes.jsonl``."""
+        record = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "from_epoch": after_epoch,
+            "changes": dict(changes),
+        }
+        atomic_write_jsonl(self.resumes_file, [*read_jsonl(self.resumes_file), record])
 
     def load_config_data(self) -> dict[str, Any]:
         if not self.config_file.is_file():
@@ -78,6 +135,19 @@ class RunDirectory:
         """Create the run directory and write the resolved ``config`` (a config dataclass) to it."""
         self.path.mkdir(parents=True, exist_ok=True)
         save_yaml(to_dict(config), self.config_file)
+
+    def start_training(self, config: Any, trainer: Trainer, changes: Mapping[str, list[Any]] | None) -> None:
+        """Resume ``trainer`` (``changes`` from :meth:`check_start` is not ``None``), which checks
+        ``last.pt``; only then write the config and, for a resume, its record in ``resumes.jsonl``."""
+        if changes is not None:
+            trainer.resume()
+            self.remove_temporaries()
+        self.save_config(config)
+        if changes is not None:
+            self.record_resume(trainer.start_epoch, changes)
+            if changes:
+                changed = ", ".join(f"{key}: {old!r} -> {new!r}" for key, (old, new) in changes.items())
+                log.info("changed on resume (recorded in %s): %s", self.resumes_file.name, changed)
 
     def write_evaluation(
         self, test_set: str, checkpoint: Path, metrics: Mapping[str, Any], *, data_file: bool = False
@@ -95,6 +165,41 @@ class RunDirectory:
     def write_summary(self, results: Mapping[str, Mapping[str, Any]]) -> None:
         """``eval/summary.json``: the metrics of every test set of one ``train``/``evaluate`` call."""
         atomic_write_json(self.eval_dir / "summary.json", results)
+
+
+def refuse_resume_changes(run_dir: Path, changed: list[str]) -> None:
+    """Raise a :class:`ConfigError` naming the ``changed`` config keys, if any, that resuming the
+    run in ``run_dir`` would change but may not."""
+    if changed:
+        raise ConfigError(
+            f"--resume cannot change {', '.join(changed)}: {run_dir} was trained with the values in its "
+            f"config.yaml; resuming may change only {', '.join(RESUMABLE_KEYS)} "
+            "(train a new run in another --run-dir instead)"
+        )
+
+
+def config_items(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A config dataclass as dotted keys → plain values (``training.epochs`` → 50); nested
+    dataclasses are followed, other values (lists, free-form mappings) are kept whole."""
+    items: dict[str, Any] = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            items.update(config_items(value, f"{prefix}{field.name}."))
+        else:
+            items[f"{prefix}{field.name}"] = value
+    return items
+
+
+def log_evaluation(checkpoint: Path, test_sets: list[str]) -> None:
+    """Say which checkpoint is evaluated (its epoch and validation loss) on which test sets."""
+    saved = load_checkpoint(checkpoint)
+    history = saved.get("history") or []
+    validation = (
+        history[saved["epoch"] - 1]["validation_loss"] if 0 < saved["epoch"] <= len(history) else None
+    )
+    loss = f", validation loss {validation:.4f}" if isinstance(validation, float) else ""
+    log.info("evaluating %s (epoch %d%s) on %s", checkpoint, saved["epoch"], loss, ", ".join(test_sets))
 
 
 def load_run_for_evaluation(

@@ -42,7 +42,7 @@ import torch
 from attnlab.config import ConfigError, from_dict
 from attnlab.evaluation.metrics import sequence_correct
 from attnlab.evaluation.seq2seq import ExampleOutcomes, teacher_forced_loss
-from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation
+from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
 from attnlab.experiments.seq2seq import (
     decoded_attention_samples,
     seq2seq_from_checkpoint,
@@ -64,7 +64,7 @@ from attnlab.tasks.vocab import (
     SOS_TOKEN,
     Vocabulary,
 )
-from attnlab.training.trainer import Trainer, TrainingConfig, resolve_device, seed_everything
+from attnlab.training.trainer import RunSummary, Trainer, TrainingConfig, resolve_device, seed_everything
 
 SYSTEM = "scan/seq2seq"
 UNK_TOKEN = "<unk>"
@@ -503,6 +503,9 @@ class ScanTrainingTask:
         for batch in batch_iter:
             yield batch.to(self.device)
 
+    def updates_per_epoch(self) -> int:
+        return -(-len(self.train) // self.config.training.batch_size)
+
     def start_epoch(self, model: torch.nn.Module, epoch: int) -> None:
         if isinstance(model, SyntacticAttentionSeq2Seq):
             model.uniform_alignment = epoch < self.config.training.uniform_alignment_epochs
@@ -564,8 +567,8 @@ def train(
 ) -> dict[str, dict[str, float]]:
     """Train with early stopping, then evaluate the chosen checkpoint on every test set."""
     run = RunDirectory(Path(run_dir))
-    run.check_free(resume)
-    device = resolve_device(config.training.device)
+    changes = run.check_start(config, resume)
+    device = resolve_device(config.training.device, "training.device")
     splits = load_splits(config.data)
     source_vocab, target_vocab = build_vocabularies(
         splits["train"].examples + splits["validation"].examples, config.data.unknown_words
@@ -573,12 +576,14 @@ def train(
     encoded = {name: encode_split(split, source_vocab, target_vocab, name) for name, split in splits.items()}
     seed_everything(config.training.seed)
     model = build_model(config.model, source_vocab, target_vocab).to(device)
-    run.save_config(config)
     task = ScanTrainingTask(encoded["train"], encoded["validation"], target_vocab, config, device)
     spec = model_spec(config.model, source_vocab, target_vocab)
-    trainer = Trainer(model, task, config.training, run.path, spec)
-    if resume:
-        trainer.resume()
+    summary = RunSummary(
+        f"scan on the {config.data.split} split: {config.model.architecture.replace('_', ' ')}",
+        {name: len(encoded[name].dataset) for name in ("train", "validation")},
+    )
+    trainer = Trainer(model, task, config.training, run.path, spec, summary=summary)
+    run.start_training(config, trainer, changes)
     trainer.fit()
     tests = {name: encoded[name] for name in test_set_names(config.data)}
     return _evaluate_checkpoint(run, config, tests, device)
@@ -617,6 +622,7 @@ def _evaluate_checkpoint(
     """Metrics per test set, written to ``eval/`` (``data_files``: ``eval/files/``, no summary)."""
     path = run.checkpoint(config.evaluation.checkpoint)
     model, source_vocab, target_vocab = model_from_checkpoint(path, device, config.model)
+    log_evaluation(path, list(tests))
     results = {}
     for name, split in tests.items():
         outcomes = ExampleOutcomes()

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from attnlab.training.trainer import PERCENT_METRICS, metric_label
+
+COUNT_METRICS = frozenset({"examples", "tokens", "questions", "unknown_source_words", "unknown_target_words"})
+"""Metrics that count something: shown as integers."""
+
+EXPERIMENT_PERCENT_METRICS = {"memory": frozenset({"accuracy", "accuracy_XX_YY", "accuracy_XY_YX"})}
+"""Percentages beyond :data:`~attnlab.training.trainer.PERCENT_METRICS`, by experiment (the
+language models' CBT ``accuracy`` is a fraction)."""
+
 
 def format_table(
     rows: Mapping[str, Mapping[str, object]], columns: Sequence[str], *, markdown: bool = False
@@ -30,3 +39,23 @@ def _cell(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}" if 0 < abs(value) < 0.01 else f"{value:.2f}"
     return str(value)
+
+
+def results_table(results: Mapping[str, Mapping[str, object]], experiment: str) -> str:
+    """Test set → metrics as the CLI prints them: the papers' metric names (``seqAcc``,
+    ``seqAccBE``, ``attnLoss``), percentages marked ``(%)`` and counts as integers."""
+    percent = PERCENT_METRICS | EXPERIMENT_PERCENT_METRICS.get(experiment, frozenset())
+    columns = list(dict.fromkeys(metric for metrics in results.values() for metric in metrics))
+    headers = {column: metric_label(column) + (" (%)" if column in percent else "") for column in columns}
+    rows = {
+        name: {
+            headers[column]: _count(value) if column in COUNT_METRICS else value
+            for column, value in metrics.items()
+        }
+        for name, metrics in results.items()
+    }
+    return format_table(rows, list(headers.values()))
+
+
+def _count(value: object) -> object:
+    return int(value) if isinstance(value, float) and value.is_integer() else value

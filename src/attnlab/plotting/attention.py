@@ -516,7 +516,11 @@ def plot_interpretable_variables(
     heat_w, heat_h = geo.width, geo.height + geo.label_height
     table_fontsize = float(np.clip(geo.cell * 72 * 0.5, 5.0, 10.0))
     row_label_w = 0.09 * max(len(f"{i}: {tok}") for i, tok in enumerate(output_tokens)) + 0.3
-    table_w = max(0.68 * len(checked_variables) + row_label_w, 3.2)
+    # Every column is as wide as the longest header needs (headers such as the Shift Attender's
+    # "backward" must not run into their neighbours), at least 0.68 in.
+    longest = max(len(VARIABLE_LABELS.get(name, name.removeprefix("move_"))) for name in checked_variables)
+    column_w = max(0.68, longest * 0.62 * (table_fontsize + 1) / 72 + 0.25)
+    table_w = max(column_w * len(checked_variables) + row_label_w, 3.2)
     panel_w = max(heat_w + 2.2, 3.8)
     n_key = sum(name in _VARIABLE_DESCRIPTIONS for name in checked_variables)
     top_h = max(heat_h + 1.3, 3.2, 0.26 * (steps + 1) + 0.25 * n_key + 0.8)

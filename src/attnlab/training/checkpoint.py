@@ -17,14 +17,24 @@ A checkpoint is a plain dict of tensors and Python data:
 
 from __future__ import annotations
 
+import itertools
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from attnlab.io import atomic_torch_save
+from attnlab.io import atomic_save
 
 CHECKPOINT_FORMAT = "attnlab-checkpoint-1"
+
+KILL_IN_CHECKPOINT_WRITE = "ATTNLAB_TEST_KILL_IN_CHECKPOINT_WRITE"
+"""Test hook of the crash-safety tests: with this environment variable set to ``N``, the process
+kills itself with SIGKILL during its ``N``-th checkpoint write, after the temporary file is
+written and before it replaces the checkpoint. Unset (always, outside those tests), it does nothing."""
+
+_checkpoint_writes = itertools.count(1)
 
 
 class CheckpointError(ValueError):
@@ -32,7 +42,15 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path: str | Path, checkpoint: dict[str, Any]) -> None:
-    atomic_torch_save(path, {"format": CHECKPOINT_FORMAT, **checkpoint})
+    """Write ``checkpoint`` (with its format tag) to ``path`` atomically."""
+    atomic_save(path, lambda temporary: _write(temporary, {"format": CHECKPOINT_FORMAT, **checkpoint}))
+
+
+def _write(temporary: Path, checkpoint: dict[str, Any]) -> None:
+    torch.save(checkpoint, temporary)
+    kill_at = os.environ.get(KILL_IN_CHECKPOINT_WRITE)
+    if next(_checkpoint_writes) == int(kill_at or 0):
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -8,13 +8,21 @@ every that many updates within one) and exact resume: a run interrupted at any p
 from ``last.pt`` ends with the same weights and metrics as an uninterrupted run on the CPU. With
 ``training.tensorboard: true`` it also logs the metrics and the task's attention maps to
 TensorBoard (:mod:`attnlab.training.tensorboard`).
+
+The trainer tells what it does through :mod:`logging` (logger ``attnlab.training.trainer``; the
+CLI shows it on stderr and writes it to ``RUN_DIR/train.log``): one line at the start (what is
+trained on what data, parameter count, device, run directory), progress within an epoch (a tqdm
+bar with a total on a terminal, a log line every :data:`PROGRESS_LOG_SECONDS` otherwise) and one
+line per epoch with the training loss, the validation metrics and the best checkpoint.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -26,6 +34,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from attnlab.config import ConfigError
 from attnlab.io import atomic_write_jsonl
 from attnlab.tasks.batching import epoch_generator
 from attnlab.training.checkpoint import (
@@ -39,6 +48,27 @@ from attnlab.training.checkpoint import (
 )
 from attnlab.training.tensorboard import TensorBoardLogger, summary_writer_class
 
+log = logging.getLogger(__name__)
+
+PROGRESS_LOG_SECONDS = 30.0
+"""Off a terminal (a log file, CI, a cluster job), a progress line at most this often."""
+
+PERCENT_METRICS = frozenset({"seq_acc", "seq_acc_be", "seq_acc_given_length"})
+"""Metrics (and ``validation_`` metrics) that are percentages."""
+
+METRIC_NAMES = {
+    "seq_acc": "seqAcc",
+    "seq_acc_be": "seqAccBE",
+    "seq_acc_given_length": "seqAcc given length",
+    "attn_loss": "attnLoss",
+}
+"""The papers' names of metrics (README, docs/results.md) for what is shown to the user."""
+
+
+def metric_label(name: str) -> str:
+    """The user-facing name of a metric key (``seq_acc`` → ``seqAcc``; others unchanged)."""
+    return METRIC_NAMES.get(name, name)
+
 
 @dataclass
 class TrainingConfig:
@@ -51,6 +81,8 @@ class TrainingConfig:
     seed: int = 0
     device: str = "auto"
     progress: bool = True
+    """Progress within an epoch: a bar with a total on a terminal, a log line every 30 s otherwise
+    (false: neither; the line per epoch stays)."""
     tensorboard: bool = False
     """Also log to TensorBoard, in ``RUN_DIR/tensorboard/`` (needs ``pip install 'attnlab[tensorboard]'``):
     the per-epoch metrics (the ``metrics.jsonl`` keys, step = epoch) and the task's attention images."""
@@ -103,6 +135,13 @@ class TrainingTask(Protocol):
         """Validation metrics; must contain ``validation_loss``."""
 
 
+class UpdateCounter(Protocol):
+    """The optional hook of a :class:`TrainingTask` that gives the progress bar its total."""
+
+    def updates_per_epoch(self) -> int:
+        """How many batches :meth:`TrainingTask.train_batches` yields in one epoch (about)."""
+
+
 class EpochStartHook(Protocol):
     """The optional hook of a :class:`TrainingTask` that sets the model up for an epoch."""
 
@@ -144,14 +183,102 @@ class AttentionSampler(Protocol):
         the hook cannot change training."""
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when available, else the CPU."""
+def available_devices() -> list[str]:
+    """The device names this machine can train on (``auto`` first)."""
+    names = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        names += ["cuda", *(f"cuda:{index}" for index in range(count))]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        names.append("mps")
+    return names
+
+
+def resolve_device(name: str, where: str = "--device") -> torch.device:
+    """The device called ``name``; ``auto`` picks CUDA when available, else the CPU.
+
+    An unknown or unavailable device is a :class:`~attnlab.config.ConfigError` that names
+    ``where`` (the config key or option) and lists :func:`available_devices`.
+    """
+    available = available_devices()
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
+        return torch.device("cuda" if "cuda" in available else "cpu")
+    listed = f"available: {', '.join(available)}"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"{where}: unknown device {name!r}; {listed}") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"{where}: attnlab does not train on {name!r}; {listed}")
+    key = device.type if device.index is None else f"{device.type}:{device.index}"
+    if device.type != "cpu" and key not in available:
+        raise ConfigError(f"{where}: device {name!r} is not available on this machine; {listed}")
     return device
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run trains, for the trainer's first log line."""
+
+    system: str
+    """What is trained, e.g. ``lookup (reversed Lookup Tables): recurrent seq2seq, attender shift``."""
+    data: dict[str, int]
+    """Split → size in ``unit`` (e.g. ``{"train": 8000, "validation": 500}``)."""
+    unit: str = "examples"
+
+
+def stderr_is_terminal() -> bool:
+    """Whether standard error is a terminal (then progress is a bar, else periodic log lines)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
+class EpochProgress:
+    """Progress within one epoch, in one of three modes: ``bar`` (a tqdm bar with a total, for a
+    terminal), ``log`` (a log line at most every :data:`PROGRESS_LOG_SECONDS`, for log files) or
+    ``off``."""
+
+    def __init__(self, label: str, total: int | None, done: int, mode: str) -> None:
+        self.label = label
+        self.total = total
+        self.mode = mode
+        self.first = done
+        self.started = self.last = time.monotonic()
+        self.bar = (
+            tqdm(total=total, initial=done, desc=label, leave=False, dynamic_ncols=True, unit="update")
+            if mode == "bar"
+            else None
+        )
+
+    def update(self, done: int, loss: float) -> None:
+        """``done`` updates of the epoch so far, with this mean training loss."""
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            return
+        now = time.monotonic()
+        if self.mode != "log" or now - self.last < PROGRESS_LOG_SECONDS:
+            return
+        self.last = now
+        of = f"/{self.total}" if self.total else ""
+        percent = f" ({100 * done / self.total:.0f}%)" if self.total else ""
+        rate = (done - self.first) / max(now - self.started, 1e-9)
+        log.info("%s: %d%s updates%s, loss %.4f, %.1f updates/s", self.label, done, of, percent, loss, rate)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def format_metric(name: str, value: Any) -> str:
+    """``seqAcc 12.34%``, ``attnLoss 0.1234``: a metric as the log lines show it."""
+    label = metric_label(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{label} {value}"
+    if name in PERCENT_METRICS:
+        return f"{label} {value:.2f}%"
+    return f"{label} {value:.4f}" if abs(value) < 100 else f"{label} {value:.2f}"
 
 
 def seed_everything(seed: int) -> None:
@@ -192,16 +319,20 @@ class Trainer:
         model_spec: dict[str, Any],
         *,
         stop_when: Callable[[dict[str, Any]], bool] | None = None,
+        summary: RunSummary | None = None,
     ) -> None:
         """``stop_when(record)``, if given, ends training early after an epoch whose metrics record
         (``epoch``, ``train_loss``, the validation metrics) satisfies it, as ``config.patience``
-        does; a resumed run that had already stopped trains no further."""
+        does; a resumed run that had already stopped trains no further. ``summary`` says what is
+        trained on what data, for the first log line."""
         self.model = model
         self.task = task
         self.config = config
         self.run_dir = Path(run_dir)
         self.model_spec = model_spec
         self.stop_when = stop_when
+        self.summary = summary
+        self._epoch_updates: int | None = None
         self.optimizer = make_optimizer(model, config.learning_rate)
         self.history: list[dict[str, Any]] = []
         self.best_validation_loss = math.inf
@@ -220,7 +351,11 @@ class Trainer:
 
     def resume(self) -> None:
         """Continue from ``last.pt`` (weights, optimizer, history, RNG state; within an epoch also
-        the position in it and the task's carried state)."""
+        the position in it and the task's carried state). Without ``last.pt`` (a run stopped
+        before its first checkpoint) training starts from the first epoch."""
+        if not self.last_checkpoint.exists():
+            log.info("no checkpoint in %s yet: training from the first epoch", self.run_dir)
+            return
         checkpoint = load_checkpoint(self.last_checkpoint)
         check_model_spec(self.last_checkpoint, checkpoint, self.model_spec)
         load_model_weights(self.last_checkpoint, self.model, checkpoint)
@@ -234,6 +369,8 @@ class Trainer:
                 int(within["updates"]), float(within["loss_sum"]), within.get("carried_state")
             )
         restore_rng_state(checkpoint["rng"])
+        within_text = f", {self.resume_position.updates} updates into the next" if within is not None else ""
+        log.info("resuming %s after epoch %d%s", self.run_dir, self.start_epoch, within_text)
 
     @property
     def tensorboard_dir(self) -> Path:
@@ -242,9 +379,11 @@ class Trainer:
     def fit(self) -> list[dict[str, Any]]:
         """Train for the remaining epochs (or until ``stop_when``); returns the metrics history."""
         logger: TensorBoardLogger | None = None
+        self._log_start()
         try:
             for epoch in range(self.start_epoch, self.config.epochs):
                 if self.should_stop():
+                    log.info("stopping after epoch %d: %s", epoch, self._stop_reason())
                     break
                 started = time.perf_counter()
                 train_loss = self._train_epoch(epoch)
@@ -267,10 +406,60 @@ class Trainer:
                     for group in self.optimizer.param_groups:
                         group["lr"] *= self.config.lr_decay
                 self._save(epoch + 1, improved=improved)
+                self._log_epoch(record, improved)
         finally:
             if logger is not None:
                 logger.close()
         return self.history
+
+    def _log_start(self) -> None:
+        """One line: what is trained on what data, its size, the device, epochs, run directory."""
+        parameters = list(self.model.parameters())
+        count = sum(parameter.numel() for parameter in parameters)
+        device = parameters[0].device if parameters else torch.device("cpu")
+        what = self.summary.system if self.summary is not None else type(self.model).__name__
+        data = ""
+        if self.summary is not None and self.summary.data:
+            sizes = ", ".join(f"{name} {size:,}" for name, size in self.summary.data.items())
+            data = f"; data: {sizes} {self.summary.unit}"
+        log.info(
+            "training %s: %s parameters%s; device %s; %d epochs, batch size %d; run directory %s",
+            what,
+            f"{count:,}",
+            data,
+            device,
+            self.config.epochs,
+            self.config.batch_size,
+            self.run_dir,
+        )
+
+    def _log_epoch(self, record: dict[str, Any], improved: bool) -> None:
+        """One line per epoch: train loss, validation metrics, time, and the best checkpoint."""
+        validation = "".join(
+            f", {format_metric(key.removeprefix('validation_'), value)}"
+            for key, value in record.items()
+            if key.startswith("validation_") and key != "validation_loss"
+        )
+        if improved:
+            best = f"new best, saved {self.best_checkpoint}"
+        else:
+            best_epoch = min(self.history, key=lambda r: r["validation_loss"])["epoch"]
+            best = f"best: epoch {best_epoch} ({self.best_checkpoint.name})"
+        log.info(
+            "epoch %d/%d: train loss %.4f; validation loss %.4f%s; %.1f s; %s",
+            record["epoch"],
+            self.config.epochs,
+            record["train_loss"],
+            record["validation_loss"],
+            validation,
+            record["seconds"],
+            best,
+        )
+
+    def _stop_reason(self) -> str:
+        if patience_exhausted(self.history, self.config.patience):
+            return f"no lower validation loss for {self.config.patience} epochs (training.patience)"
+        return "the stopping rule was met"
 
     def should_stop(self) -> bool:
         """Whether the history so far ends training: ``config.patience`` epochs without a lower
@@ -306,36 +495,48 @@ class Trainer:
         position, self.resume_position = self.resume_position, EpochPosition()
         if position.updates:
             self._skip_to(batches, position)
-        progress = tqdm(
-            batches,
-            desc=f"epoch {epoch + 1}/{self.config.epochs}",
-            disable=not self.config.progress or None,
-            leave=False,
-            dynamic_ncols=True,
-            initial=position.updates,
+        progress = EpochProgress(
+            f"epoch {epoch + 1}/{self.config.epochs}",
+            self._updates_per_epoch(),
+            position.updates,
+            self._progress_mode(),
         )
         total, count = position.loss_sum, position.updates
         every = self.config.checkpoint_every
-        for batch in progress:
-            loss = self.task.training_loss(self.model, batch)
-            value = float(loss.detach())
-            if not math.isfinite(value):
-                raise TrainingDiverged(
-                    f"training loss became {value} in epoch {epoch + 1}, batch {count + 1}; "
-                    f"stopped. The last good checkpoint is {self.last_checkpoint} "
-                    "(try a lower training.learning_rate or a training.gradient_clip)"
-                )
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if self.config.gradient_clip is not None:
-                nn.utils.clip_grad_norm_(self.model.parameters(), self.config.gradient_clip)
-            self.optimizer.step()
-            total += value
-            count += 1
-            progress.set_postfix(loss=f"{total / count:.4f}", refresh=False)
-            if every is not None and count % every == 0:
-                self._save_within_epoch(epoch, count, total)
+        try:
+            for batch in batches:
+                loss = self.task.training_loss(self.model, batch)
+                value = float(loss.detach())
+                if not math.isfinite(value):
+                    raise TrainingDiverged(
+                        f"training loss became {value} in epoch {epoch + 1}, batch {count + 1}; "
+                        f"stopped. The last good checkpoint is {self.last_checkpoint} "
+                        "(try a lower training.learning_rate or a training.gradient_clip)"
+                    )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if self.config.gradient_clip is not None:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), self.config.gradient_clip)
+                self.optimizer.step()
+                total += value
+                count += 1
+                progress.update(count, total / count)
+                if every is not None and count % every == 0:
+                    self._save_within_epoch(epoch, count, total)
+        finally:
+            progress.close()
+        self._epoch_updates = count
         return total / max(count, 1)
+
+    def _progress_mode(self) -> str:
+        if not self.config.progress:
+            return "off"
+        return "bar" if stderr_is_terminal() else "log"
+
+    def _updates_per_epoch(self) -> int | None:
+        """The progress total: the task's count if it has the hook, else the last epoch's."""
+        counter = getattr(self.task, "updates_per_epoch", None)
+        return int(counter()) if counter is not None else self._epoch_updates
 
     def _skip_to(self, batches: Iterator[Any], position: EpochPosition) -> None:
         """Draw (and drop) the batches a resumed epoch had already trained on, then restore the

@@ -266,7 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         choices=[*ATTENDERS, *EXTRAPOLATING],
-        help="default: the paper's seven; add shift_extrapolate, location_extrapolate, ... (issue 6)",
+        help="default: the paper's seven (the first seven); the others extrapolate (issue 6) or ablate those",
     )
     parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS))
 

@@ -1,0 +1,77 @@
+"""The command line's help and messages, as a new user reads them."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from attnlab.cli import RECIPES, build_parser, main
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def _help(argv, capsys) -> str:
+    """The help text, with lines that argparse broke after a hyphen joined again."""
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--help"])
+    assert stop.value.code == 0
+    return re.sub(r"-\n\s+", "-", capsys.readouterr().out)
+
+
+def test_top_level_help_has_no_markup(capsys):
+    text = _help([], capsys)
+    assert "``" not in text and "attnlab" in text
+
+
+@pytest.mark.parametrize("paper", sorted(RECIPES))
+def test_reproduce_help_lists_choices_once(paper, capsys):
+    text = _help(["reproduce", paper], capsys)
+    parser = build_parser()._subparsers._group_actions[0].choices["reproduce"]  # noqa: SLF001
+    recipe = parser._subparsers._group_actions[0].choices[paper]  # noqa: SLF001
+    choices = [str(choice) for action in recipe._actions if action.choices for choice in action.choices]  # noqa: SLF001
+    assert choices  # every recipe has options with choices
+    assert "{" not in text  # no argparse choice lists, in the usage line and again beside each option
+    words = re.findall(r"[\w.-]+", text)
+    for choice in choices:
+        assert choice in words, (choice, text)
+
+
+def test_dubois2020_help_names_each_attender_once(capsys):
+    from attnlab.experiments.recipes import dubois2020
+
+    words = re.findall(r"[\w.-]+", _help(["reproduce", "dubois2020"], capsys))
+    for attender in [*dubois2020.ATTENDERS, *dubois2020.EXTRAPOLATING]:
+        assert words.count(attender) == 1, attender
+
+
+def _write_dubois_run(root, task, attender, seed):
+    from attnlab.experiments.recipes import dubois2020
+
+    metrics = {"seq_acc": 50.0, "seq_acc_be": 60.0, "attn_loss": 1.0}
+    path = root / task / attender / f"seed{seed}" / "eval" / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({name: metrics for name in dubois2020.TEST_SETS}))
+
+
+def test_reproduce_says_where_it_wrote_its_files(tmp_path, capsys):
+    out = tmp_path / "dubois"
+    _write_dubois_run(out, "long", "mix", 0)
+    assert main(["reproduce", "dubois2020", "--report-only", "--out", str(out)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert str(out.resolve()) in last and "results.md" in last
+
+
+def test_readme_data_example_writes_where_git_does_not_track(tmp_path):
+    """``attnlab data --out DIR`` as the README shows it writes to a folder git ignores."""
+    readme = (REPOSITORY / "README.md").read_text()
+    outs = re.findall(r"attnlab data .*--out (\S+)", readme)
+    assert outs
+    if shutil.which("git") is None or not (REPOSITORY / ".git").exists():
+        pytest.skip("not a git checkout")
+    for out in outs:
+        probe = f"{out}/train.tsv"
+        ignored = subprocess.run(["git", "check-ignore", "-q", probe], cwd=REPOSITORY, check=False)
+        assert Path(out).is_absolute() or ignored.returncode == 0, out
