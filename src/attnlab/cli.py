@@ -372,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_results(results: dict[str, dict[str, float]], run_dir: Path, experiment: str) -> None:
-    from attnlab.experiments.tables import results_table
+    from attnlab.reporting.tables import results_table
 
     print(results_table(results, experiment))
     print(f"\nrun directory: {run_dir}")

@@ -25,9 +25,9 @@ from pathlib import Path
 from attnlab.config import ConfigError
 from attnlab.evaluation.significance import PairedComparison, paired_bootstrap
 from attnlab.experiments.runs import RunDirectory
-from attnlab.experiments.tables import format_table
 from attnlab.experiments.unit_scores import UNIT_READERS, Units
 from attnlab.io import atomic_write_json
+from attnlab.reporting.tables import format_table
 
 
 def read_units(run_dir: str | Path, test_set: str, unit: str | None, metric: str | None) -> Units:

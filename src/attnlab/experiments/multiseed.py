@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides
-from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_json, atomic_write_text
+from attnlab.reporting.tables import format_table, stats_text
 
 Results = dict[str, dict[str, float]]
 """Test set → metric → value, as written to ``eval/summary.json``."""
@@ -156,14 +156,10 @@ def markdown_summary(
     if metrics is None:
         metrics = [m for m in _ordered_keys(list(aggregate.values())) if m != "examples"]
     rows = {
-        test_set: {metric: mean_std(values[metric]) for metric in metrics if metric in values}
+        test_set: {metric: stats_text(values[metric]) for metric in metrics if metric in values}
         for test_set, values in aggregate.items()
     }
     return format_table(rows, list(metrics), markdown=True)
-
-
-def mean_std(stats: Mapping[str, float]) -> str:
-    return f"{stats['mean']:.1f} ± {stats['std']:.1f}"
 
 
 def _ordered_keys(mappings: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -53,11 +53,11 @@ from typing import Any, Literal, Protocol
 import yaml
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
-from attnlab.experiments.multiseed import aggregate_results, mean_std, write_aggregate
+from attnlab.experiments.multiseed import aggregate_results, write_aggregate
 from attnlab.experiments.multiseed import single_thread as use_one_thread
 from attnlab.experiments.registry import experiment_module, resolve_config, train_or_resume
-from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_json, atomic_write_text
+from attnlab.reporting.tables import format_table, stats_text
 
 Status = Literal["done", "failed", "missing"]
 Results = dict[str, dict[str, float]]
@@ -756,7 +756,7 @@ def sweep_markdown(cells: Mapping[str, Any]) -> str:
     rows: dict[str, dict[str, str]] = {}
     for cell, entry in cells.items():
         for test_set, values in entry["results"].items():
-            row = {metric: mean_std(values[metric]) for metric in metrics if metric in values}
+            row = {metric: stats_text(values[metric]) for metric in metrics if metric in values}
             row["n"] = str(len(entry["seeds"]))
             rows[f"{cell} · {test_set}"] = row
     if not rows:

@@ -14,15 +14,13 @@ Sequences* (Dubois et al., 2020, §7.5):
 Inputs are plain numpy arrays (or anything :func:`numpy.asarray` accepts) and token lists, so the
 functions do not depend on any model. Figures are built on :class:`matplotlib.figure.Figure` with
 an Agg canvas: pyplot is never imported, no global backend is switched and nothing leaks from one
-call to the next. Files are written atomically (a temporary file in the target's directory, then
-:func:`os.replace`), in the format given by the path's extension (``.png``, ``.pdf``, ``.svg``).
+call to the next. Files are written atomically (:func:`attnlab.io.atomic_path`), in the format
+given by the path's extension (``.png``, ``.pdf``, ``.svg``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.patches import Rectangle
+
+from attnlab.io import atomic_path
+from attnlab.reporting.tables import format_number
 
 __all__ = [
     "SUPPORTED_FORMATS",
@@ -106,53 +107,21 @@ def _new_figure(figsize: tuple[float, float]) -> Figure:
     return fig
 
 
-def _open_temporary(path: Path) -> tuple[int, Path]:
-    """Create a fresh hidden temporary file next to ``path``; returns its descriptor and path.
-
-    ``os.open`` with mode ``0o666`` lets the process umask decide the permissions, so the final
-    file gets the same permissions as one written directly (``mkstemp`` would force ``0o600``).
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    for _ in range(100):
-        candidate = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(candidate, flags, 0o666), candidate
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"could not create a temporary file next to {path}")
-
-
 def _save_figure(fig: Figure, path: PathLike, *, dpi: float) -> Path:
-    """Write ``fig`` to ``path`` atomically; the format comes from the extension.
+    """Write ``fig`` to ``path`` atomically (:func:`attnlab.io.atomic_path`); the format comes
+    from the extension.
 
     The figure is rendered into a temporary file in the same directory, flushed to disk and moved
-    over ``path`` with :func:`os.replace`. On any failure the temporary file is removed and
-    ``path`` is left as it was (absent, or its previous content). Missing parent directories are
-    created.
+    over ``path``. On any failure the temporary file is removed and ``path`` is left as it was
+    (absent, or its previous content). Missing parent directories are created.
     """
     target = Path(path)
     fmt = _output_format(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _open_temporary(target)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format=fmt, dpi=dpi)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(target) as temporary, open(temporary, "wb") as handle:
+        fig.savefig(handle, format=fmt, dpi=dpi)
+        handle.flush()
+        os.fsync(handle.fileno())
     return target
-
-
-def _fmt_number(value: float, decimals: int) -> str:
-    """``f"{value:.{decimals}f}"`` without negative zeros (``-0.00`` → ``0.00``)."""
-    text = f"{value:.{decimals}f}"
-    if text.startswith("-") and float(text) == 0.0:
-        text = text[1:]
-    return text
 
 
 # --------------------------------------------------------------------------------------------
@@ -406,7 +375,8 @@ def _draw_variable_table(
     ax.set_axis_off()
     names = list(variables)
     cell_text = [
-        [_fmt_number(float(variables[name][step]), 2) for name in names] for step in range(len(output_tokens))
+        [format_number(float(variables[name][step]), 2) for name in names]
+        for step in range(len(output_tokens))
     ]
     row_labels = [f"{step}: {token}" for step, token in enumerate(output_tokens)]
     col_labels = [VARIABLE_LABELS.get(name, name.removeprefix("move_")) for name in names]

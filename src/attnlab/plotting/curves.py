@@ -5,7 +5,8 @@
   (``interpolation``, ``long1`` … ``long5``), one line per model, mean over runs with a ±1 std
   band.
 * :func:`plot_training_curves` draws losses / metrics per epoch from a ``metrics.jsonl``-style
-  list of dicts.
+  list of dicts; :func:`learning_curves_png` draws a run's loss and accuracy curves for the HTML
+  report.
 * :func:`format_mean_std` formats runs as ``"97.3 ± 1.2"`` for reports and tables (e.g. the cells
   of Table 3).
 
@@ -16,6 +17,7 @@ standard deviation of 0. Figures are written atomically, like those of
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import cycle
@@ -23,17 +25,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from attnlab.io import read_jsonl
 from attnlab.plotting.attention import (
     PathLike,
-    _fmt_number,
     _new_figure,
     _output_format,
     _save_figure,
 )
+from attnlab.reporting.tables import mean_std_text
 
-__all__ = ["format_mean_std", "plot_accuracy_panels", "plot_metric_by_test_set", "plot_training_curves"]
+__all__ = [
+    "format_mean_std",
+    "learning_curves_png",
+    "plot_accuracy_panels",
+    "plot_metric_by_test_set",
+    "plot_training_curves",
+]
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
@@ -70,7 +79,7 @@ def format_mean_std(values: Iterable[float] | np.ndarray, *, decimals: int = 1, 
     if array.size == 0:
         return "n/a"
     mean, std = _mean_std(array, ddof)
-    return f"{_fmt_number(mean, decimals)} ± {_fmt_number(std, decimals)}"
+    return mean_std_text(mean, std, decimals=decimals)
 
 
 def _runs_label(counts: Sequence[int]) -> str:
@@ -265,6 +274,42 @@ def plot_training_curves(
     if title:
         ax.set_title(title)
     return _save_figure(fig, path, dpi=dpi)
+
+
+def learning_curves_png(history: Sequence[dict[str, Any]]) -> bytes:
+    """A run's learning curves as PNG bytes (the HTML report's, :mod:`attnlab.reporting.html`):
+    training and validation loss (left) and any accuracy (right) against epochs, from
+    ``metrics.jsonl`` records."""
+    epochs = [record.get("epoch", number + 1) for number, record in enumerate(history)]
+    figure = Figure(figsize=(6.4, 2.6), dpi=80)
+    loss_axes, accuracy_axes = figure.subplots(1, 2)
+    for key in ("train_loss", "validation_loss"):
+        values = [record.get(key) for record in history]
+        if any(isinstance(value, (int, float)) for value in values):
+            loss_axes.plot(epochs, values, marker=".", label=key.replace("_", " "))
+    loss_axes.set(xlabel="epoch", title="loss")
+    loss_axes.legend(fontsize=7)
+    for key in _numeric_keys(history):
+        if "accuracy" in key:
+            accuracy_axes.plot(epochs, [record.get(key) for record in history], marker=".", label=key)
+    accuracy_axes.set(xlabel="epoch", title="accuracy")
+    if accuracy_axes.lines:
+        accuracy_axes.legend(fontsize=7)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _numeric_keys(history: Iterable[dict[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for record in history:
+        keys.update(
+            dict.fromkeys(
+                key for key, value in record.items() if isinstance(value, (int, float)) and key != "epoch"
+            )
+        )
+    return list(keys)
 
 
 def plot_accuracy_panels(

@@ -24,10 +24,9 @@ from __future__ import annotations
 import argparse
 import base64
 import html
-import io
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -284,7 +283,9 @@ def _run_details(runs_dir: Path, run_dir: Path, curve: bool) -> str:
     history = _history(run_dir / "metrics.jsonl")
     figures = []
     if curve and history:
-        figures.append(_figure(_curve_png(history), "learning curve"))
+        from attnlab.plotting.curves import learning_curves_png
+
+        figures.append(_figure(learning_curves_png(history), "learning curve"))
     plots = run_dir / "plots"
     if plots.is_dir():
         figures.extend(_figure(path.read_bytes(), path.name) for path in sorted(plots.glob("*.png")))
@@ -313,42 +314,6 @@ def _history(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue  # a line cut by an interruption
     return records
-
-
-def _curve_png(history: Sequence[dict[str, Any]]) -> bytes:
-    """Training and validation loss (left) and any validation accuracy (right) against epochs."""
-    from matplotlib.figure import Figure
-
-    epochs = [record.get("epoch", number + 1) for number, record in enumerate(history)]
-    figure = Figure(figsize=(6.4, 2.6), dpi=80)
-    loss_axes, accuracy_axes = figure.subplots(1, 2)
-    for key in ("train_loss", "validation_loss"):
-        values = [record.get(key) for record in history]
-        if any(isinstance(value, (int, float)) for value in values):
-            loss_axes.plot(epochs, values, marker=".", label=key.replace("_", " "))
-    loss_axes.set(xlabel="epoch", title="loss")
-    loss_axes.legend(fontsize=7)
-    for key in _numeric_keys(history):
-        if "accuracy" in key:
-            accuracy_axes.plot(epochs, [record.get(key) for record in history], marker=".", label=key)
-    accuracy_axes.set(xlabel="epoch", title="accuracy")
-    if accuracy_axes.lines:
-        accuracy_axes.legend(fontsize=7)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
-def _numeric_keys(history: Iterable[dict[str, Any]]) -> list[str]:
-    keys: dict[str, None] = {}
-    for record in history:
-        keys.update(
-            dict.fromkeys(
-                key for key, value in record.items() if isinstance(value, (int, float)) and key != "epoch"
-            )
-        )
-    return list(keys)
 
 
 def _figure(png: bytes, caption: str) -> str:

@@ -43,12 +43,13 @@ from attnlab.evaluation.significance import UnitScores
 from attnlab.experiments import language_model as lm
 from attnlab.experiments.compare import compare_runs, read_units
 from attnlab.experiments.language_model_plots import plot_document_attention
-from attnlab.experiments.multiseed import mean_std, summarize
+from attnlab.experiments.multiseed import summarize
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import Units
 from attnlab.io import atomic_write_text
 from attnlab.plotting import plot_metric_by_test_set
+from attnlab.reporting.tables import markdown_table, stats_text
 
 CORPORA = {"wikitext-2": "lm_wikitext2", "ptb": "lm_ptb"}
 WINDOWS = (1, 5, 10, 15)
@@ -196,19 +197,12 @@ def _ppl_over_seeds(runs: Sequence[dict[str, Any]], split: str) -> str:
     values = [_ppl(run, split) for run in runs]
     if len(values) == 1:
         return f"{values[0]:.1f}"
-    stats = summarize(values)
-    return f"{mean_std(stats)} (n={len(values)})"
+    return stats_text(summarize(values), count=True)
 
 
 def _markdown_table(heading: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """``heading``, then a markdown table with ``columns`` and ``rows`` (cells already formatted)."""
-    lines = [heading, _markdown_row(columns), "|" + "|".join("---" for _ in columns) + "|"]
-    lines += [_markdown_row(row) for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def _markdown_row(cells: Sequence[object]) -> str:
-    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+    return f"{heading}\n{markdown_table(columns, list(rows))}\n"
 
 
 def _figure_2a(seeds: dict[str, list[dict[str, Any]]]) -> str:

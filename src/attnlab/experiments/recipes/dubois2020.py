@@ -28,7 +28,6 @@ from attnlab.config import apply_overrides
 from attnlab.experiments.multiseed import (
     add_parallel_arguments,
     aggregate_results,
-    mean_std,
     parallel_options,
     run_parallel,
     run_seeds,
@@ -36,9 +35,9 @@ from attnlab.experiments.multiseed import (
     write_aggregate,
 )
 from attnlab.experiments.registry import resolve_config, train_or_resume
-from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_text
 from attnlab.plotting import plot_metric_by_test_set
+from attnlab.reporting.tables import format_table, stats_text
 
 ATTENDERS = ("additive", "multiplicative", "scaled_dot", "transformer", "transformer_xl", "location", "mix")
 TASKS = ("long", "reversed", "noisy")
@@ -241,7 +240,7 @@ def _table3(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]]) -> st
 
 
 def _mean_std(values: list[float]) -> str:
-    return mean_std(summarize(values))
+    return stats_text(summarize(values))
 
 
 def _ordered(attenders: Any) -> list[str]:

@@ -36,8 +36,8 @@ from typing import Any
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel, run_seeds
 from attnlab.experiments.registry import resolve_config, train_or_resume
-from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_text
+from attnlab.reporting.tables import format_table
 from attnlab.tasks.memory_problems import MIN_LENGTH
 
 PROBLEMS = ("addition", "multiplication")

@@ -31,16 +31,21 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides
-from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel, run_seeds
+from attnlab.experiments.multiseed import (
+    add_parallel_arguments,
+    parallel_options,
+    run_parallel,
+    run_seeds,
+    summarize,
+)
 from attnlab.experiments.registry import resolve_config, train_or_resume
-from attnlab.experiments.tables import format_table
 from attnlab.io import atomic_write_text
+from attnlab.reporting.tables import format_table, stats_text
 
 SPLITS = ("simple", "length", "addprim_turn_left", "addprim_jump")
 SPLIT_LABELS = {
@@ -221,9 +226,7 @@ def cell_text(results: list[dict[str, dict[str, float]]], test_set: str, metric:
         return ""
     if len(values) == 1:
         return f"{values[0]:.1f} (n=1)"
-    std = statistics.stdev(values)
-    median = statistics.median(values)
-    return f"{statistics.fmean(values):.1f} ± {std:.1f} (median {median:.1f}; n={len(values)})"
+    return stats_text(summarize(values), median=True)
 
 
 def report(out_dir: Path) -> str:

@@ -1,4 +1,5 @@
-"""Plain-text and markdown tables for the terminal and for reports."""
+"""Plain-text and markdown tables for the terminal and for reports, and the one format of a
+mean ± std over runs (:func:`mean_std_text`): every table and figure of attnlab writes them here."""
 
 from __future__ import annotations
 
@@ -22,15 +23,43 @@ def format_table(
     body = [[name, *(_cell(values.get(column)) for column in columns)] for name, values in rows.items()]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     if markdown:
-        lines = [_markdown_row(header), "|" + "|".join("---" for _ in header) + "|"]
-        lines += [_markdown_row(row) for row in body]
-        return "\n".join(lines)
+        return markdown_table(header, body)
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in [header, *body]]
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _markdown_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
+def markdown_table(columns: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
+    """A markdown pipe table: the ``columns`` header, its ``---`` rule and ``rows`` (cells as
+    they are, through ``str``)."""
+    lines = [_markdown_row(columns), "|" + "|".join("---" for _ in columns) + "|"]
+    lines += [_markdown_row(row) for row in rows]
+    return "\n".join(lines)
+
+
+def _markdown_row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def format_number(value: float, decimals: int) -> str:
+    """``f"{value:.{decimals}f}"`` without negative zeros (``-0.00`` → ``0.00``)."""
+    text = f"{value:.{decimals}f}"
+    if text.startswith("-") and float(text) == 0.0:
+        text = text[1:]
+    return text
+
+
+def mean_std_text(mean: float, std: float, *, decimals: int = 1) -> str:
+    """``"97.3 ± 1.2"``: a mean and standard deviation over runs, as every report shows them."""
+    return f"{format_number(mean, decimals)} ± {format_number(std, decimals)}"
+
+
+def stats_text(stats: Mapping[str, float], *, median: bool = False, count: bool = False) -> str:
+    """The ``mean`` ± ``std`` of a summary over runs (:func:`attnlab.experiments.multiseed.summarize`),
+    followed by ``(median m; n=k)`` with ``median``, or by ``(n=k)`` with ``count``."""
+    text = mean_std_text(stats["mean"], stats["std"])
+    if median:
+        return f"{text} (median {format_number(stats['median'], 1)}; n={int(stats['n'])})"
+    return f"{text} (n={int(stats['n'])})" if count else text
 
 
 def _cell(value: object) -> str:
