@@ -3,6 +3,7 @@
 import pytest
 from torch import nn
 
+from attnlab.config import ConfigError
 from attnlab.training.trainer import Trainer, TrainingConfig, patience_exhausted
 
 
@@ -65,3 +66,42 @@ def test_learning_rate_decays_after_each_epoch_without_improvement_and_survives_
 def test_bad_early_stopping_settings_are_refused(key, value):
     with pytest.raises(ValueError, match=key):
         TrainingConfig(**{key: value})
+
+
+class ScriptedAccuracy(ScriptedValidation):
+    """The toy task, with a validation accuracy read from a script, one per epoch."""
+
+    def validate(self, model):
+        accuracy = self.losses[self.epoch]
+        self.epoch += 1
+        return {"validation_loss": 1.0, "validation_accuracy": accuracy}
+
+
+@pytest.mark.parametrize("setting", [{"stop_at": {"validation_accuracy": 90.0}}, {"stop_at_accuracy": 90.0}])
+def test_training_stops_at_the_first_epoch_reaching_the_target(tmp_path, toy_task, setting):
+    task = ScriptedAccuracy(toy_task, [50.0, 89.9, 90.0, 95.0, 99.0])
+    config = TrainingConfig(epochs=5, progress=False, device="cpu", **setting)
+    history = Trainer(nn.Linear(1, 1), task, config, tmp_path, {}).fit()
+    assert [record["validation_accuracy"] for record in history] == [50.0, 89.9, 90.0]
+    resumed = Trainer(nn.Linear(1, 1), ScriptedAccuracy(toy_task, [0.0] * 5), config, tmp_path, {})
+    resumed.resume()
+    assert len(resumed.fit()) == 3  # a run that had reached its target trains no further
+
+
+def test_a_target_on_a_metric_the_task_does_not_report_is_a_config_error(tmp_path, toy_task):
+    config = TrainingConfig(epochs=2, progress=False, device="cpu", stop_at={"validation_seq_acc": 100.0})
+    with pytest.raises(ConfigError, match="training.stop_at: the validation reports no validation_seq_acc"):
+        Trainer(nn.Linear(1, 1), toy_task, config, tmp_path, {}).fit()
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"stop_at": {}},
+        {"stop_at": {"accuracy": 1.0}},
+        {"stop_at": {"validation_accuracy": 1.0}, "stop_at_accuracy": 1.0},
+    ],
+)
+def test_bad_stopping_targets_are_refused(setting):
+    with pytest.raises(ValueError, match="stop_at"):
+        TrainingConfig(**setting)

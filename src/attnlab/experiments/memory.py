@@ -118,7 +118,8 @@ class MemoryTrainingConfig(TrainingConfig):
     updates_per_epoch: int = 1000
     """Parameter updates (fresh batches) per epoch; the paper's epoch is 1,000 updates."""
     stop_at_accuracy: float | None = 100.0
-    """Stop after the first epoch whose test accuracy (percent) reaches this; ``null`` never stops."""
+    """Stop after the first epoch whose test accuracy (percent) reaches this (the trainer's
+    :attr:`~attnlab.training.trainer.TrainingConfig.stop_at_accuracy`); ``null`` never stops."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -279,14 +280,6 @@ class MemoryTrainingTask:
         return {"validation_loss": loss, "validation_accuracy": metrics["accuracy"]}
 
 
-def stop_rule(training: MemoryTrainingConfig):
-    """The trainer's ``stop_when``: test accuracy reached ``stop_at_accuracy`` (None: never)."""
-    if training.stop_at_accuracy is None:
-        return None
-    threshold = training.stop_at_accuracy
-    return lambda record: record["validation_accuracy"] >= threshold
-
-
 def _summary(config: MemoryExperimentConfig) -> RunSummary:
     """What a run trains (the first line of its log)."""
     data = config.data
@@ -319,7 +312,6 @@ def train(
         config.training,
         run.path,
         model_spec(config.model, config.data.problem),
-        stop_when=stop_rule(config.training),
         summary=_summary(config),
     )
     run.start_training(config, trainer, changes)

@@ -24,7 +24,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -95,6 +95,12 @@ class TrainingConfig:
     lr_decay: float | None = None
     """Learning-rate decay on plateau: after an epoch whose validation loss is not the lowest so
     far, multiply the learning rate by this factor in (0, 1) (null: a constant learning rate)."""
+    stop_at: dict[str, float] | None = None
+    """Stopping at a target: stop after the first epoch whose validation metrics reach every value
+    given (metric → threshold, ``>=``), e.g. ``{validation_seq_acc: 100.0}`` (null: never)."""
+    stop_at_accuracy: float | None = None
+    """``stop_at: {validation_accuracy: X}`` in one key: stop after the first epoch whose validation
+    accuracy (percent) reaches this (the memory problems' rule, Raffel & Ellis §2.2; null: never)."""
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -111,6 +117,26 @@ class TrainingConfig:
             raise ValueError(f"patience must be >= 1 or null, got {self.patience}")
         if self.lr_decay is not None and not 0 < self.lr_decay < 1:
             raise ValueError(f"lr_decay must be in (0, 1) or null, got {self.lr_decay}")
+        if self.stop_at is not None and self.stop_at_accuracy is not None:
+            raise ValueError("give stop_at or stop_at_accuracy, not both")
+        if self.stop_at is not None and not self.stop_at:
+            raise ValueError("stop_at must name at least one validation metric (or be null)")
+        for metric in self.stop_at or {}:
+            if not str(metric).startswith("validation_"):
+                raise ValueError(
+                    f"stop_at: {metric!r} is not a validation metric (validation_<name>, e.g. "
+                    "validation_accuracy, validation_seq_acc)"
+                )
+
+    def stop_targets(self) -> dict[str, float]:
+        """Validation metric → the value that ends training (``stop_at`` / ``stop_at_accuracy``)."""
+        if self.stop_at_accuracy is not None:
+            return {"validation_accuracy": self.stop_at_accuracy}
+        return dict(self.stop_at or {})
+
+    def stop_key(self) -> str:
+        """The config key that set :meth:`stop_targets`, for messages."""
+        return "training.stop_at_accuracy" if self.stop_at_accuracy is not None else "training.stop_at"
 
 
 class TrainingDiverged(RuntimeError):
@@ -296,6 +322,12 @@ def patience_exhausted(history: list[dict[str, Any]], patience: int | None) -> b
     return len(history) - 1 - best >= patience
 
 
+def targets_reached(record: dict[str, Any], targets: dict[str, float]) -> bool:
+    """Whether an epoch's metrics ``record`` reaches every target (metric → threshold, ``>=``);
+    never for no targets."""
+    return bool(targets) and all(record.get(metric, -math.inf) >= value for metric, value in targets.items())
+
+
 def make_optimizer(model: nn.Module, learning_rate: float) -> torch.optim.Adam:
     """Adam, as every paper here trains; its fused kernel where the parameters' device has one.
 
@@ -318,19 +350,16 @@ class Trainer:
         run_dir: str | Path,
         model_spec: dict[str, Any],
         *,
-        stop_when: Callable[[dict[str, Any]], bool] | None = None,
         summary: RunSummary | None = None,
     ) -> None:
-        """``stop_when(record)``, if given, ends training early after an epoch whose metrics record
-        (``epoch``, ``train_loss``, the validation metrics) satisfies it, as ``config.patience``
-        does; a resumed run that had already stopped trains no further. ``summary`` says what is
-        trained on what data, for the first log line."""
+        """``summary`` says what is trained on what data, for the first log line. Training stops
+        early as ``config`` says (:meth:`should_stop`); a resumed run that had already stopped
+        trains no further."""
         self.model = model
         self.task = task
         self.config = config
         self.run_dir = Path(run_dir)
         self.model_spec = model_spec
-        self.stop_when = stop_when
         self.summary = summary
         self._epoch_updates: int | None = None
         self.optimizer = make_optimizer(model, config.learning_rate)
@@ -377,7 +406,7 @@ class Trainer:
         return self.run_dir / "tensorboard"
 
     def fit(self) -> list[dict[str, Any]]:
-        """Train for the remaining epochs (or until ``stop_when``); returns the metrics history."""
+        """Train for the remaining epochs (or until :meth:`should_stop`); returns the metrics history."""
         logger: TensorBoardLogger | None = None
         self._log_start()
         try:
@@ -389,6 +418,7 @@ class Trainer:
                 train_loss = self._train_epoch(epoch)
                 self.model.eval()
                 validation = self.task.validate(self.model)
+                self._check_stop_targets(validation)
                 record = {
                     "epoch": epoch + 1,
                     "train_loss": train_loss,
@@ -459,16 +489,31 @@ class Trainer:
     def _stop_reason(self) -> str:
         if patience_exhausted(self.history, self.config.patience):
             return f"no lower validation loss for {self.config.patience} epochs (training.patience)"
-        return "the stopping rule was met"
+        reached = ", ".join(
+            f"{metric} {self.history[-1][metric]:g} >= {value:g}"
+            for metric, value in self.config.stop_targets().items()
+        )
+        return f"{reached} ({self.config.stop_key()})"
 
     def should_stop(self) -> bool:
         """Whether the history so far ends training: ``config.patience`` epochs without a lower
-        validation loss, or ``stop_when`` of the last epoch's record."""
+        validation loss, or the last epoch reached ``config.stop_at`` / ``stop_at_accuracy``."""
         if not self.history:
             return False
-        if self.stop_when is not None and self.stop_when(self.history[-1]):
+        if targets_reached(self.history[-1], self.config.stop_targets()):
             return True
         return patience_exhausted(self.history, self.config.patience)
+
+    def _check_stop_targets(self, validation: dict[str, Any]) -> None:
+        """A stopping target on a metric that the task's validation does not report is a
+        :class:`~attnlab.config.ConfigError` (it would never stop training)."""
+        missing = [metric for metric in self.config.stop_targets() if metric not in validation]
+        if missing:
+            reported = ", ".join(key for key in validation if key.startswith("validation_"))
+            raise ConfigError(
+                f"{self.config.stop_key()}: the validation reports no {', '.join(missing)}; "
+                f"it reports {reported}"
+            )
 
     def _log_tensorboard(self, logger: TensorBoardLogger, record: dict[str, Any]) -> None:
         """The epoch's metrics and, if the task has the hook, its attention maps (step = epoch)."""
