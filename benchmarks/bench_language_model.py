@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.evaluation.language_model import evaluate_perplexity, segment_loss
+from attnlab.evaluation.perplexity import evaluate_perplexity, segment_loss
 from attnlab.models.language_model import LanguageModel, output_parts
 from attnlab.tasks.corpus import (
     LMBatch,

@@ -38,7 +38,7 @@ from attnlab.evaluation.seq2seq import teacher_forced_loss
 from attnlab.experiments import scan as experiment
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
-from attnlab.tasks.batching import EncodedDataset, collate, encode_examples
+from attnlab.tasks.batching import EncodedDataset, bucketed_order, collate, encode_examples
 from attnlab.tasks.scan import generate_standard_split, load_standard_split
 from attnlab.tasks.vocab import build_vocabularies
 from attnlab.training.allocator import keep_freed_memory
@@ -81,7 +81,7 @@ def measure(args: argparse.Namespace, device: torch.device) -> dict[str, float]:
     dataset, origin = simple_split_training_set()
     print(f"data: {origin}, {len(dataset)} training examples")
     generator = torch.Generator().manual_seed(0)
-    batched = experiment.bucketed_order(dataset, args.batch_size, generator, pool=50)[: args.batched_batches]
+    batched = bucketed_order(dataset, args.batch_size, generator, pool=50)[: args.batched_batches]
     single_rows = torch.cat(batched)[: args.single_examples].split(1)
     torch.manual_seed(0)
     model = SyntacticAttentionSeq2Seq(dataset.source.max().item() + 1, dataset.target_output.max().item() + 1)

@@ -29,6 +29,7 @@ from attnlab.config import apply_overrides
 from attnlab.experiments import scan
 from attnlab.experiments.registry import resolve_config
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
+from attnlab.tasks.batching import bucketed_batches
 from attnlab.tasks.examples import Seq2SeqBatch
 from attnlab.training.trainer import make_optimizer, seed_everything
 
@@ -88,7 +89,7 @@ def main() -> None:
     model.train()
     start, running = time.time(), 0.0
     while step < args.steps:
-        for batch in scan.bucketed_batches(
+        for batch in bucketed_batches(
             train.dataset, config.training.batch_size, generator, config.training.bucket_pool
         ):
             model.uniform_alignment = args.mode == "uniform" and step < args.switch

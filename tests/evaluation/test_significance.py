@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.evaluation.language_model import sentence_losses
+from attnlab.evaluation.perplexity import sentence_losses
 from attnlab.evaluation.significance import ACCURACY, PERPLEXITY, UnitScores, paired_bootstrap
 
 

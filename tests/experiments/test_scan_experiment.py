@@ -12,7 +12,6 @@ from attnlab.config import ConfigError
 from attnlab.experiments import scan as experiment
 from attnlab.experiments.registry import experiment_module, resolve_config
 from attnlab.experiments.scan_plots import plot_attention
-from attnlab.tasks.batching import encode_examples
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.tasks.tsv import DataFormatError
@@ -198,13 +197,6 @@ def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):
     assert 0.0 <= results["bleu"] <= 100.0
 
 
-def test_corpus_bleu_of_perfect_and_empty_outputs():
-    pytest.importorskip("sacrebleu")
-    references = ["je suis un peu ivre .", "il est daxiste ."]
-    assert experiment.corpus_bleu(references, references) == pytest.approx(100.0)
-    assert experiment.corpus_bleu(["", ""], references) == 0.0
-
-
 def test_unknown_word_at_evaluation_names_file_and_line(scan_slice, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("IN: walk OUT: I_WALK\nIN: walk quickly OUT: I_WALK\n")
@@ -268,28 +260,6 @@ def test_generated_splits_hold_out_twenty_percent_for_validation():
     )
     assert all("jump around right" in " ".join(ex.source) for ex in template["test"].examples)
     assert len(template["test"].examples) == 10
-
-
-def test_bucketed_batches_cover_the_epoch_once_in_length_sorted_batches():
-    examples = generate_scan()[::40]
-    source, target = build_vocabularies(examples)
-    dataset = encode_examples(examples, source, target)
-    seen, spreads = [], []
-    for batch in experiment.bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), pool=4):
-        lengths = (batch.target_output != 0).sum(1)
-        seen.append(len(batch))
-        spreads.append(int(lengths.max() - lengths.min()))
-    assert sum(seen) == len(examples)
-    assert sum(spreads) / len(spreads) < 8
-    first = [
-        b.source.tolist()
-        for b in experiment.bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), 4)
-    ]
-    second = [
-        b.source.tolist()
-        for b in experiment.bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), 4)
-    ]
-    assert first == second
 
 
 def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):

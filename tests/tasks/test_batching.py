@@ -9,6 +9,7 @@ import torch
 
 from attnlab.tasks.batching import (
     batches,
+    bucketed_batches,
     collate,
     collate_examples,
     encode_examples,
@@ -16,6 +17,7 @@ from attnlab.tasks.batching import (
 )
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
+from attnlab.tasks.scan import generate_scan
 from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import UnknownTokenError, build_vocabularies
 
@@ -152,3 +154,19 @@ def test_encoding_a_whole_split_round_trips() -> None:
         assert vocabs[0].decode(row.source[0]) == list(ex.source)
         assert vocabs[1].decode(row.target_output[0], strip_specials=True) == list(ex.target)
         assert tuple(row.gold_attention[0].tolist()) == ex.attention
+
+
+def test_bucketed_batches_cover_the_epoch_once_in_length_sorted_batches():
+    examples = generate_scan()[::40]
+    source, target = build_vocabularies(examples)
+    dataset = encode_examples(examples, source, target)
+    seen, spreads = [], []
+    for batch in bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), pool=4):
+        lengths = (batch.target_output != 0).sum(1)
+        seen.append(len(batch))
+        spreads.append(int(lengths.max() - lengths.min()))
+    assert sum(seen) == len(examples)
+    assert sum(spreads) / len(spreads) < 8
+    first = [b.source.tolist() for b in bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), 4)]
+    second = [b.source.tolist() for b in bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), 4)]
+    assert first == second

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnlab.evaluation.language_model import answer_cloze, evaluate_cbt, score_cloze
+from attnlab.evaluation.perplexity import answer_cloze, evaluate_cbt, score_cloze
 from attnlab.models.language_model import LanguageModel
 from attnlab.tasks.cbt import ClozeQuestion, read_cbt, word_class, write_cbt
 from attnlab.tasks.corpus import LM_SPECIALS

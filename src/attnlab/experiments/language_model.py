@@ -33,7 +33,7 @@ from typing import Any, Literal
 import torch
 
 from attnlab.config import ConfigError, from_dict, to_dict
-from attnlab.evaluation.language_model import (
+from attnlab.evaluation.perplexity import (
     evaluate_cbt,
     evaluate_perplexity,
     segment_loss,

@@ -18,7 +18,7 @@ import torch
 from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation.seq2seq import ExampleOutcomes, evaluate_seq2seq, teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
-from attnlab.experiments.seq2seq import (
+from attnlab.experiments.seq2seq_common import (
     decoded_attention_samples,
     seq2seq_from_checkpoint,
     seq2seq_model_spec,

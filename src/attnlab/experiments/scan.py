@@ -22,10 +22,11 @@ Config → data → model → trainer → metrics:
   vocabulary that were read as ``<unk>`` (with ``error``, such a word is an error naming the file
   and line).
 
-Batches are bucketed by target length (``training.bucket_by_length``): each epoch's shuffled order
-is cut into pools of ``bucket_pool`` batches, each pool is sorted by target length and cut into
-batches, and the batches are shuffled; everything is drawn from the trainer's per-epoch generator,
-so resumed runs stay exact.
+Batches are bucketed by target length (``training.bucket_by_length``,
+:func:`attnlab.tasks.batching.bucketed_batches`): each epoch's shuffled order is cut into pools of
+``bucket_pool`` batches, each pool is sorted by target length and cut into batches, and the batches
+are shuffled; everything is drawn from the trainer's per-epoch generator, so resumed runs stay
+exact.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from typing import Any, Literal
 import torch
 
 from attnlab.config import ConfigError, from_dict
+from attnlab.evaluation.bleu import corpus_bleu
 from attnlab.evaluation.metrics import sequence_correct
 from attnlab.evaluation.seq2seq import ExampleOutcomes, teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
-from attnlab.experiments.seq2seq import (
+from attnlab.experiments.seq2seq_common import (
     decoded_attention_samples,
     seq2seq_from_checkpoint,
     seq2seq_model_spec,
@@ -55,7 +57,7 @@ from attnlab.models.syntactic_attention import (
     SyntacticAttentionSeq2Seq,
 )
 from attnlab.tasks import scan
-from attnlab.tasks.batching import EncodedDataset, batch_order, batches, collate, encode_examples
+from attnlab.tasks.batching import EncodedDataset, batches, bucketed_batches, encode_examples
 from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
 from attnlab.tasks.splits import random_hold_out
 from attnlab.tasks.vocab import (
@@ -461,19 +463,6 @@ def evaluate_split(
     return metrics
 
 
-def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
-    """sacrebleu's corpus BLEU (default 13a tokenization) of one reference per sentence.
-
-    The English–French set is distributed tokenized (lower case, " ." split off), so it is scored
-    as it is; ``force=True`` only silences sacrebleu's warning about tokenized input.
-    """
-    try:
-        import sacrebleu
-    except ImportError:
-        raise ConfigError("evaluation.bleu needs the sacrebleu package: pip install sacrebleu") from None
-    return float(sacrebleu.corpus_bleu(hypotheses, [references], force=True).score)
-
-
 # ------------------------------------------------------------------------------- training
 
 
@@ -539,27 +528,6 @@ class ScanTrainingTask:
         return decoded_attention_samples(
             model, self.validation.dataset, self.device, self.config.evaluation.max_length
         )
-
-
-def bucketed_batches(
-    dataset: EncodedDataset, batch_size: int, generator: torch.Generator, pool: int
-) -> Iterator[Seq2SeqBatch]:
-    """One shuffled pass in batches of similar target length (see the module docstring)."""
-    for rows in bucketed_order(dataset, batch_size, generator, pool):
-        yield collate(dataset, rows)
-
-
-def bucketed_order(
-    dataset: EncodedDataset, batch_size: int, generator: torch.Generator, pool: int
-) -> list[torch.Tensor]:
-    """The row indices of each batch of :func:`bucketed_batches`, in order."""
-    order = batch_order(len(dataset), shuffle=True, generator=generator)
-    chunks: list[torch.Tensor] = []
-    for start in range(0, len(order), batch_size * pool):
-        part = order[start : start + batch_size * pool]
-        part = part[torch.argsort(dataset.target_lengths[part], stable=True)]
-        chunks += list(part.split(batch_size))
-    return [chunks[index] for index in torch.randperm(len(chunks), generator=generator).tolist()]
 
 
 def train(

@@ -52,7 +52,7 @@ class Units:
 
 
 def write_sentence_losses(path: Path, sentences: dict[str, list[float]]) -> None:
-    """One row per sentence of :func:`~attnlab.evaluation.language_model.sentence_losses`: the
+    """One row per sentence of :func:`~attnlab.evaluation.perplexity.sentence_losses`: the
     document it is in, its first token's corpus position, its token count (``<eos>`` included) and
     its summed negative log-likelihood in nats."""
     columns = (sentences[name] for name in SENTENCE_COLUMNS[1:])

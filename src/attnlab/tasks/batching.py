@@ -3,9 +3,9 @@
 :func:`encode_examples` turns a split into an :class:`EncodedDataset`: every example padded to
 the split's longest source / target, stored in one tensor per field. :func:`collate` gathers
 rows and trims them to the batch's own longest lengths, so batching costs a few tensor indexing
-operations. :func:`batches` / :class:`Seq2SeqDataLoader` iterate over a split, shuffled from a
+operations. :func:`batches` iterates over a split, shuffled from a
 ``torch.Generator`` alone (seed it with e.g. :func:`epoch_generator` for an exactly resumable
-order).
+order); :func:`bucketed_batches` does so in batches of similar target length.
 
 Layout (see :class:`Seq2SeqBatch`): ``target_input = <sos> + target``,
 ``target_output = target + <eos>``, both ``T = len(target) + 1`` long before padding; gold
@@ -254,6 +254,30 @@ def batches(
     stop = len(order) - len(order) % batch_size if drop_last else len(order)
     starts = range(0, stop, batch_size)
     return (collate(dataset, order[start : start + batch_size]) for start in starts)
+
+
+def bucketed_batches(
+    dataset: EncodedDataset, batch_size: int, generator: torch.Generator, pool: int
+) -> Iterator[Seq2SeqBatch]:
+    """One shuffled pass in batches of similar target length: the shuffled order is cut into pools
+    of ``pool`` batches, each pool is sorted by target length and cut into batches, and the
+    batches are shuffled. Everything is drawn from ``generator``, so the order is exactly
+    resumable (as for :func:`batches`)."""
+    for rows in bucketed_order(dataset, batch_size, generator, pool):
+        yield collate(dataset, rows)
+
+
+def bucketed_order(
+    dataset: EncodedDataset, batch_size: int, generator: torch.Generator, pool: int
+) -> list[torch.Tensor]:
+    """The row indices of each batch of :func:`bucketed_batches`, in order."""
+    order = batch_order(len(dataset), shuffle=True, generator=generator)
+    chunks: list[torch.Tensor] = []
+    for start in range(0, len(order), batch_size * pool):
+        part = order[start : start + batch_size * pool]
+        part = part[torch.argsort(dataset.target_lengths[part], stable=True)]
+        chunks += list(part.split(batch_size))
+    return [chunks[index] for index in torch.randperm(len(chunks), generator=generator).tolist()]
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
