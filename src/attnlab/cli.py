@@ -26,11 +26,9 @@ from attnlab.experiments.registry import (
     resume_config,
     train_or_resume,
 )
+from attnlab.logs import LOG_FORMAT
 
 EXIT_USAGE = 2
-
-LOG_FORMAT = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
-"""The library's log lines (training progress, evaluated checkpoints) on stderr and in train.log."""
 
 
 class RunLogHandler(logging.FileHandler):
@@ -174,6 +172,47 @@ def _check_sampling_options(args: argparse.Namespace) -> None:
         raise ConfigError(f"--temperature must be >= 0 (0: the most probable word), got {args.temperature}")
 
 
+def run_sweep_command(args: argparse.Namespace) -> int:
+    """``attnlab sweep``: progress and the aggregate on stdout, failed runs on stderr; returns 0
+    when every run is done, 1 when some failed or are missing."""
+    from attnlab.experiments import sweep
+
+    spec = sweep.load_spec(args.spec)
+    out_dir = Path(args.out) if args.out else Path("runs") / Path(args.spec).stem
+    if args.report_only:
+        summary = sweep.report_only(spec, out_dir)
+        print(sweep.sweep_markdown(summary["cells"]))
+        print(f"\naggregate.{{json,csv,md}} in {out_dir}")
+        return 0
+    backend = sweep.make_backend(args.backend, args.jobs, args.address, args.connect_timeout)
+    report = sweep.run_sweep(
+        spec, out_dir, backend, retry_failed=args.retry_failed, only=args.only, log=print
+    )
+    print()
+    print((out_dir / "aggregate.md").read_text().rstrip())
+    counts = report.counts()
+    print(
+        f"\n{counts['done']} done, {counts['failed']} failed, {counts['missing']} missing; "
+        f"results in {out_dir}"
+    )
+    if report.failures:
+        print(
+            f"failed runs (tracebacks in <run>/{sweep.ERROR_FILE}, list in {out_dir / 'failures.json'}):",
+            file=sys.stderr,
+        )
+        for name, error in report.failures.items():
+            print(f"  {name}: {error}", file=sys.stderr)
+        print("rerun them with --retry-failed, or one with --only RUN", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    """CLI handler: exits with status 1 when some runs failed (bad input raises ``SweepError``)."""
+    code = run_sweep_command(args)
+    if code:
+        raise SystemExit(code)
+
+
 def cmd_multiseed(args: argparse.Namespace) -> None:
     from attnlab.experiments.multiseed import markdown_summary, run_seeds
 
@@ -229,18 +268,18 @@ RECIPES = {
 
 
 def _recipe_handler(
-    paper: str, run: Callable[[argparse.Namespace], None]
-) -> Callable[[argparse.Namespace], None]:
-    """A recipe's ``main``, then one line that says where its files are."""
+    paper: str, run: Callable[[argparse.Namespace], str]
+) -> Callable[[argparse.Namespace], str]:
+    """A recipe's ``main`` (its report), then one line that says where its files are."""
 
-    def handler(args: argparse.Namespace) -> None:
-        run(args)
+    def handler(args: argparse.Namespace) -> str:
+        report = run(args)
         out = Path(args.out).resolve()
         tables = sorted(path.name for path in out.glob("*.md"))
         figures = sorted(out.glob("*.png"))
         written = f"tables {', '.join(tables)}; " if tables else ""
         written += f"{len(figures)} figures (*.png); " if figures else ""
-        print(f"\nattnlab reproduce {paper}: {written}runs and everything else in {out}")
+        return f"{report}\n\nattnlab reproduce {paper}: {written}runs and everything else in {out}"
 
     return handler
 
@@ -330,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep_parser = commands.add_parser("sweep", help="run a grid × seeds sweep (local processes or Ray)")
     sweep.add_arguments(sweep_parser)
-    sweep_parser.set_defaults(handler=sweep.main)
+    sweep_parser.set_defaults(handler=cmd_sweep)
 
     report_parser = commands.add_parser(
         "report", help="a static, self-contained HTML report of a runs directory"
@@ -401,7 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     console.setFormatter(LOG_FORMAT)
     try:
         with _log_to(console):
-            args.handler(args)
+            output = args.handler(args)  # what a command shows on stdout, or None (it printed)
+        if output is not None:
+            print(output)
     except USER_ERRORS as error:
         print(f"attnlab: error: {error}", file=sys.stderr)
         return EXIT_USAGE

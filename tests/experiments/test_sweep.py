@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from attnlab.cli import run_sweep_command
 from attnlab.errors import USER_ERRORS
 from attnlab.experiments import sweep
 from attnlab.experiments.sweep import (
@@ -53,7 +54,7 @@ def _cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     sweep.add_arguments(parser)
     try:
-        return sweep.run_command(parser.parse_args(argv))
+        return run_sweep_command(parser.parse_args(argv))
     except USER_ERRORS as error:
         print(f"attnlab: error: {error}", file=sys.stderr)
         return 2

@@ -93,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="also write the comparisons to this JSON file")
 
 
-def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace) -> str:
+    """``attnlab compare``: the comparison table (the CLI prints it); with ``--out``, also JSON."""
     if len(args.runs) < 2:
         raise ConfigError("compare needs a baseline run and at least one run to compare with it")
     if args.samples < 1:
@@ -112,7 +113,7 @@ def main(args: argparse.Namespace) -> None:
         )
         for run_dir in others
     }
-    print(_comparison_table(baseline_dir, baseline, comparisons, args.confidence))
+    text = _comparison_table(baseline_dir, baseline, comparisons, args.confidence)
     if args.out:
         atomic_write_json(
             args.out,
@@ -123,7 +124,8 @@ def main(args: argparse.Namespace) -> None:
                 "comparisons": {run_dir: result.as_dict() for run_dir, result in comparisons.items()},
             },
         )
-        print(f"\ncomparisons: {args.out}")
+        text += f"\n\ncomparisons: {args.out}"
+    return text
 
 
 def _comparison_table(

@@ -15,6 +15,7 @@ from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.io import atomic_write_json, atomic_write_text
+from attnlab.logs import show_logs_in_worker
 from attnlab.reporting.tables import format_table, stats_text
 
 Results = dict[str, dict[str, float]]
@@ -85,8 +86,10 @@ def run_parallel(
 
 
 def single_thread() -> None:
-    """Set this worker process up: one CPU thread, and freed memory kept as the CLI does."""
+    """Set this worker process up: one CPU thread, freed memory kept and log records shown on
+    stderr, as the CLI does."""
     os.environ["OMP_NUM_THREADS"] = "1"
+    show_logs_in_worker()
     import torch
 
     from attnlab.training.allocator import keep_freed_memory

@@ -36,6 +36,7 @@ import csv
 import io
 import itertools
 import json
+import logging
 import os
 import re
 import socket
@@ -58,6 +59,8 @@ from attnlab.experiments.multiseed import single_thread as use_one_thread
 from attnlab.experiments.registry import experiment_module, resolve_config, train_or_resume
 from attnlab.io import atomic_write_json, atomic_write_text
 from attnlab.reporting.tables import format_table, stats_text
+
+logger = logging.getLogger(__name__)
 
 Status = Literal["done", "failed", "missing"]
 Results = dict[str, dict[str, float]]
@@ -567,10 +570,12 @@ def run_sweep(
     *,
     retry_failed: bool = False,
     only: Iterable[str] | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
 ) -> SweepReport:
     """Run what is missing of ``spec`` (and failed runs if ``retry_failed``; ``only``: just those
-    runs, failed or not yet done), then aggregate everything that is done."""
+    runs, failed or not yet done), then aggregate everything that is done. Progress lines go to
+    ``log`` (default: this module's logger)."""
+    log = log or logger.info
     out_dir = Path(out_dir)
     runs = expand(spec)
     by_name = {run.name: run for run in runs}
@@ -802,50 +807,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-only", action="store_true", help="only rebuild aggregate.* from the runs")
 
 
-def run_command(args: argparse.Namespace) -> int:
-    """``attnlab sweep``: 0 when every run is done, 1 when some failed or are missing."""
-    spec = load_spec(args.spec)
-    out_dir = Path(args.out) if args.out else Path("runs") / Path(args.spec).stem
-    if args.report_only:
-        summary = report_only(spec, out_dir)
-        print(sweep_markdown(summary["cells"]))
-        print(f"\naggregate.{{json,csv,md}} in {out_dir}")
-        return 0
-    backend = make_backend(args.backend, args.jobs, args.address, args.connect_timeout)
-    report = run_sweep(spec, out_dir, backend, retry_failed=args.retry_failed, only=args.only)
-    print()
-    print((out_dir / "aggregate.md").read_text().rstrip())
-    counts = report.counts()
-    print(
-        f"\n{counts['done']} done, {counts['failed']} failed, {counts['missing']} missing; "
-        f"results in {out_dir}"
-    )
-    if report.failures:
-        print(
-            f"failed runs (tracebacks in <run>/{ERROR_FILE}, list in {out_dir / 'failures.json'}):",
-            file=sys.stderr,
-        )
-        for name, error in report.failures.items():
-            print(f"  {name}: {error}", file=sys.stderr)
-        print("rerun them with --retry-failed, or one with --only RUN", file=sys.stderr)
-    return 0 if report.ok else 1
+if __name__ == "__main__":  # the same as `attnlab sweep SPEC ...`
+    from attnlab.cli import main as cli_main
 
-
-def main(args: argparse.Namespace) -> None:
-    """CLI handler: exits with status 1 when some runs failed (bad input raises :class:`SweepError`)."""
-    code = run_command(args)
-    if code:
-        raise SystemExit(code)
-
-
-if __name__ == "__main__":  # python -m attnlab.experiments.sweep SPEC ... (before the CLI wiring)
-    from attnlab.errors import USER_ERRORS
-
-    _parser = argparse.ArgumentParser(prog="attnlab sweep", description=__doc__.split("\n\n")[0])
-    add_arguments(_parser)
-    _args = _parser.parse_args()
-    try:
-        sys.exit(run_command(_args))
-    except USER_ERRORS as _error:
-        print(f"attnlab: error: {_error}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(cli_main(["sweep", *sys.argv[1:]]))

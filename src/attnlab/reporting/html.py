@@ -346,6 +346,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-curves", type=int, default=100, help="draw learning curves of this many runs")
 
 
-def main(args: argparse.Namespace) -> None:
-    path = build_report(args.runs_dir, args.out, max_curves=args.max_curves)
-    print(path)
+def main(args: argparse.Namespace) -> str:
+    """``attnlab report``: write the page; return its path (the CLI prints it)."""
+    return str(build_report(args.runs_dir, args.out, max_curves=args.max_curves))

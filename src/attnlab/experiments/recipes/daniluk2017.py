@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,8 @@ from attnlab.experiments.unit_scores import Units
 from attnlab.io import atomic_write_text
 from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import markdown_table, stats_text
+
+log = logging.getLogger(__name__)
 
 CORPORA = {"wikitext-2": "lm_wikitext2", "ptb": "lm_ptb"}
 WINDOWS = (1, 5, 10, 15)
@@ -131,7 +135,7 @@ def reproduce(
                 run_dir = seed_run_dir(out_dir / corpus / name, seed)
                 if (run_dir / "eval" / "summary.json").is_file():
                     continue
-                print(f"training {corpus}/{name} seed {seed}", flush=True)
+                log.info("training %s/%s seed %d", corpus, name, seed)
                 config = cell_config(corpus, [*model, f"training.seed={seed}"], quick, lstm_hidden, extra)
                 train_or_resume(config, run_dir)
     return report(out_dir, corpora)
@@ -380,27 +384,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-only", action="store_true", help="rebuild results.md and figures from runs")
 
 
-def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace) -> str:
+    """The recipe's command: train what is missing (unless ``--report-only``); return the report."""
     out = Path(args.out)
     if args.report_only:
-        print(report(out, args.corpora))
-        return
+        return report(out, args.corpora)
     data_root = Path(args.data_root) if args.data_root else None
-    print(
-        reproduce(
-            out,
-            quick=args.quick,
-            corpora=args.corpora,
-            data_root=data_root,
-            lstm_hidden=args.lstm_hidden,
-            overrides=args.overrides,
-            models=args.models,
-            seeds=args.seeds,
-        )
+    return reproduce(
+        out,
+        quick=args.quick,
+        corpora=args.corpora,
+        data_root=data_root,
+        lstm_hidden=args.lstm_hidden,
+        overrides=args.overrides,
+        models=args.models,
+        seeds=args.seeds,
     )
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m attnlab.experiments.recipes.daniluk2017")
-    add_arguments(parser)
-    main(parser.parse_args())
+if __name__ == "__main__":  # the same as `attnlab reproduce daniluk2017 ...`
+    from attnlab.cli import main as cli_main
+
+    sys.exit(cli_main(["reproduce", "daniluk2017", *sys.argv[1:]]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.io import atomic_write_text
 from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import format_table, stats_text
+
+log = logging.getLogger(__name__)
 
 ATTENDERS = ("additive", "multiplicative", "scaled_dot", "transformer", "transformer_xl", "location", "mix")
 TASKS = ("long", "reversed", "noisy")
@@ -131,19 +134,19 @@ def reproduce(
     backend: str = "local",
     address: str | None = None,
     overrides: Sequence[str] = (),
-) -> None:
-    """Train every missing run of the grid, then write the figures and tables."""
+) -> str:
+    """Train every missing run of the grid, then write the figures and tables; return the report."""
     cells = [(task, attender) for task in (tasks or TASKS) for attender in (attenders or ATTENDERS)]
     arguments = [(out_dir, task, attender, list(seeds), quick, list(overrides)) for task, attender in cells]
     run_parallel(_run_cell, arguments, jobs, backend=backend, address=address)
-    print(report(out_dir))
+    return report(out_dir)
 
 
 def _run_cell(
     out_dir: Path, task: str, attender: str, seeds: list[int], quick: bool, overrides: list[str]
 ) -> None:
     config = cell_config(task, attender, quick, overrides)
-    print(f"== {task} / {attender}: seeds {seeds}", flush=True)
+    log.info("== %s / %s: seeds %s", task, attender, seeds)
     run_seeds(config, seeds, out_dir / task / attender, train_or_resume)
 
 
@@ -270,11 +273,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS))
 
 
-def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace) -> str:
+    """The recipe's command: train what is missing (unless ``--report-only``); return the report."""
     if args.report_only:
-        print(report(Path(args.out)))
-        return
-    reproduce(
+        return report(Path(args.out))
+    return reproduce(
         Path(args.out),
         args.seeds,
         quick=args.quick,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.io import atomic_write_text
 from attnlab.reporting.tables import format_table
 from attnlab.tasks.memory_problems import MIN_LENGTH
+
+log = logging.getLogger(__name__)
 
 PROBLEMS = ("addition", "multiplication")
 PAPER_TEXT_ADDITION = "addition_paper_text"
@@ -128,9 +131,7 @@ def reproduce(
         (out_dir, cell, epochs, list(learning_rates), seed, quick, list(overrides)) for cell, epochs in cells
     ]
     run_parallel(_race_learning_rates, arguments, jobs, backend=backend, address=address)
-    text = report(out_dir, seed)
-    print(text)
-    return text
+    return report(out_dir, seed)
 
 
 def _race_learning_rates(
@@ -144,7 +145,7 @@ def _race_learning_rates(
 ) -> None:
     cap = max_epochs
     for learning_rate in learning_rates:
-        print(f"== {cell.problem} {cell.folder} {cell.pooling} lr={learning_rate:g} (cap {cap})", flush=True)
+        log.info("== %s %s %s lr=%g (cap %s)", cell.problem, cell.folder, cell.pooling, learning_rate, cap)
         lr_dir = cell.path(out_dir) / _lr_folder(learning_rate)
         run_seeds(cell_config(cell, learning_rate, cap, quick, overrides), [seed], lr_dir, train_or_resume)
         epochs = epochs_to_perfect(_history(lr_dir / f"seed{seed}"))
@@ -324,13 +325,13 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ConfigError(f"--t0: {short} too short; T0 must be >= {MIN_LENGTH} (markers need room)")
 
 
-def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace) -> str:
+    """The recipe's command: train what is missing (unless ``--report-only``); return the report."""
     out = Path(args.out)
     if args.report_only:
-        print(report(out, args.seed))
-        return
+        return report(out, args.seed)
     check_arguments(args)
-    reproduce(
+    return reproduce(
         out,
         problems=args.problems,
         t0s=args.t0,

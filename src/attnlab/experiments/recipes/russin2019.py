@@ -31,6 +31,8 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,8 @@ from attnlab.experiments.multiseed import (
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.io import atomic_write_text
 from attnlab.reporting.tables import format_table, stats_text
+
+log = logging.getLogger(__name__)
 
 SPLITS = ("simple", "length", "addprim_turn_left", "addprim_jump")
 SPLIT_LABELS = {
@@ -206,7 +210,7 @@ def _run_cell(
     shared_data: Path,
     overrides: list[str],
 ) -> None:
-    print(f"== {folder}: seeds {seeds}", flush=True)
+    log.info("== %s: seeds %s", folder, seeds)
     run_seeds(cell_config(config, cell, quick, shared_data, overrides), seeds, folder, train_or_resume)
 
 
@@ -333,25 +337,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace) -> str:
+    """The recipe's command: train what is missing (unless ``--report-only``); return the report."""
     if args.report_only:
-        print(report(Path(args.out)))
-        return
-    print(
-        reproduce(
-            Path(args.out),
-            args.seeds,
-            quick=args.quick,
-            tables=args.tables,
-            shared_data=Path(args.shared_data),
-            **parallel_options(args),
-            overrides=args.overrides,
-            only=args.cells,
-        )
+        return report(Path(args.out))
+    return reproduce(
+        Path(args.out),
+        args.seeds,
+        quick=args.quick,
+        tables=args.tables,
+        shared_data=Path(args.shared_data),
+        **parallel_options(args),
+        overrides=args.overrides,
+        only=args.cells,
     )
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m attnlab.experiments.recipes.russin2019")
-    add_arguments(parser)
-    main(parser.parse_args())
+if __name__ == "__main__":  # the same as `attnlab reproduce russin2019 ...`
+    from attnlab.cli import main as cli_main
+
+    sys.exit(cli_main(["reproduce", "russin2019", *sys.argv[1:]]))
