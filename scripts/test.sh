@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test suite (about a few minutes on 2 CPU cores). Extra arguments go to pytest.
+# The checks CI runs: ruff (lint), mypy (types of src/, configured in pyproject.toml; < 1 min), then
+# the test suite (about a few minutes on 2 CPU cores). Extra arguments go to pytest.
 # The HTML report is tested in Debian's chromium; when it is missing and we may install system
 # packages (root with apt-get), it is installed first, unless ATTNLAB_NO_APT=1. Without it the
 # browser tests skip, saying so.
@@ -13,4 +14,6 @@ if [ "${ATTNLAB_NO_APT:-0}" != 1 ] && ! command -v chromium >/dev/null && [ "$(i
         || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; }; } \
         || echo "could not install chromium: the browser tests will skip"
 fi
+.venv/bin/ruff check src tests benchmarks
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -n 2 "$@"

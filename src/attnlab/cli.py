@@ -238,8 +238,10 @@ def cmd_data(args: argparse.Namespace) -> None:
             f"choose one of {list(variants)}"
         )
     if machine_tasks:
-        spec = lookup_machine_tasks.MachineTasksLookupSpec(variant=args.variant, seed=_or(args.seed, 123))
-        for path, rows in lookup_machine_tasks.write_machine_tasks_lookup(spec, out).items():
+        machine_spec = lookup_machine_tasks.MachineTasksLookupSpec(
+            variant=args.variant, seed=_or(args.seed, 123)
+        )
+        for path, rows in lookup_machine_tasks.write_machine_tasks_lookup(machine_spec, out).items():
             print(f"{path}: {rows} examples")
         print(f"{out / lookup_machine_tasks.ARGUMENTS_FILE}: the generation arguments")
         return

@@ -14,7 +14,7 @@ import torch
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it goes.
 
     The result gets the permissions of the file it replaces, or else those of a new file
@@ -43,31 +43,31 @@ def _file_mode(path: Path) -> int:
         return 0o666 & ~umask
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     with atomic_path(path) as temporary:
         temporary.write_text(text)
 
 
-def atomic_write_json(path: str | Path, data: Any) -> None:
+def atomic_write_json(path: str | os.PathLike[str], data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-def atomic_save(path: str | Path, writer: Callable[[Path], None]) -> None:
+def atomic_save(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> None:
     """Call ``writer(temporary_path)`` and move the result into place."""
     with atomic_path(path) as temporary:
         writer(temporary)
 
 
-def atomic_torch_save(path: str | Path, obj: Any) -> None:
+def atomic_torch_save(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_save(path, lambda temporary: torch.save(obj, temporary))
 
 
-def atomic_write_jsonl(path: str | Path, records: list[dict[str, Any]]) -> None:
+def atomic_write_jsonl(path: str | os.PathLike[str], records: list[dict[str, Any]]) -> None:
     """Write one JSON object per line, atomically."""
     atomic_write_text(path, "".join(json.dumps(record) + "\n" for record in records))
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         return []

@@ -22,7 +22,7 @@ from attnlab.attention.fused_pooling import check_fused_arguments
 
 class _LeakyAffinePoolingV1(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         inputs: torch.Tensor,
         lengths: torch.Tensor,
@@ -43,6 +43,7 @@ class _LeakyAffinePoolingV1(torch.autograd.Function):
             if score_weight is None:
                 alpha = states.new_full((length,), 1.0 / length)
             else:
+                assert score_bias is not None  # given with score_weight
                 score = torch.tanh(torch.mv(states, score_weight).add_(score_bias))  # e_t, eq. 1
                 alpha = torch.exp(score)  # e_t in [-1, 1]: no max-subtraction needed
                 alpha.div_(alpha.sum())
@@ -55,7 +56,7 @@ class _LeakyAffinePoolingV1(torch.autograd.Function):
         return context, weights
 
     @staticmethod
-    def backward(ctx: Any, grad_context: torch.Tensor | None, grad_weights: torch.Tensor | None):  # type: ignore[override]
+    def backward(ctx: Any, grad_context: torch.Tensor | None, grad_weights: torch.Tensor | None):
         augmented, lengths, affine_t, score_weight, weights, scores, context = ctx.saved_tensors
         leak = ctx.leak
         batch, time, width = augmented.shape

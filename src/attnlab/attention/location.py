@@ -190,7 +190,10 @@ def straight_through_gate(logits: torch.Tensor) -> torch.Tensor:
     return soft + ((logits > 0).to(soft.dtype) - soft).detach()
 
 
-GATES = {"sigmoid": torch.sigmoid, "straight_through": straight_through_gate}
+GATES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "sigmoid": torch.sigmoid,
+    "straight_through": straight_through_gate,
+}
 REFERENCES = ("gates", "choice")
 
 
@@ -425,6 +428,7 @@ class LocationAttender(Attender):
                 raise ValueError(
                     f"{type(self).__name__} with content_anchor=True needs anchors [batch, steps]"
                 )
+            assert weighting.rho_anchor is not None  # the weighter has an anchor gate
             partial_mu = torch.addcmul(partial_mu, weighting.rho_anchor, anchors)
         previous = state["previous_mean"]
         mus: list[torch.Tensor] = []
@@ -449,7 +453,11 @@ class LocationAttender(Attender):
             "rho_previous": weighting.rho_previous,
             "rho_steps": weighting.rho_steps,
             "rho_bias": weighting.rho_bias,
-            **({"rho_anchor": weighting.rho_anchor, "anchor": anchors} if anchors is not None else {}),
+            **(
+                {"rho_anchor": weighting.rho_anchor, "anchor": anchors}
+                if anchors is not None and weighting.rho_anchor is not None
+                else {}
+            ),
             "previous_mean": stack_steps(previous_means),
             "location_attention": location_attention,
         }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -98,7 +99,7 @@ def evaluate_perplexity(
     *,
     attention_statistics: bool = False,
     token_nll: torch.Tensor | None = None,
-) -> dict[str, float | list[float]]:
+) -> dict[str, Any]:
     """``loss`` (mean NLL per token, nats), ``perplexity`` and ``tokens`` over ``segments``.
 
     With ``attention_statistics`` and an attentive model, also ``attention_by_position``: the mean

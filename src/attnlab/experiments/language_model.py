@@ -210,7 +210,7 @@ def load_cbt(data: LMDataConfig) -> dict[str, list[ClozeQuestion]]:
 
 def resolve_hidden_dim(model: LMModelConfig, vocab_size: int) -> int:
     """The LSTM size: given, or chosen for the parameter budget (see the module docstring)."""
-    options = {"embedding_dim": model.embedding_dim, "window": model.window}
+    options: dict[str, Any] = {"embedding_dim": model.embedding_dim, "window": model.window}
     if model.hidden_dim is not None:
         return model.hidden_dim
     budget = model.parameter_budget
@@ -431,15 +431,15 @@ def _evaluate_checkpoint(
         write_sentence_losses(
             run.evaluation_file(name, SENTENCES_SUFFIX, data_file=bool(data_files)), sentences
         )
-        results[name] = {key: metrics[key] for key in ("loss", "perplexity", "tokens")}  # type: ignore[misc]
+        results[name] = {key: metrics[key] for key in ("loss", "perplexity", "tokens")}
         if "attention_by_position" in metrics:
             attention[name] = {key: metrics[key] for key in ("attention_by_position", "attention_steps")}
         run.write_evaluation(name, path, metrics, data_file=bool(data_files))
     if data_files:
         return results
     cbt = evaluate_cbt(model, vocabulary, load_cbt(config.data), device)
-    for name, metrics in cbt.items():
-        results[name] = metrics
+    for name, cbt_metrics in cbt.items():
+        results[name] = cbt_metrics
         run.write_evaluation(name, path, metrics)
     if attention:
         atomic_write_json(run.eval_dir / "attention.json", {"window": model.window, **attention})

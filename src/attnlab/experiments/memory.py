@@ -154,9 +154,9 @@ def test_set(data: MemoryDataConfig, device: torch.device) -> list[MemoryBatch]:
 
 def _batch(data: MemoryDataConfig, size: int, generator: torch.Generator) -> MemoryBatch:
     lengths = sample_lengths(data.setting, size, generator, data.t0)
-    if data.problem == TEMPORAL_ORDER:
-        return generate_temporal_order_batch(size, lengths, generator)
-    return generate_memory_batch(data.problem, size, lengths, generator, addition=data.addition)
+    if data.problem == "addition" or data.problem == "multiplication":
+        return generate_memory_batch(data.problem, size, lengths, generator, addition=data.addition)
+    return generate_temporal_order_batch(size, lengths, generator)
 
 
 # ---------------------------------------------------------------------------------- model

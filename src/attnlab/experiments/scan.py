@@ -364,7 +364,7 @@ def _replace_unknown(
 def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) -> StepwiseSeq2Seq:
     if source.pad_id != target.pad_id:
         raise ConfigError("the source and target vocabularies must share the pad id")
-    common = {
+    common: dict[str, Any] = {
         "embedding_dim": model.embedding_dim,
         "encoder_hidden_dim": model.encoder_hidden_dim,
         "encoder_layers": model.encoder_layers,

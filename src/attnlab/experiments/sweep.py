@@ -502,7 +502,7 @@ def _probe_gcs(address: str, timeout_s: float) -> None:
     ``ray.init`` would then retry for about 20 s before failing, so this asks first.
     """
     try:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # private, not in its stubs
     except ImportError:  # a Ray without this (private) client: let ray.init find out
         return
     outcome: list[BaseException | None] = []

@@ -137,8 +137,8 @@ class LanguageModel(nn.Module):
             nn.init.uniform_(parameter, -self.init_range, self.init_range)
         hidden = self.hidden_dim
         with torch.no_grad():  # PyTorch gate order: input, forget, cell, output
-            self.lstm.bias_ih_l0[hidden : 2 * hidden].fill_(FORGET_BIAS)
-            self.lstm.bias_hh_l0[hidden : 2 * hidden].zero_()
+            self.lstm.get_parameter("bias_ih_l0")[hidden : 2 * hidden].fill_(FORGET_BIAS)
+            self.lstm.get_parameter("bias_hh_l0")[hidden : 2 * hidden].zero_()
 
     # ---- state --------------------------------------------------------------------------------
 

@@ -46,6 +46,8 @@ class Seq2SeqOutput:
 class RecurrentSeq2Seq(nn.Module):
     """GRU encoder–decoder whose attender is chosen by name (see :mod:`attnlab.attention`)."""
 
+    never_predicted: torch.Tensor
+
     def __init__(
         self,
         source_vocab_size: int,

@@ -67,6 +67,9 @@ class StepwiseSeq2Seq(nn.Module):
     :meth:`step` (one decoding step from the previous output tokens).
     """
 
+    never_predicted: torch.Tensor
+    never_predicted_given_length: torch.Tensor
+
     def __init__(self, target_vocab_size: int, pad_id: int, sos_id: int, eos_id: int) -> None:
         super().__init__()
         self.pad_id, self.sos_id, self.eos_id = pad_id, sos_id, eos_id

@@ -32,6 +32,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.patches import Rectangle
+from matplotlib.transforms import Bbox
 
 from attnlab.io import atomic_path
 from attnlab.reporting.tables import format_number
@@ -392,7 +393,7 @@ def _draw_variable_table(
         colLabels=col_labels,
         cellLoc="center",
         rowLoc="right",
-        bbox=(0.0, key_height + (0.02 if key_lines else 0.0), 1.0, 1.0 - key_height - 0.02),
+        bbox=Bbox.from_bounds(0.0, key_height + (0.02 if key_lines else 0.0), 1.0, 1.0 - key_height - 0.02),
     )
     table.auto_set_font_size(False)
     table.set_fontsize(fontsize)
@@ -404,7 +405,7 @@ def _draw_variable_table(
             cell.get_text().set_fontsize(fontsize + 1)
         if col == -1:
             cell.set_facecolor("#f4f4f4")
-            cell.get_text().set_ha("right")
+            cell.get_text().set_horizontalalignment("right")
     if key_lines:
         ax.text(
             0.0,

@@ -268,7 +268,7 @@ def plot_training_curves(
     if logy:
         ax.set_yscale("log")
     if all(math.isclose(x, round(x)) for xs, _ in series.values() for x in xs):
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # an AutoLocator
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=9)
     if title:
@@ -341,7 +341,7 @@ def plot_accuracy_panels(
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # an AutoLocator
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=7)
     if title:

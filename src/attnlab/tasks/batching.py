@@ -136,7 +136,7 @@ def _check_attention(example: Seq2SeqExample) -> None:
         raise _ExampleError(f"gold attention {list(attention)} out of range 0..{len(example.source) - 1}")
 
 
-def _padded(rows: list[Sequence[int]], lengths: np.ndarray, width: int, fill: int) -> np.ndarray:
+def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, width: int, fill: int) -> np.ndarray:
     """``[len(rows), width]`` array with row ``i`` starting with ``rows[i]``, then ``fill``."""
     out = np.full((len(rows), width), fill, dtype=np.int64)
     mask = np.arange(width) < lengths[:, None]

@@ -410,10 +410,10 @@ def machine_tasks_compositions(spec: MachineTasksLookupSpec) -> dict[str, list[C
         "incremental": (splits["heldout_tables"], train_tables),
         "new": (splits["new_compositions"], heldout_tables),
     }
-    for family, (base, tables) in levels.items():
+    for family, (base, level_tables) in levels.items():
         for i in range(1, spec.n_longer + 1):
             name = f"longer_{family}_{i}"
-            base = splits[name] = _prepend_level(spec, name, base, tables)
+            base = splits[name] = _prepend_level(spec, name, base, level_tables)
     return {
         name: splits[name] for name in ("train", "validation", *machine_tasks_test_set_names(spec.n_longer))
     }

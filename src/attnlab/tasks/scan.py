@@ -275,7 +275,8 @@ def public_split_files(name: str, root: str | os.PathLike[str]) -> tuple[Path, P
             folder, None, "no such folder (expected a checkout of the SCAN repository)"
         )
     if name in STANDARD_SPLITS:
-        standard = tuple(folder / file for file in STANDARD_SPLITS[name])
+        train_name, test_name = STANDARD_SPLITS[name]
+        standard = (folder / train_name, folder / test_name)
         if all(path.is_file() for path in standard):
             return standard
     found = {part: sorted(folder.rglob(f"tasks_{part}_{name}.txt")) for part in ("train", "test")}

@@ -164,7 +164,7 @@ class Vocabulary:
         With ``strip_specials``, stop before the first ``<eos>`` and drop ``<pad>``/``<sos>``.
         """
         if hasattr(ids, "tolist"):
-            ids = ids.tolist()  # type: ignore[union-attr]
+            ids = ids.tolist()
         tokens = [self.id_to_token(int(index)) for index in ids]
         if not strip_specials:
             return tokens

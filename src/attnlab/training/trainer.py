@@ -154,10 +154,11 @@ class TrainingTask(Protocol):
     def train_batches(self, generator: torch.Generator) -> Iterable[Any]:
         """The epoch's training batches, shuffled with ``generator`` only."""
 
-    def training_loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
-        """The mean loss of ``batch`` (a scalar with a graph)."""
+    def training_loss(self, model: Any, batch: Any) -> torch.Tensor:
+        """The mean loss of ``batch`` (a scalar with a graph); ``model`` is the system's
+        :class:`~torch.nn.Module`."""
 
-    def validate(self, model: nn.Module) -> dict[str, float]:
+    def validate(self, model: Any) -> dict[str, float]:
         """Validation metrics; must contain ``validation_loss``."""
 
 

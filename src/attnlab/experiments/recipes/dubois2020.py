@@ -225,7 +225,7 @@ def _table3(runs: dict[str, dict[str, list[dict[str, dict[str, float]]]]]) -> st
     attenders = _ordered({attender for by_attender in runs.values() for attender in by_attender})
     rows: dict[str, dict[str, object]] = {}
     for attender in attenders:
-        cells = {}
+        cells: dict[str, object] = {}
         for index, name in enumerate(TEST_SETS):
             means = []
             for by_attender in runs.values():
