@@ -105,7 +105,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from attnlab.experiments.runs import RunDirectory
 
     experiment = experiment_module(RunDirectory(Path(args.run_dir)).load_config_data())
-    options = {"checkpoint": args.checkpoint, "device_name": args.device}
+    options: dict[str, object] = {
+        "checkpoint": args.checkpoint,
+        "device_name": args.device,
+        "data_paths": args.overrides,
+    }
     if args.data:
         if "data_files" not in inspect.signature(experiment.evaluate).parameters:
             name = experiment.__name__.rsplit(".", 1)[-1]
@@ -314,6 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test sets or on TSV files")
     evaluate.add_argument("run_dir")
+    evaluate.add_argument(
+        "overrides",
+        nargs="*",
+        help="where the run's data lives now, if it moved: key=value for data.corpus, data.root, "
+        "data.train_file, data.validation_file, data.test_files, data.vocabulary_file, data.cbt_files",
+    )
     evaluate.add_argument("--data", nargs="+", help="machine-tasks TSV files to evaluate on")
     evaluate.add_argument("--checkpoint", choices=["best", "last"])
     evaluate.add_argument("--device", default="auto")

@@ -499,3 +499,23 @@ def test_a_run_trained_on_a_relative_corpus_path_evaluates_from_any_directory(
     monkeypatch.chdir(tmp_path)
     again = lm.evaluate(run_dir, device_name="cpu")
     assert again["test"]["perplexity"] == pytest.approx(results["test"]["perplexity"], rel=1e-6)
+
+
+def test_a_run_whose_corpus_moved_evaluates_with_the_new_path_given(copy_corpus, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "valid", "test"):
+        (corpus / f"{split}.txt").write_text((copy_corpus / f"{split}.txt").read_text())
+    config = _config(str(corpus), **{"training.epochs": 1, "data.max_tokens": "{train: 400}"})
+    run_dir = tmp_path / "run"
+    results = lm.train(config, run_dir)
+    moved = corpus.rename(tmp_path / "moved")
+    assert main(["evaluate", str(run_dir), "--device", "cpu"]) == 2
+    assert str(corpus) in capsys.readouterr().err
+    assert main(["evaluate", str(run_dir), f"data.corpus={moved}", "--device", "cpu"]) == 0
+    capsys.readouterr()
+    summary = json.loads((run_dir / "eval" / "summary.json").read_text())
+    assert summary["test"]["perplexity"] == pytest.approx(results["test"]["perplexity"], rel=1e-6)
+    assert main(["evaluate", str(run_dir), "model.window=3", "--device", "cpu"]) == 2
+    error = capsys.readouterr().err
+    assert "'model.window=3' would change what the run was trained with" in error

@@ -25,7 +25,7 @@ configurable (defaults 20 and 0); batches are not shuffled (TBPTT reads each str
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -394,10 +394,12 @@ def evaluate(
     data_files: list[str] | None = None,
     checkpoint: str | None = None,
     device_name: str = "auto",
+    data_paths: Sequence[str] = (),
 ) -> dict[str, dict[str, float]]:
     """Evaluate a trained run's checkpoint (default from its config) on valid, test (and CBT), or
-    on the given corpus files (read like the run's corpus, with its vocabulary)."""
-    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint)
+    on the given corpus files (read like the run's corpus, with its vocabulary); ``data_paths``
+    (e.g. ``data.corpus=NEW``) says where a moved corpus now is."""
+    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint, data_paths)
     return _evaluate_checkpoint(run, config, resolve_device(device_name), data_files)
 
 

@@ -9,6 +9,7 @@ the public machine-tasks TSV format (:mod:`attnlab.tasks.tsv`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -369,9 +370,11 @@ def evaluate(
     data_files: list[str] | None = None,
     checkpoint: str | None = None,
     device_name: str = "auto",
+    data_paths: Sequence[str] = (),
 ) -> dict[str, dict[str, float]]:
-    """Evaluate a trained run on its configured test sets, or on the given TSV files."""
-    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint)
+    """Evaluate a trained run on its configured test sets (moved by ``data_paths``, see
+    :func:`~attnlab.experiments.runs.load_run_for_evaluation`), or on the given TSV files."""
+    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint, data_paths)
     device = resolve_device(device_name)
     _, source_vocab, target_vocab = model_from_checkpoint(
         run.checkpoint(config.evaluation.checkpoint), device, config.model

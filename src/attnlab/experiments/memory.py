@@ -27,7 +27,7 @@ symbols are equal and on those where only their order tells the classes apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.config import ConfigError, from_dict, to_dict
-from attnlab.experiments.runs import RunDirectory, log_evaluation
+from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.tasks.memory_problems import (
     MIN_LENGTH,
@@ -323,11 +323,15 @@ def train(
 
 
 def evaluate(
-    run_dir: str | Path, *, checkpoint: str | None = None, device_name: str = "auto"
+    run_dir: str | Path,
+    *,
+    checkpoint: str | None = None,
+    device_name: str = "auto",
+    data_paths: Sequence[str] = (),
 ) -> dict[str, dict[str, float]]:
-    """Evaluate a trained run's checkpoint (default ``last``, see the module docstring) on its test set."""
-    run = RunDirectory(Path(run_dir))
-    config = run.load_config(parse_config)
+    """Evaluate a trained run's checkpoint (default ``last``, see the module docstring) on its test
+    set (generated: the problems read no data, so ``data_paths`` has nothing to move)."""
+    run, config = load_run_for_evaluation(run_dir, parse_config, None, data_paths)
     device = resolve_device(device_name)
     return _evaluate_checkpoint(run, config, checkpoint or "last", test_set(config.data, device), device)
 

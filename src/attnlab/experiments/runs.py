@@ -24,12 +24,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from attnlab.config import ConfigError, from_dict, load_yaml, save_yaml, to_dict
+from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
 from attnlab.io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from attnlab.training.checkpoint import load_checkpoint
 from attnlab.training.trainer import Trainer
@@ -202,14 +202,37 @@ def log_evaluation(checkpoint: Path, test_sets: list[str]) -> None:
     log.info("evaluating %s (epoch %d%s) on %s", checkpoint, saved["epoch"], loss, ", ".join(test_sets))
 
 
+DATA_PATH_KEYS = (
+    "data.corpus",
+    "data.root",
+    "data.train_file",
+    "data.validation_file",
+    "data.test_files",
+    "data.vocabulary_file",
+    "data.cbt_files",
+)
+"""The config keys that say where a run's data lives: the only ones evaluation may change (a run
+evaluated after its data moved), since every other key describes what was trained."""
+
+
 def load_run_for_evaluation(
     run_dir: str | Path,
     parse_config: Callable[[dict[str, Any], str], ConfigT],
     checkpoint: str | None = None,
+    data_paths: Sequence[str] = (),
 ) -> tuple[RunDirectory, ConfigT]:
-    """A trained run and its config, with ``evaluation.checkpoint`` replaced by ``checkpoint`` if given."""
+    """A trained run and its config, with ``evaluation.checkpoint`` replaced by ``checkpoint`` if
+    given and the data moved by ``data_paths`` (``key=value`` overrides of :data:`DATA_PATH_KEYS`)."""
     run = RunDirectory(Path(run_dir))
-    config = run.load_config(parse_config)
+    data = run.load_config_data()
+    for override in data_paths:
+        key = override.split("=", 1)[0].strip()
+        if key not in DATA_PATH_KEYS:
+            raise ConfigError(
+                f"evaluating {run.path}: {override!r} would change what the run was trained with; "
+                f"only where its data lives may be given ({', '.join(DATA_PATH_KEYS)})"
+            )
+    config = parse_config(apply_overrides(data, list(data_paths)), str(run.config_file))
     if checkpoint is not None:
         config.evaluation.checkpoint = checkpoint  # type: ignore[attr-defined]
     return run, config
