@@ -48,15 +48,18 @@ have a fixed trip count (a partial last block is zero-padded)."""
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 # nogil: the caller runs slices of the batch on its own threads (numba's threading layers would
 # bring a second OpenMP pool that spins beside PyTorch's).
-_OPTIONS = {"cache": True, "fastmath": _FASTMATH, "nogil": True}
+# error_model="numpy": a float division by zero gives inf/NaN instead of raising, so a loop that
+# divides has no branch out of it and vectorises (the tanh's rational function).
+_OPTIONS = {"cache": True, "fastmath": _FASTMATH, "nogil": True, "error_model": "numpy"}
+_INLINE = {"inline": "always", "cache": True, "fastmath": _FASTMATH, "error_model": "numpy"}
 
 _TANH_CLAMP = np.float32(7.90531110763549805)  # tanh is 1 - 2e-7 there
 
 
-@numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
+@numba.njit(**_INLINE)
 def _tanh(x: np.float32) -> np.float32:
     """float32 ``tanh`` as a [13/6] rational function of the input clamped to ±7.9 (the
-    approximation Eigen uses): within 5 ulps, |value| < 1, NaN stays NaN; vectorises."""
+    approximation Eigen uses): within 6 ulps, |value| ≤ 1, NaN stays NaN; vectorises."""
     x = _TANH_CLAMP if x > _TANH_CLAMP else x  # comparisons, not min/max: a NaN passes through
     x = -_TANH_CLAMP if x < -_TANH_CLAMP else x
     x2 = x * x
@@ -74,7 +77,7 @@ def _tanh(x: np.float32) -> np.float32:
     return x * p / q
 
 
-@numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
+@numba.njit(**_INLINE)
 def _exp_unit(e: np.float32) -> np.float32:
     """float32 ``exp(e)`` for ``e ∈ [-1, 1]`` (the range of ``tanh``): ``exp(e/2)²`` with the
     degree-8 Taylor polynomial of ``exp(e/2)``, within 3 ulps; vectorises."""
@@ -91,7 +94,7 @@ def _exp_unit(e: np.float32) -> np.float32:
     return p * p
 
 
-@numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
+@numba.njit(**_INLINE)
 def _load_block(block: np.ndarray, x: np.ndarray, start: int, size: int) -> None:
     """Copy steps ``start : start + size`` of ``x`` ``[T, K]`` into ``block`` ``[K, BLOCK]``, zeros after."""
     for k in range(x.shape[1]):
@@ -101,19 +104,23 @@ def _load_block(block: np.ndarray, x: np.ndarray, start: int, size: int) -> None
             block[k, t] = 0.0
 
 
-@numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
+@numba.njit(**_INLINE)
 def _rectified_states(
     states: np.ndarray, block: np.ndarray, weight_t: np.ndarray, bias: np.ndarray,
-    coefficient: np.ndarray, sums: np.ndarray,
+    coefficient: np.ndarray, linear: np.ndarray, sums: np.ndarray,
 ) -> None:  # fmt: skip
     """``states[d, t] = r_{t,d} = max(z_{t,d}, 0)`` with ``z_{t,d} = b_d + Σ_k W_{d,k} x_{k,t}``, and
-    ``sums[t] = Σ_d coefficient_d r_{t,d}``, for the block's steps.
+    ``sums[t] = linear · x̃_t + Σ_d coefficient_d r_{t,d}``, for the block's steps.
 
     Written out flat, one call per block: a helper called per unit would cost a reference-count
     round trip per call (~30 ns, as much as the unit's whole loop)."""
     width = block.shape[0]
     for t in range(BLOCK):
-        sums[t] = 0.0
+        sums[t] = linear[width]
+    for k in range(width):
+        c_k = linear[k]
+        for t in range(BLOCK):
+            sums[t] += c_k * block[k, t]
     if width == 2:  # the paper's (value, marker) inputs: one fused loop
         for d in range(states.shape[0]):
             b_d, w_0, w_1, c = bias[d], weight_t[0, d], weight_t[1, d], coefficient[d]
@@ -138,17 +145,7 @@ def _rectified_states(
                 sums[t] += c * r
 
 
-@numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
-def _linear(block: np.ndarray, coefficient: np.ndarray, t: int) -> np.float32:
-    """``coefficient · x̃_t`` (``coefficient`` ``[K + 1]``, the last entry multiplies the constant 1)."""
-    width = block.shape[0]
-    value = coefficient[width]
-    for k in range(width):
-        value += coefficient[k] * block[k, t]
-    return value
-
-
-@numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
+@numba.njit(**_INLINE)
 def _add_input_sums(sums: np.ndarray, block: np.ndarray, coef: np.ndarray) -> None:
     """``sums[k] += Σ_t coef_t x̃_{k,t}`` (float32 over the block, float64 across blocks)."""
     width = block.shape[0]
@@ -163,7 +160,7 @@ def _add_input_sums(sums: np.ndarray, block: np.ndarray, coef: np.ndarray) -> No
     sums[width] += partial
 
 
-@numba.njit(inline="always", fastmath=_FASTMATH, cache=True)
+@numba.njit(**_INLINE)
 def _affine_dot(weight_t: np.ndarray, bias: np.ndarray, d: int, sums: np.ndarray) -> float:
     """``W̃_d · sums`` in float64: ``Σ_k W_{d,k} sums_k + b_d sums_K``."""
     width = weight_t.shape[0]
@@ -171,6 +168,55 @@ def _affine_dot(weight_t: np.ndarray, bias: np.ndarray, d: int, sums: np.ndarray
     for k in range(width):
         value += float(weight_t[k, d]) * sums[k]
     return value
+
+
+@numba.njit(**_INLINE)
+def _masked_sums(
+    sums: np.ndarray, states: np.ndarray, block: np.ndarray, coef_g: np.ndarray, coef_w: np.ndarray,
+    g: np.ndarray, v: np.ndarray, masked: np.ndarray,
+) -> None:  # fmt: skip
+    """For the block and every unit ``d``, with ``q_{t,d} = alpha_t g_d + δ_t w_d`` (``∂L/∂z_{t,d} =
+    S_{t,d} q_{t,d}``): ``sums[k, d] += Σ_t [z_{t,d} > 0] q_{t,d} x̃_{k,t}`` (``k ≤ K``, the last
+    one the constant 1) and ``sums[K + 1, d] += Σ_t δ_t r_{t,d}``; ``states`` holds ``r``."""
+    width = block.shape[0]
+    if width == 2:  # one fused loop (a test on the width inside it would keep it scalar)
+        for d in range(states.shape[0]):
+            g_d, v_d = g[d], v[d]
+            partial_0 = np.float32(0.0)
+            partial_1 = np.float32(0.0)
+            partial_bias = np.float32(0.0)
+            partial_score = np.float32(0.0)
+            for t in range(BLOCK):
+                r = states[d, t]
+                q = coef_g[t] * g_d + coef_w[t] * v_d
+                q = q if r > 0 else np.float32(0.0)
+                partial_0 += q * block[0, t]
+                partial_1 += q * block[1, t]
+                partial_bias += q
+                partial_score += coef_w[t] * r
+            sums[0, d] += partial_0
+            sums[1, d] += partial_1
+            sums[2, d] += partial_bias
+            sums[3, d] += partial_score
+    else:
+        for d in range(states.shape[0]):
+            g_d, v_d = g[d], v[d]
+            partial_bias = np.float32(0.0)
+            partial_score = np.float32(0.0)
+            for t in range(BLOCK):
+                r = states[d, t]
+                q = coef_g[t] * g_d + coef_w[t] * v_d
+                q = q if r > 0 else np.float32(0.0)
+                masked[t] = q
+                partial_bias += q
+                partial_score += coef_w[t] * r
+            for k in range(width):
+                partial = np.float32(0.0)
+                for t in range(BLOCK):
+                    partial += masked[t] * block[k, t]
+                sums[k, d] += partial
+            sums[width, d] += partial_bias
+            sums[width + 1, d] += partial_score
 
 
 @numba.njit(**_OPTIONS)
@@ -218,12 +264,13 @@ def pool_forward(
             size = min(BLOCK, length - start)
             _load_block(block, x, start, size)
             if attention:
-                _rectified_states(states, block, weight_t, bias, score_ramp, logits)
+                _rectified_states(states, block, weight_t, bias, score_ramp, score_linear, logits)
+                # Two loops of one array each: a loop that reads one and writes two is left scalar.
                 for t in range(BLOCK):
-                    e = _tanh(logits[t] + _linear(block, score_linear, t))  # e_t, eq. 1 (a = tanh)
-                    logits[t] = e
+                    logits[t] = _tanh(logits[t])  # e_t, eq. 1 (a = tanh)
+                for t in range(BLOCK):
                     # e_t ∈ [-1, 1], so exp(e_t) ∈ [1/e, e]: the softmax needs no running maximum.
-                    probs[t] = _exp_unit(e)
+                    probs[t] = _exp_unit(logits[t])
                 for t in range(size, BLOCK):
                     probs[t] = 0.0
                 for t in range(size):
@@ -234,7 +281,7 @@ def pool_forward(
                     probs[t] = np.float32(1.0)
                 for t in range(size, BLOCK):
                     probs[t] = 0.0
-                _rectified_states(states, block, weight_t, bias, score_ramp, logits)
+                _rectified_states(states, block, weight_t, bias, score_ramp, score_linear, logits)
             for d in range(dim):
                 partial = np.float32(0.0)
                 for t in range(BLOCK):
@@ -290,6 +337,7 @@ def pool_backward(
     coef_g = np.zeros(BLOCK, np.float32)  # alpha_t: ∂L/∂z_t = S_t ⊙ (alpha_t g + δ_t w)
     coef_w = np.zeros(BLOCK, np.float32)  # δ_t; both zero past the length
     grad_ramp = np.empty(dim, np.float32)
+    score_coef = score_weight if attention else np.zeros(dim, np.float32)  # w; δ = 0 for the mean
     grad_linear = np.empty(width + 1, np.float32)
     alpha_sums = np.empty(width + 1, np.float64)  # Σ_t alpha_t x̃_t
     delta_sums = np.empty(width + 1, np.float64)  # Σ_t δ_t x̃_t; the last entry is Σ_t δ_t
@@ -319,45 +367,18 @@ def pool_backward(
                 coef_g[t] = 0.0
             _add_input_sums(alpha_sums, block, coef_g)
             if attention:
-                _rectified_states(states, block, weight_t, bias, grad_ramp, upstream)
+                _rectified_states(states, block, weight_t, bias, grad_ramp, grad_linear, upstream)
+                offset = -shared[row]
                 for t in range(size):
                     e = scores[row, start + t]
-                    up = upstream[t] + _linear(block, grad_linear, t) + grad_weights[row, start + t] - shared[row]
+                    up = upstream[t] + grad_weights[row, start + t] + offset  # ∂L/∂e_t / alpha_t
                     coef_w[t] = coef_g[t] * up * (one - e * e)  # δ_t
                 for t in range(size, BLOCK):
                     coef_w[t] = 0.0
                 _add_input_sums(delta_sums, block, coef_w)
             else:
-                _rectified_states(states, block, weight_t, bias, grad_ramp, upstream)
-            for d in range(dim):
-                g_d = g[d]
-                v = score_weight[d] if attention else np.float32(0.0)
-                partial_bias = np.float32(0.0)
-                partial_score = np.float32(0.0)
-                partial_0 = np.float32(0.0)
-                partial_1 = np.float32(0.0)
-                for t in range(BLOCK):
-                    r = states[d, t]
-                    q = coef_g[t] * g_d + coef_w[t] * v  # ∂L/∂z_{t,d} = S_{t,d} q_{t,d}
-                    q = q if r > 0 else np.float32(0.0)
-                    partial_score += coef_w[t] * r
-                    partial_bias += q
-                    if width == 2:
-                        partial_0 += q * block[0, t]
-                        partial_1 += q * block[1, t]
-                    else:
-                        masked[t] = q
-                if width == 2:
-                    ramp_sums[0, d] += partial_0
-                    ramp_sums[1, d] += partial_1
-                else:
-                    for k in range(width):
-                        partial = np.float32(0.0)
-                        for t in range(BLOCK):
-                            partial += masked[t] * block[k, t]
-                        ramp_sums[k, d] += partial
-                ramp_sums[width, d] += partial_bias
-                ramp_sums[width + 1, d] += partial_score
+                _rectified_states(states, block, weight_t, bias, grad_ramp, grad_linear, upstream)
+            _masked_sums(ramp_sums, states, block, coef_g, coef_w, g, score_coef, masked)
         out_affine = grad_affine[row]
         for d in range(dim):
             # Σ_t S_t q_t x̃_t = λ (g_d Σ_t alpha_t x̃_t + w_d Σ_t δ_t x̃_t) + (1 − λ) Σ_t [z > 0] q_t x̃_t
