@@ -6,7 +6,8 @@ cached on disk (``cache=True``); :mod:`attnlab.attention.fused_pooling` falls ba
 implementation where this module cannot be imported.
 
 Layout and order of work (the kernels process rows ``first:last`` of the batch, one sequence at a
-time; the caller splits the batch over threads, and each call allocates its own few-KB buffers):
+time; the caller splits the batch over threads, and each call allocates its own buffers, so two
+threads share nothing they write but their own rows of the outputs):
 
 * time is cut into blocks of :data:`BLOCK` steps. A block of a sequence's inputs is copied,
   transposed, into a ``[K, BLOCK]`` buffer (zeros past the length), so that every inner loop runs
@@ -17,15 +18,18 @@ time; the caller splits the batch over threads, and each call allocates its own 
   into a sum of ``z = W̃ x̃`` — linear, so taken once per *step* on the inputs (``Σ_t c_t x̃_t``,
   then one dot product per unit) — and a sum of ``r``; a sum of ``∂L/∂z = S ⊙ q`` with
   ``S = λ + (1 − λ)[z > 0]`` likewise into a plain sum and a masked one;
-* each pass pair computes a block's ``r`` once, into a thread-local ``[D, BLOCK]`` buffer
-  (25 KB for ``D = 100``: it stays in L1): the forward pass writes it while it sums the scores
+* each pass computes a block's ``r`` once, into a thread-local ``[D, BLOCK]`` buffer
+  (51 KB for ``D = 100``, in the core's L2): the forward pass writes it while it sums the scores
   ``w · h_t``, then takes ``e_t = tanh(·)``, ``p_t = exp(e_t)`` for the block and reads the buffer
   for ``Σ_t p_t r_t``; the backward pass writes it while it sums ``g · h_t`` (hence ``δ_t``), then
   reads it for the masked sums of ``∂L/∂W̃`` and for ``Σ_t δ_t r_t``. So each state is computed
   twice per training step (once per pass), at ``K + 1`` multiply-adds plus a max;
 * ``tanh`` and ``exp`` are vectorisable float32 polynomials (:func:`_tanh`, :func:`_exp_unit`),
   a few ulps from the correctly rounded values (libm's scalar calls cost more than the rest of
-  the forward pass);
+  the forward pass). ``error_model="numpy"``: numba's default checks every float division for
+  zero and branches out of the loop, which keeps the rational ``tanh`` scalar;
+* loops are written out flat, one helper call per *block*: an inlined helper that takes arrays,
+  called once per unit, costs a reference-count round trip (~30 ns, as much as the unit's loop);
 * sums over time are taken in float32 within a block (at most ``BLOCK`` terms, split over the
   vector lanes) and added to float64 accumulators between blocks; sums over the batch are taken in
   float64 by the caller. The rounding error of a gradient entry is therefore a few float32 ulps of
@@ -40,8 +44,9 @@ import numpy as np
 
 BLOCK = 128
 """Time steps per block: the float32 partial sums span at most this many steps, and the block's
-rectified states (``D × BLOCK`` floats) stay in L1. A compile-time constant, so the inner loops
-have a fixed trip count (a partial last block is zero-padded)."""
+rectified states (``D × BLOCK`` floats) stay in L2. A compile-time constant, so the inner loops
+have a fixed trip count (a partial last block is zero-padded). Measured at ``D = 100``: 64 steps
+were slower (a horizontal reduction and loop set-up per unit for half the steps), 256 no faster."""
 
 # Reassociation lets LLVM vectorise the reductions over time; no "fast" flags that assume finite
 # values (nnan/ninf), so a NaN in the inputs still comes out as NaN.
@@ -318,7 +323,8 @@ def pool_backward(
     weights: np.ndarray,  # [B, T] float32, alpha_t
     scores: np.ndarray,  # [B, T] float32, e_t
     grad_context: np.ndarray,  # [B, D] float32, g
-    grad_weights: np.ndarray,  # [B, T] float32, γ (zeros when unused)
+    grad_weights: np.ndarray,  # [B, T] float32, γ (read only when weight_grads)
+    weight_grads: bool,  # False: γ = 0
     shared: np.ndarray,  # [B] float32, g · c + Σ_k alpha_k γ_k
     grad_affine: np.ndarray,  # out [B, K + 1, D] float64: per-row Σ_t ∂L/∂z_t x̃_tᵀ, transposed
     grad_score_weight: np.ndarray,  # out [B, D] float64: per-row Σ_t δ_t h_t
@@ -371,7 +377,8 @@ def pool_backward(
                 offset = -shared[row]
                 for t in range(size):
                     e = scores[row, start + t]
-                    up = upstream[t] + grad_weights[row, start + t] + offset  # ∂L/∂e_t / alpha_t
+                    gamma = grad_weights[row, start + t] if weight_grads else np.float32(0.0)
+                    up = upstream[t] + gamma + offset  # ∂L/∂e_t / alpha_t
                     coef_w[t] = coef_g[t] * up * (one - e * e)  # δ_t
                 for t in range(size, BLOCK):
                     coef_w[t] = 0.0
