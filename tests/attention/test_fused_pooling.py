@@ -61,12 +61,12 @@ GRAD_TOLERANCE = 1e-4
 NAMES = ["weight", "bias", "score_weight", "score_bias"]
 
 
-def _loss_and_gradients(implementation, inputs, mask, attention, use_weights, dtype, **options):
+def _loss_and_gradients(implementation, inputs, mask, attention, use_weights, dtype, dim=16, **options):
     """A loss that uses the context (and the weights) with fixed random coefficients, and the
     parameters' gradients, all in ``dtype``."""
     params = {  # drawn in float32, so that both precisions start from the same values
         name: value.detach().to(dtype).requires_grad_()
-        for name, value in _parameters(dim=16, width=inputs.size(-1)).items()
+        for name, value in _parameters(dim=dim, width=inputs.size(-1)).items()
     }
     context, weights = implementation(inputs.to(dtype), mask, params, attention, 0.01, **options)
     generator = torch.Generator().manual_seed(6)
@@ -118,6 +118,20 @@ def test_float32_kernels_match_float64_modular_ops(backend: str, attention: bool
     torch.testing.assert_close(context.double(), context64, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(weights.double(), weights64, atol=1e-8, rtol=1e-5)
     assert bool((weights[mask] == 0).all())
+    _assert_float64_close(grads, exact)
+
+
+@pytest.mark.parametrize("attention", [True, False])
+def test_numba_kernels_with_an_odd_number_of_units(attention: bool) -> None:
+    """The numba kernels sweep two units at a time for K = 2; an odd last unit goes alone."""
+    inputs, mask = _long_batch()
+    inputs = inputs.nan_to_num(posinf=5.0)
+    context64, weights64, exact = _loss_and_gradients(_modular, inputs, mask, attention, True, torch.float64, dim=7)
+    context, weights, grads = _loss_and_gradients(
+        _fused, inputs, mask, attention, True, torch.float32, dim=7, backend="numba"
+    )
+    torch.testing.assert_close(context.double(), context64, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(weights.double(), weights64, atol=1e-8, rtol=1e-5)
     _assert_float64_close(grads, exact)
 
 

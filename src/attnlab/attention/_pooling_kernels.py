@@ -126,14 +126,22 @@ def _rectified_states(
         c_k = linear[k]
         for t in range(BLOCK):
             sums[t] += c_k * block[k, t]
-    if width == 2:  # the paper's (value, marker) inputs: one fused loop
-        for d in range(states.shape[0]):
+    dim = states.shape[0]
+    if width == 2:  # the paper's (value, marker) inputs: one fused loop, two units per sweep
+        for d in range(0, dim, 2):
+            e = min(d + 1, dim - 1)  # an odd last unit is paired with itself, its twin weighted 0
             b_d, w_0, w_1, c = bias[d], weight_t[0, d], weight_t[1, d], coefficient[d]
+            b_e, v_0, v_1 = bias[e], weight_t[0, e], weight_t[1, e]
+            c_e = coefficient[e] if e > d else np.float32(0.0)
             for t in range(BLOCK):
-                z = b_d + w_0 * block[0, t] + w_1 * block[1, t]
+                x_0, x_1 = block[0, t], block[1, t]
+                z = b_d + w_0 * x_0 + w_1 * x_1
                 r = z if z > 0 else np.float32(0.0)
+                y = b_e + v_0 * x_0 + v_1 * x_1
+                q = y if y > 0 else np.float32(0.0)
                 states[d, t] = r
-                sums[t] += c * r
+                states[e, t] = q
+                sums[t] += c * r + c_e * q
     else:
         for d in range(states.shape[0]):
             b_d = bias[d]
