@@ -126,7 +126,9 @@ def test_numba_kernels_with_an_odd_number_of_units(attention: bool) -> None:
     """The numba kernels sweep two units at a time for K = 2; an odd last unit goes alone."""
     inputs, mask = _long_batch()
     inputs = inputs.nan_to_num(posinf=5.0)
-    context64, weights64, exact = _loss_and_gradients(_modular, inputs, mask, attention, True, torch.float64, dim=7)
+    context64, weights64, exact = _loss_and_gradients(
+        _modular, inputs, mask, attention, True, torch.float64, dim=7
+    )
     context, weights, grads = _loss_and_gradients(
         _fused, inputs, mask, attention, True, torch.float32, dim=7, backend="numba"
     )

@@ -30,16 +30,17 @@ Backward, given ``g = ∂L/∂c`` and (optionally) ``γ = ∂L/∂alpha``::
     ∂L/∂W̃    = Σ_t ∂L/∂z_t x̃_tᵀ
 
 One sweep over a block computes ``g · h_t`` (hence ``δ_t``), a second one ``∂L/∂z_t`` and the three
-sums. The numba backend splits ``h = λ z + (1 − λ) max(z, 0)`` so that the linear part of every
-sum is taken once per step on the inputs (``Σ_t c_t x̃_t``), see :mod:`attnlab.attention._pooling_kernels`. For the mean, ``alpha_t = 1/n`` and ``δ = 0``; the weights' gradient ``γ`` is dropped (the
-mean's weights do not depend on the parameters). Where ``z = 0`` exactly the slope taken is
-``leak`` (PyTorch's ``leaky_relu`` makes the same choice).
+sums. The numba backend splits ``h = λ z + (1 − λ) max(z, 0)``, so that the linear part of every
+sum is taken once per step on the inputs (``Σ_t c_t x̃_t``; :mod:`attnlab.attention._pooling_kernels`).
+For the mean, ``alpha_t = 1/n`` and ``δ = 0``; the weights' gradient ``γ`` is dropped (the mean's
+weights do not depend on the parameters). Where ``z = 0`` exactly the slope taken is ``leak``
+(PyTorch's ``leaky_relu`` makes the same choice).
 
 Precision: every sum over time is taken in float32 over at most one block of steps (128 for numba,
-:data:`TORCH_CHUNK` for PyTorch) and then added
-to a float64 accumulator; sums over the batch are float64. Gradients are thus right to float32
-rounding of their terms at any ``T`` (checked against a float64 computation in the tests and the
-benchmark), where a float32 running sum over ``B · T ≈ 10⁶`` terms drifts by ~1e-3 relative.
+:data:`TORCH_CHUNK` for PyTorch) and then added to a float64 accumulator; sums over the batch are
+float64. Gradients are thus right to float32 rounding of their terms at any ``T`` (checked against a
+float64 computation in the tests and the benchmark), where a float32 running sum over
+``B · T ≈ 10⁶`` terms drifts by ~1e-3 relative.
 
 Two backends compute the same thing:
 
