@@ -61,12 +61,12 @@ GRAD_TOLERANCE = 1e-4
 NAMES = ["weight", "bias", "score_weight", "score_bias"]
 
 
-def _loss_and_gradients(implementation, inputs, mask, attention, use_weights, dtype, **options):
+def _loss_and_gradients(implementation, inputs, mask, attention, use_weights, dtype, dim=16, **options):
     """A loss that uses the context (and the weights) with fixed random coefficients, and the
     parameters' gradients, all in ``dtype``."""
     params = {  # drawn in float32, so that both precisions start from the same values
         name: value.detach().to(dtype).requires_grad_()
-        for name, value in _parameters(dim=16, width=inputs.size(-1)).items()
+        for name, value in _parameters(dim=dim, width=inputs.size(-1)).items()
     }
     context, weights = implementation(inputs.to(dtype), mask, params, attention, 0.01, **options)
     generator = torch.Generator().manual_seed(6)
@@ -92,8 +92,9 @@ def _assert_float64_close(grads: dict[str, torch.Tensor], exact: dict[str, torch
 
 
 def _long_batch() -> tuple[torch.Tensor, torch.Tensor]:
-    """Lengths across block boundaries (256 steps; 512 for the PyTorch chunks): 1, one block minus
-    one, exact blocks, a partial third block; padding holding values that must not matter."""
+    """Lengths across block boundaries (128 steps for numba, 512 for the PyTorch chunks): 1, less than
+    a block, a block and a partial one, exact blocks, a partial fifth block; padding holding values
+    that must not matter."""
     inputs, mask = _batch([700, 1, 255, 256, 513, 64], width=2)
     inputs[0, -1] = 0.0
     inputs[1, 5] = float("inf")
@@ -117,6 +118,22 @@ def test_float32_kernels_match_float64_modular_ops(backend: str, attention: bool
     torch.testing.assert_close(context.double(), context64, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(weights.double(), weights64, atol=1e-8, rtol=1e-5)
     assert bool((weights[mask] == 0).all())
+    _assert_float64_close(grads, exact)
+
+
+@pytest.mark.parametrize("attention", [True, False])
+def test_numba_kernels_with_an_odd_number_of_units(attention: bool) -> None:
+    """The numba kernels sweep two units at a time for K = 2; an odd last unit goes alone."""
+    inputs, mask = _long_batch()
+    inputs = inputs.nan_to_num(posinf=5.0)
+    context64, weights64, exact = _loss_and_gradients(
+        _modular, inputs, mask, attention, True, torch.float64, dim=7
+    )
+    context, weights, grads = _loss_and_gradients(
+        _fused, inputs, mask, attention, True, torch.float32, dim=7, backend="numba"
+    )
+    torch.testing.assert_close(context.double(), context64, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(weights.double(), weights64, atol=1e-8, rtol=1e-5)
     _assert_float64_close(grads, exact)
 
 
@@ -161,6 +178,34 @@ def test_numba_backend_gives_the_same_bits_on_two_threads(attention: bool) -> No
     (context_1, weights_1, grads_1), (context_2, weights_2, grads_2) = results
     assert torch.equal(context_1, context_2) and torch.equal(weights_1, weights_2)
     assert all(torch.equal(grads_1[name], grads_2[name]) for name in grads_1)
+
+
+def test_numba_tanh_and_exp_polynomials_are_within_a_few_ulps() -> None:
+    """The kernels' vectorisable float32 ``tanh`` and ``exp`` (on ``[-1, 1]``) against float64."""
+    kernels = pytest.importorskip("attnlab.attention._pooling_kernels")
+    import numba
+    import numpy as np
+
+    @numba.njit(error_model="numpy", fastmath=kernels._FASTMATH)  # as in the kernels
+    def evaluate(values, tanh, exp):
+        for i in range(values.size):
+            tanh[i] = kernels._tanh(values[i])
+            exp[i] = kernels._exp_unit(max(min(values[i], np.float32(1.0)), np.float32(-1.0)))
+
+    values = np.concatenate(
+        [np.linspace(-12, 12, 200_001), np.logspace(-12, 1, 20_001), -np.logspace(-12, 1, 20_001)]
+    ).astype(np.float32)
+    tanh, exp = np.empty_like(values), np.empty_like(values)
+    evaluate(values, tanh, exp)
+    exact_tanh = np.tanh(values.astype(np.float64))
+    exact_exp = np.exp(np.clip(values, -1, 1).astype(np.float64))
+    ulps = lambda got, exact: np.abs(got - exact) / np.spacing(np.abs(exact).astype(np.float32))  # noqa: E731
+    assert ulps(tanh, exact_tanh).max() <= 8 and np.abs(tanh).max() <= 1.0
+    assert ulps(exp, exact_exp).max() <= 4
+    special = np.array([np.nan, np.inf, -np.inf, 0.0], np.float32)
+    evaluate(special, tanh[:4], exp[:4])
+    assert np.isnan(tanh[0]) and np.isnan(exp[0])  # a NaN score stays NaN
+    assert tanh[1] > 0.9999997 and tanh[2] < -0.9999997 and tanh[3] == 0.0
 
 
 def test_backend_choice(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,9 +8,9 @@ each is 400 MB, so a training step streams gigabytes through main memory.
 
 :func:`leaky_affine_pooling` computes the same function and its exact gradient without any
 ``[T, D]`` tensor: the states are recomputed, a block of time steps at a time, wherever they are
-needed (twice in the forward pass, twice in the backward pass; each costs ``K + 1`` multiply-adds
-per state with ``K = 2`` inputs, less than reading a stored state from memory). Only ``[B, T]``
-tensors (weights, scores) are saved for backward.
+needed (``K + 1`` multiply-adds per state with ``K = 2`` inputs, less than reading a stored state
+from memory; the numba backend computes each once per pass). Only ``[B, T]`` tensors (weights,
+scores) are saved for backward.
 
 Forward, for one sequence of ``n`` real steps, ``z_t = W̃ x̃_t`` (``x̃_t = [x_t; 1]``,
 ``W̃ = [W, b]``) and ``h_t = LReLU(z_t)``::
@@ -29,21 +29,25 @@ Backward, given ``g = ∂L/∂c`` and (optionally) ``γ = ∂L/∂alpha``::
     ∂L/∂z_t   = S_t ⊙ (alpha_t g + δ_t w),   S_t = LReLU'(z_t) ∈ {1, leak}^D
     ∂L/∂W̃    = Σ_t ∂L/∂z_t x̃_tᵀ
 
-One pass over a block computes ``g · h_t`` (hence ``δ_t``), a second one ``∂L/∂z_t`` and the three
-sums. For the mean, ``alpha_t = 1/n`` and ``δ = 0``; the weights' gradient ``γ`` is dropped (the
-mean's weights do not depend on the parameters). Where ``z = 0`` exactly the slope taken is
-``leak`` (PyTorch's ``leaky_relu`` makes the same choice).
+One sweep over a block computes ``g · h_t`` (hence ``δ_t``), a second one ``∂L/∂z_t`` and the three
+sums. The numba backend splits ``h = λ z + (1 − λ) max(z, 0)``, so that the linear part of every
+sum is taken once per step on the inputs (``Σ_t c_t x̃_t``; :mod:`attnlab.attention._pooling_kernels`).
+For the mean, ``alpha_t = 1/n`` and ``δ = 0``; the weights' gradient ``γ`` is dropped (the mean's
+weights do not depend on the parameters). Where ``z = 0`` exactly the slope taken is ``leak``
+(PyTorch's ``leaky_relu`` makes the same choice).
 
-Precision: every sum over time is taken in float32 over at most one block of steps and then added
-to a float64 accumulator; sums over the batch are float64. Gradients are thus right to float32
-rounding of their terms at any ``T`` (checked against a float64 computation in the tests and the
-benchmark), where a float32 running sum over ``B · T ≈ 10⁶`` terms drifts by ~1e-3 relative.
+Precision: every sum over time is taken in float32 over at most one block of steps (128 for numba,
+:data:`TORCH_CHUNK` for PyTorch) and then added to a float64 accumulator; sums over the batch are
+float64. Gradients are thus right to float32 rounding of their terms at any ``T`` (checked against a
+float64 computation in the tests and the benchmark), where a float32 running sum over
+``B · T ≈ 10⁶`` terms drifts by ~1e-3 relative.
 
 Two backends compute the same thing:
 
 * ``"numba"`` (:mod:`attnlab.attention._pooling_kernels`): CPU, float32. One sequence per task,
   the batch split over ``torch.get_num_threads()`` threads; the inner loops run over time and
-  vectorise. Used by default where ``numba`` imports.
+  vectorise, ``tanh`` and ``exp`` included (float32 polynomials within a few ulps). Used by
+  default where ``numba`` imports.
 * ``"torch"``: PyTorch ops over chunks of :data:`TORCH_CHUNK` time steps for the whole batch at
   once (``[B, chunk, D]`` temporaries, a few MB). Any device and dtype: the path for CUDA, for
   float64 (gradcheck) and for machines without numba.
@@ -210,17 +214,18 @@ class _NumbaPooling(torch.autograd.Function):
         attention = ctx.attention
         grad_context = context.new_zeros(batch, dim) if grad_context is None else grad_context.contiguous()
         shared = (grad_context * context).sum(dim=1)  # g · c + Σ_k alpha_k γ_k
-        if grad_weights is None or not attention:
-            grad_weights = weights.new_zeros(1, 1).expand_as(weights)
-        else:
+        weight_grads = grad_weights is not None and attention
+        if weight_grads:
             shared = shared + (weights * grad_weights).sum(dim=1)
+        else:
+            grad_weights = weights  # not read: no [B, T] tensor of zeros to build
         grad_affine = torch.empty(batch, width + 1, dim, dtype=torch.float64)
         grad_score_weight = torch.zeros(batch, dim, dtype=torch.float64)
         grad_score_bias = torch.zeros(batch, dtype=torch.float64)
         arrays = (
             inputs.numpy(), lengths.numpy(), weight_t.numpy(), _as_numpy(bias), _as_numpy(vector),
             ctx.leak, attention, weights.numpy(), scores.numpy(), _as_numpy(grad_context),
-            _as_numpy(grad_weights), _as_numpy(shared), grad_affine.numpy(),
+            _as_numpy(grad_weights), weight_grads, _as_numpy(shared), grad_affine.numpy(),
             grad_score_weight.numpy(), grad_score_bias.numpy(),
         )  # fmt: skip
         _split_rows(lambda first, last: kernels.pool_backward(*arrays, first, last), lengths)
