@@ -180,7 +180,7 @@ def _affine_dot(weight_t: np.ndarray, bias: np.ndarray, d: int, sums: np.ndarray
     value = float(bias[d]) * sums[width]
     for k in range(width):
         value += float(weight_t[k, d]) * sums[k]
-    return value
+    return float(value)
 
 
 @numba.njit(**_INLINE)
