@@ -219,7 +219,8 @@ def _figure_2a(seeds: dict[str, list[dict[str, Any]]]) -> str:
         ]
         rows.append([variant, *cells_])
     return _markdown_table(
-        "### Figure 2a: test perplexity by attention window size (paper's value in brackets)\n",
+        "### Figure 2a: test perplexity by attention window size (in brackets: the paper's value, on its "
+        "own Wikipedia corpus)\n",
         ["model", *(f"L={w}" for w in WINDOWS)],
         rows,
     )
@@ -235,7 +236,7 @@ def _figure_2b(seeds: dict[str, list[dict[str, Any]]]) -> str:
             dev, test = _ppl_over_seeds(runs, "valid"), _ppl_over_seeds(runs, "test")
             rows.append([f"{n}-gram", hidden, dev, test, paper])
     return _markdown_table(
-        "### Figure 2b: N-gram RNNs (paper: dev / test)\n", ["model", "hidden", "dev", "test", "paper"], rows
+        "### Figure 2b: N-gram RNNs (paper: dev / test on its own Wikipedia corpus)\n", ["model", "hidden", "dev", "test", "paper"], rows
     )
 
 
@@ -274,7 +275,7 @@ def _figure_2c(runs: dict[str, Any], seeds: dict[str, list[dict[str, Any]]]) -> 
         "dev",
         "test",
         "test − LSTM",
-        "paper dev / test",
+        "paper dev / test (its Wikipedia corpus)",
     ]
     table = _markdown_table(
         "### Figure 2c: models at equal parameter count, best window by validation perplexity\n",
