@@ -236,7 +236,9 @@ def _figure_2b(seeds: dict[str, list[dict[str, Any]]]) -> str:
             dev, test = _ppl_over_seeds(runs, "valid"), _ppl_over_seeds(runs, "test")
             rows.append([f"{n}-gram", hidden, dev, test, paper])
     return _markdown_table(
-        "### Figure 2b: N-gram RNNs (paper: dev / test on its own Wikipedia corpus)\n", ["model", "hidden", "dev", "test", "paper"], rows
+        "### Figure 2b: N-gram RNNs (paper: dev / test on its own Wikipedia corpus)\n",
+        ["model", "hidden", "dev", "test", "paper"],
+        rows,
     )
 
 
