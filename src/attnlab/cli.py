@@ -14,8 +14,7 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from attnlab.config import ConfigError
@@ -26,45 +25,9 @@ from attnlab.experiments.registry import (
     resume_config,
     train_or_resume,
 )
-from attnlab.logs import LOG_FORMAT
+from attnlab.logs import LOG_FORMAT, log_to, log_to_run
 
 EXIT_USAGE = 2
-
-
-class RunLogHandler(logging.FileHandler):
-    """``RUN_DIR/train.log``, appended to. Records that come before the run directory exists wait
-    in memory, so that a run refused before it starts leaves no file behind."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, mode="a", encoding="utf-8", delay=True)
-        self.setFormatter(LOG_FORMAT)
-        self.waiting: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.stream is None and not Path(self.baseFilename).parent.is_dir():
-            self.waiting.append(record)
-            return
-        waiting, self.waiting = self.waiting, []
-        for earlier in waiting:
-            super().emit(earlier)
-        super().emit(record)
-
-
-@contextmanager
-def _log_to(*handlers: logging.Handler) -> Iterator[None]:
-    """Show the library's INFO log records through ``handlers`` while the block runs."""
-    logger = logging.getLogger("attnlab")
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    for handler in handlers:
-        logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        for handler in handlers:
-            logger.removeHandler(handler)
-            handler.close()
-        logger.setLevel(level)
 
 
 def _default_run_dir(config_arg: str) -> Path:
@@ -85,7 +48,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     config = experiment.parse_config(data)
     if args.overwrite:
         _remove_run(run_dir)
-    with _log_to(RunLogHandler(run_dir / "train.log")):
+    with log_to_run(run_dir):
         results = experiment.train(config, run_dir, resume=args.resume)
     _print_results(results, run_dir, data.get("experiment", "lookup"))
 
@@ -451,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(LOG_FORMAT)
     try:
-        with _log_to(console):
+        with log_to(console):
             output = args.handler(args)  # what a command shows on stdout, or None (it printed)
         if output is not None:
             print(output)

@@ -81,3 +81,14 @@ def test_resumed_training_says_where_it_resumes(tiny_overrides, tmp_path, capsys
     assert f"resuming {run} after epoch 1" in err and "training.epochs: 1 -> 2" in err
     log = (run / "train.log").read_text()
     assert log.count("parameters") == 2  # both starts, appended to one log
+
+
+def test_runs_trained_by_recipes_multiseed_and_sweeps_log_to_their_train_log(tiny_overrides, tmp_path):
+    """They all train through ``train_or_resume``, in this process or a worker."""
+    from attnlab.experiments.registry import resolve_config, train_or_resume
+
+    run = tmp_path / "run"
+    train_or_resume(resolve_config("lookup", tiny_overrides()), run)
+    logged = (run / "train.log").read_text()
+    assert "parameters" in logged and len(re.findall(r"epoch \d/3:", logged)) == 3
+    assert "evaluating" in logged and str(run / "checkpoints" / "best.pt") in logged

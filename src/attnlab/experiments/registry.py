@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
+from attnlab.logs import log_to_run
 
 EXPERIMENTS = {
     "lookup": "attnlab.experiments.lookup",
@@ -105,4 +106,5 @@ def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dic
 
     experiment = experiment_module(config_data)
     resume = RunDirectory(run_dir).checkpoint("last").exists()
-    return experiment.train(experiment.parse_config(config_data), run_dir, resume=resume)
+    with log_to_run(run_dir):
+        return experiment.train(experiment.parse_config(config_data), run_dir, resume=resume)

@@ -4,7 +4,7 @@ Layout::
 
     RUN_DIR/
       config.yaml            the resolved config (defaults filled in, overrides applied)
-      train.log              what ``attnlab train`` logged (appended to on each resume)
+      train.log              what training logged (appended to on each resume)
       resumes.jsonl          one record per resume: the epoch it resumed after and the config
                              keys it changed (only those of :data:`RESUMABLE_KEYS`)
       metrics.jsonl          one record per finished epoch
