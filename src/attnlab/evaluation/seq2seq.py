@@ -14,7 +14,11 @@ from attnlab.evaluation.metrics import (
     sequence_correct_before_eos,
 )
 from attnlab.models.seq2seq import RecurrentSeq2Seq
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 from attnlab.tasks.examples import Seq2SeqBatch
+
+Seq2SeqModel = RecurrentSeq2Seq | StepwiseSeq2Seq
+"""A model with teacher-forced ``forward``, ``greedy_decode`` and ``pad_id`` / ``eos_id``."""
 
 
 def decoding_budget(source_len: int, max_length: int | None = None) -> int:
@@ -24,7 +28,7 @@ def decoding_budget(source_len: int, max_length: int | None = None) -> int:
 
 
 def teacher_forced_loss(
-    model: RecurrentSeq2Seq, batch: Seq2SeqBatch, attention_guidance: float = 0.0
+    model: Seq2SeqModel, batch: Seq2SeqBatch, attention_guidance: float = 0.0
 ) -> torch.Tensor:
     """Mean token cross-entropy of the target (``<eos>`` included, padding excluded).
 
@@ -99,7 +103,7 @@ class _Totals:
 
 @torch.no_grad()
 def evaluate_seq2seq(
-    model: RecurrentSeq2Seq,
+    model: Seq2SeqModel,
     batches: Iterable[Seq2SeqBatch],
     device: torch.device,
     *,
@@ -121,7 +125,7 @@ def evaluate_seq2seq(
 
 
 def _accumulate(
-    model: RecurrentSeq2Seq,
+    model: Seq2SeqModel,
     batch: Seq2SeqBatch,
     totals: _Totals,
     max_length: int | None,

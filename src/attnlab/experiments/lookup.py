@@ -20,12 +20,15 @@ from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation.seq2seq import ExampleOutcomes, evaluate_seq2seq, teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
 from attnlab.experiments.seq2seq_common import (
+    TransformerModelConfig,
+    build_transformer,
     decoded_attention_samples,
     seq2seq_from_checkpoint,
     seq2seq_model_spec,
 )
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
 from attnlab.models.seq2seq import RecurrentSeq2Seq
+from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks.batching import batches, encode_examples
 from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
 from attnlab.tasks.lookup import VARIANTS, LookupTablesSpec, generate_lookup_tables
@@ -100,8 +103,12 @@ class LookupDataConfig:
 
 @dataclass
 class Seq2SeqModelConfig:
-    """The recurrent seq2seq of §6.3 (see :class:`attnlab.models.seq2seq.RecurrentSeq2Seq`)."""
+    """The recurrent seq2seq of §6.3 (see :class:`attnlab.models.seq2seq.RecurrentSeq2Seq`), or with
+    ``architecture: transformer`` a Transformer whose options are under ``transformer``
+    (:class:`~attnlab.experiments.seq2seq_common.TransformerModelConfig`; the recurrent options
+    do not apply to it; its location attenders are ``transformer.cross_attention``)."""
 
+    architecture: Literal["recurrent", "transformer"] = "recurrent"
     attender: str = "mix"
     attender_options: dict[str, Any] = field(default_factory=dict)
     embedding_dim: int = 64
@@ -112,6 +119,7 @@ class Seq2SeqModelConfig:
     encoder_window: int = 3
     decoder_recurrence: bool = True
     input_feeding: bool = False
+    transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
 
 
 @dataclass
@@ -225,8 +233,13 @@ def _split_origin(data: LookupDataConfig, split: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------------- model
 
 
-def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary) -> RecurrentSeq2Seq:
+LookupModel = RecurrentSeq2Seq | TransformerSeq2Seq
+
+
+def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary) -> LookupModel:
     try:
+        if model.architecture == "transformer":
+            return build_transformer(model.transformer, source, target)
         return RecurrentSeq2Seq(
             len(source),
             len(target),
@@ -254,7 +267,7 @@ def model_spec(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary
 
 def model_from_checkpoint(
     path: Path, device: torch.device, expected: Seq2SeqModelConfig | None = None
-) -> tuple[RecurrentSeq2Seq, Vocabulary, Vocabulary]:
+) -> tuple[LookupModel, Vocabulary, Vocabulary]:
     """Rebuild the model a checkpoint was written for; with ``expected``, it must be that model."""
     return seq2seq_from_checkpoint(
         path,
@@ -349,7 +362,14 @@ def describe(config: LookupExperimentConfig) -> str:
     """What a run trains, in a few words (the first line of its log)."""
     data = config.data
     source = f"files ({data.train_file})" if data.train_file else f"{data.variant} Lookup Tables (generated)"
-    return f"lookup on {source}: recurrent seq2seq, attender {config.model.attender}"
+    model = config.model
+    if model.architecture == "transformer":
+        options = model.transformer
+        return (
+            f"lookup on {source}: transformer, positional {options.positional}, "
+            f"cross-attention {options.cross_attention}"
+        )
+    return f"lookup on {source}: recurrent seq2seq, attender {model.attender}"
 
 
 def _encode(

@@ -12,7 +12,8 @@ Config → data → model → trainer → metrics:
   ``training.patience`` epochs without improvement.
 * **model** (:class:`ScanModelConfig`): Syntactic Attention with its two ablations, or the GRU +
   attention baselines with or without the dependency on the previous action
-  (:mod:`attnlab.models.syntactic_attention`).
+  (:mod:`attnlab.models.syntactic_attention`), or a Transformer (``architecture: transformer``,
+  options under ``model.transformer``; :mod:`attnlab.models.transformer`).
 * **metrics** per test set: ``seq_acc`` — exact match with the model producing ``<eos>`` itself;
   ``seq_acc_given_length`` — exact match when the model decodes exactly as many tokens as the
   target has (the evaluation of the authors' code, which runs the decoder for the target's
@@ -46,6 +47,8 @@ from attnlab.evaluation.metrics import sequence_correct
 from attnlab.evaluation.seq2seq import ExampleOutcomes, teacher_forced_loss
 from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
 from attnlab.experiments.seq2seq_common import (
+    TransformerModelConfig,
+    build_transformer,
     decoded_attention_samples,
     seq2seq_from_checkpoint,
     seq2seq_model_spec,
@@ -131,14 +134,17 @@ class ScanDataConfig:
 
 @dataclass
 class ScanModelConfig:
-    """Syntactic Attention (paper sizes) or the GRU + attention baseline (``architecture``).
+    """Syntactic Attention (paper sizes), the GRU + attention baseline or a Transformer (``architecture``).
 
     ``translation_encoder`` (``linear`` | ``rnn``) and ``translate_from_context`` are the two
     ablations of Russin et al.'s Table 2 (Syntactic Attention only); ``previous_output: false``
-    is Bastings et al.'s "−dep" (GRU baseline only).
+    is Bastings et al.'s "−dep" (GRU baseline only). ``transformer`` holds the Transformer's own
+    options (:class:`~attnlab.experiments.seq2seq_common.TransformerModelConfig`: ``positional``,
+    ``cross_attention``, sizes, its own ``dropout``); the recurrent sizes and ``dropout`` above
+    do not apply to it.
     """
 
-    architecture: Literal["syntactic_attention", "gru_attention"] = "syntactic_attention"
+    architecture: Literal["syntactic_attention", "gru_attention", "transformer"] = "syntactic_attention"
     embedding_dim: int = 120
     encoder_hidden_dim: int = 200
     encoder_layers: int = 2
@@ -147,16 +153,17 @@ class ScanModelConfig:
     translation_encoder: Literal["linear", "rnn"] = "linear"
     translate_from_context: bool = False
     previous_output: bool = True
+    transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
 
     def __post_init__(self) -> None:
-        if self.architecture == "gru_attention" and (
+        if self.architecture != "syntactic_attention" and (
             self.translation_encoder != "linear" or self.translate_from_context
         ):
             raise ValueError("translation_encoder / translate_from_context apply to syntactic_attention only")
-        if self.architecture == "syntactic_attention" and not self.previous_output:
+        if self.architecture != "gru_attention" and not self.previous_output:
             raise ValueError(
                 "previous_output applies to gru_attention only (the Syntactic Attention decoder never "
-                "reads its previous output)"
+                "reads its previous output; the Transformer always does)"
             )
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
@@ -375,6 +382,8 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
         "eos_id": target.eos_id,
     }
     try:
+        if model.architecture == "transformer":
+            return build_transformer(model.transformer, source, target)
         if model.architecture == "syntactic_attention":
             return SyntacticAttentionSeq2Seq(
                 len(source),
@@ -443,7 +452,7 @@ def evaluate_split(
         if outcomes is not None:
             outcomes.add(decoded.tokens, model.eos_id, **correct)
         tokens = int((lengths + 1).sum())
-        totals["loss"] += float(teacher_forced_loss(model, batch)) * tokens  # type: ignore[arg-type]
+        totals["loss"] += float(teacher_forced_loss(model, batch)) * tokens
         totals["tokens"] += tokens
         if evaluation.bleu:
             hypotheses += [" ".join(target.decode(row, strip_specials=True)) for row in decoded.tokens.cpu()]

@@ -1,18 +1,21 @@
 """What the sequence-to-sequence experiments (:mod:`~attnlab.experiments.lookup`,
 :mod:`~attnlab.experiments.scan`) share: a model spec that carries the source and target
 vocabularies, rebuilding a model from a checkpoint with such a spec, and the attention maps of a
-few decoded examples (the trainer's TensorBoard images)."""
+few decoded examples (the trainer's TensorBoard images), and the Transformer's model options
+(:class:`TransformerModelConfig`, ``model.architecture: transformer`` in both experiments)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
 
 from attnlab.config import from_dict, to_dict
 from attnlab.evaluation.seq2seq import decoding_budget
+from attnlab.models.transformer import TransformerSeq2Seq, cross_attention_heads
 from attnlab.tasks.batching import EncodedDataset, collate
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.checkpoint import check_model_spec, load_model_weights, load_system_checkpoint
@@ -22,6 +25,58 @@ ModelT = TypeVar("ModelT", bound=torch.nn.Module)
 
 ATTENTION_SAMPLES = 2
 """How many validation examples :func:`decoded_attention_samples` shows by default."""
+
+
+@dataclass
+class TransformerModelConfig:
+    """The options of :class:`attnlab.models.transformer.TransformerSeq2Seq` (small by default).
+
+    ``positional``: ``sinusoidal`` | ``learned`` | ``relative`` | ``rope`` | ``alibi`` | ``none``.
+    ``cross_attention``: ``dot`` or an attender name (``location``, ``mix``, ``shift``, …) for every
+    head, or a list with one entry per decoder layer (a name, or a list of one name per head);
+    ``cross_attention_options``: attender name → its options.
+    """
+
+    d_model: int = 128
+    heads: int = 4
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    ff_dim: int = 512
+    dropout: float = 0.1
+    positional: Literal["sinusoidal", "learned", "relative", "rope", "alibi", "none"] = "sinusoidal"
+    cross_attention: str | list[Any] = "dot"
+    cross_attention_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    max_positions: int = 256
+    max_relative_distance: int = 16
+
+    def __post_init__(self) -> None:
+        cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
+
+
+def build_transformer(
+    config: TransformerModelConfig, source: Vocabulary, target: Vocabulary
+) -> TransformerSeq2Seq:
+    """The Transformer of ``config`` for these vocabularies (they must share the pad id)."""
+    if source.pad_id != target.pad_id:
+        raise ValueError("the source and target vocabularies must share the pad id")
+    return TransformerSeq2Seq(
+        len(source),
+        len(target),
+        d_model=config.d_model,
+        heads=config.heads,
+        encoder_layers=config.encoder_layers,
+        decoder_layers=config.decoder_layers,
+        ff_dim=config.ff_dim,
+        dropout=config.dropout,
+        positional=config.positional,
+        cross_attention=config.cross_attention,
+        cross_attention_options=config.cross_attention_options,
+        max_positions=config.max_positions,
+        max_relative_distance=config.max_relative_distance,
+        pad_id=target.pad_id,
+        sos_id=target.sos_id,
+        eos_id=target.eos_id,
+    )
 
 
 def seq2seq_model_spec(system: str, model: Any, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
@@ -48,14 +103,20 @@ def seq2seq_from_checkpoint(
     With ``expected`` (a model config), the checkpoint must be for that model. ``description``
     names the system in the error for a checkpoint of another one; ``build_model`` makes the model
     from its config and the source and target vocabularies.
+
+    A checkpoint written before a model option existed reads as having that option's default
+    (its spec is read through ``config_type``), so adding an option with a default that keeps the
+    old model keeps old checkpoints loadable.
     """
-    expected_model = None if expected is None else to_dict(expected)
-    checkpoint, spec = load_system_checkpoint(path, system, description, expected_model, device)
+    checkpoint, spec = load_system_checkpoint(path, system, description, None, device)
     model_config = from_dict(config_type, spec["model"], f"{path}: model")
+    if expected is not None:
+        check_model_spec(path, {"model_spec": to_dict(model_config)}, to_dict(expected))
     source = Vocabulary.from_dict(spec["vocabularies"]["source"])
     target = Vocabulary.from_dict(spec["vocabularies"]["target"])
     model = build_model(model_config, source, target)
-    check_model_spec(path, checkpoint, seq2seq_model_spec(system, model_config, source, target))
+    normalised = {**checkpoint, "model_spec": {**checkpoint["model_spec"], "model": to_dict(model_config)}}
+    check_model_spec(path, normalised, seq2seq_model_spec(system, model_config, source, target))
     load_model_weights(path, model, checkpoint)
     return model.to(device).eval(), source, target
 

@@ -1,0 +1,158 @@
+"""Positional schemes for Transformer self-attention (:mod:`attnlab.models.transformer`).
+
+Each scheme tells a Transformer where its tokens are; :data:`POSITIONAL_SCHEMES` names them:
+
+* ``"sinusoidal"``: absolute sinusoidal encodings added to the embeddings (Vaswani et al. 2017,
+  §3.5; :func:`attnlab.attention.positional.sinusoidal_encoding`).
+* ``"learned"``: a learned table of absolute position embeddings added to the embeddings (Gehring
+  et al. 2017; Devlin et al. 2019). It has ``max_positions`` rows and refuses longer sequences.
+* ``"relative"``: Shaw et al. (2018) relative position representations: learned embeddings
+  ``a_{j-i}`` of the clipped offset ``clip(j - i, -k, k)`` (``k = max_relative_distance``), shared
+  by the heads of a layer, added to the keys for scoring, ``e_ij = q_i (k_j + a_{j-i})^T / sqrt(d)``
+  (their eq. 4; the value term ``a^V`` is left out, which their ablation found unnecessary). This
+  is the relative family Transformer-XL (Dai et al. 2019) also belongs to; its sinusoidal form is
+  the attender ``transformer_xl`` (:class:`~attnlab.attention.positional.TransformerXLAttender`).
+* ``"rope"``: rotary position embeddings (Su et al. 2021): each (even, odd) pair of a head's
+  query and key is rotated by the angle ``p theta_i``, ``theta_i = 10000^(-2i/d)``, so
+  ``q_m^T k_n`` depends on ``m - n`` only.
+* ``"alibi"``: attention with linear biases (Press et al. 2022): ``-m_h |i - j|`` added to the
+  scores of head ``h``, with the geometric slopes :func:`alibi_slopes`. In the (bidirectional)
+  encoder the distance is ``|i - j|``; in the causal decoder it is ``i - j >= 0``, Press et al.'s.
+* ``"none"``: no positional information (NoPE; Kazemnejad et al. 2023). A causal decoder can still
+  infer positions from its mask; an encoder without positions sees a bag of words.
+
+Positions are ranks among the real (unpadded) tokens (:func:`attnlab.attention.positional.
+source_positions`), so any padding layout gives the same encodings to the real tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from attnlab.attention.positional import sinusoidal_encoding
+
+__all__ = [
+    "ABSOLUTE_SCHEMES",
+    "POSITIONAL_SCHEMES",
+    "AbsolutePositions",
+    "SelfAttentionPositions",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
+]
+
+POSITIONAL_SCHEMES = ("sinusoidal", "learned", "relative", "rope", "alibi", "none")
+ABSOLUTE_SCHEMES = ("sinusoidal", "learned")
+
+
+def check_scheme(scheme: str) -> None:
+    if scheme not in POSITIONAL_SCHEMES:
+        raise ValueError(f"positional must be one of {list(POSITIONAL_SCHEMES)}, got {scheme!r}")
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """The ALiBi head slopes of Press et al. (2022, §3 and their code), ``[heads]``.
+
+    For ``n`` a power of 2: the geometric sequence ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``. Otherwise
+    the slopes of the largest power of two ``m < n`` followed by every other slope of ``2m``, the
+    first ``n - m`` of them.
+    """
+    if heads < 1:
+        raise ValueError(f"heads must be >= 1, got {heads}")
+
+    def power_of_two(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+
+    if heads & (heads - 1) == 0:
+        return torch.tensor(power_of_two(heads))
+    closest = 2 ** math.floor(math.log2(heads))
+    return torch.tensor(power_of_two(closest) + power_of_two(2 * closest)[0::2][: heads - closest])
+
+
+def alibi_bias(
+    slopes: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor
+) -> torch.Tensor:
+    """``-m_h |i - j|`` ``[batch, heads, queries, keys]`` for positions ``[batch, queries]``,
+    ``[batch, keys]`` (in a causal decoder every unmasked ``j <= i``, so this is ``-m_h (i - j)``)."""
+    distance = (query_positions.unsqueeze(-1) - key_positions.unsqueeze(-2)).abs()  # [B, Q, K]
+    return -slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x [batch, heads, steps, dim]`` at ``positions [batch, steps]`` (Su et al. 2021, eq. 34).
+
+    The pair ``(x_2i, x_2i+1)`` turns by ``p theta_i`` with ``theta_i = 10000^(-2i/dim)``: the
+    sinusoids of :func:`sinusoidal_encoding`, so ``rope(q, m)^T rope(k, n) = q^T R_(n-m) k``.
+    ``dim`` must be even.
+    """
+    encodings = sinusoidal_encoding(positions.to(x.dtype), x.size(-1)).unsqueeze(1)  # [B, 1, T, D]
+    sin, cos = encodings[..., 0::2], encodings[..., 1::2]
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+class AbsolutePositions(nn.Module):
+    """Absolute encodings added to token embeddings: ``sinusoidal`` or ``learned`` (else nothing)."""
+
+    def __init__(self, scheme: str, dim: int, max_positions: int) -> None:
+        super().__init__()
+        check_scheme(scheme)
+        self.scheme, self.dim, self.max_positions = scheme, dim, max_positions
+        self.table = nn.Embedding(max_positions, dim) if scheme == "learned" else None
+        if self.table is not None:
+            nn.init.normal_(self.table.weight, std=0.02)
+
+    def forward(self, embedded: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``embedded [batch, steps, dim]`` plus the encodings of ``positions [batch, steps]``."""
+        if self.scheme == "sinusoidal":
+            return embedded + sinusoidal_encoding(positions.to(embedded.dtype), self.dim)
+        if self.table is not None:
+            longest = positions.size(1) if positions.numel() == 0 else int(positions.max()) + 1
+            if longest > self.max_positions:
+                raise ValueError(
+                    f"positional='learned' has a table of max_positions={self.max_positions} "
+                    f"positions, and a sequence needs position {longest - 1}; raise max_positions "
+                    "(untrained rows) or use a relative scheme (relative, rope, alibi, none)"
+                )
+            return embedded + self.table(positions.long())
+        return embedded
+
+
+class SelfAttentionPositions(nn.Module):
+    """What a scheme does inside one self-attention layer: RoPE rotates queries and keys; ALiBi and
+    Shaw's relative embeddings add a bias to the scores. Absolute schemes and ``none`` do nothing."""
+
+    slopes: torch.Tensor
+
+    def __init__(self, scheme: str, heads: int, head_dim: int, max_relative_distance: int = 16) -> None:
+        super().__init__()
+        check_scheme(scheme)
+        if scheme == "rope" and head_dim % 2:
+            raise ValueError(f"positional='rope' needs an even head dimension, got {head_dim}")
+        if max_relative_distance < 1:
+            raise ValueError(f"max_relative_distance must be >= 1, got {max_relative_distance}")
+        self.scheme, self.head_dim, self.max_distance = scheme, head_dim, max_relative_distance
+        self.register_buffer("slopes", alibi_slopes(heads), persistent=False)
+        self.relative = (
+            nn.Embedding(2 * max_relative_distance + 1, head_dim) if scheme == "relative" else None
+        )
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Queries or keys ``[batch, heads, steps, head_dim]`` at ``positions [batch, steps]``."""
+        return apply_rope(x, positions) if self.scheme == "rope" else x
+
+    def score_bias(
+        self, query: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor
+    ) -> torch.Tensor | None:
+        """The bias ``[batch, heads, queries, keys]`` added to ``q k^T / sqrt(d)``, or ``None``."""
+        if self.scheme == "alibi":
+            return alibi_bias(self.slopes.to(query.dtype), query_positions, key_positions)
+        if self.relative is not None:
+            offsets = key_positions.unsqueeze(-2) - query_positions.unsqueeze(-1)  # [B, Q, K]
+            index = offsets.long().clamp(-self.max_distance, self.max_distance) + self.max_distance
+            embeddings = self.relative(index)  # [B, Q, K, D]
+            return torch.einsum("bhqd,bqkd->bhqk", query, embeddings) / math.sqrt(self.head_dim)
+        return None

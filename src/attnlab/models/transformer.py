@@ -1,0 +1,414 @@
+"""A small pre-norm Transformer encoder–decoder whose positional scheme is a constructor flag.
+
+Architecture (Vaswani et al. 2017 with pre-layer normalisation, Xiong et al. 2020): token
+embeddings scaled by ``sqrt(d_model)``; ``encoder_layers`` blocks of ``x + SelfAttn(LN(x))``,
+``x + FF(LN(x))``; ``decoder_layers`` blocks of causal ``x + SelfAttn(LN(x))``,
+``x + CrossAttn(LN(x), memory)``, ``x + FF(LN(x))``; a final ``LN`` after each stack; a linear
+output layer. ``FF(x) = W_2 dropout(ReLU(W_1 x))``; dropout on every residual branch.
+
+``positional`` picks the scheme (:mod:`attnlab.attention.positions`): ``sinusoidal`` (Vaswani et
+al. 2017), ``learned`` (absolute table), ``relative`` (Shaw et al. 2018), ``rope`` (Su et al.
+2021), ``alibi`` (Press et al. 2022) or ``none`` (NoPE, Kazemnejad et al. 2023). It applies to the
+encoder's and the decoder's self-attention; cross-attention has no positional term of its own
+(the standard Transformer), unless its heads are location attenders.
+
+Location-based cross-attention. Each cross-attention head is ``"dot"`` (scaled dot product) or any
+attnlab attender by name (:func:`attnlab.attention.build_attender`: ``location``, ``mix``,
+``shift``, ``additive``, ``transformer_xl``, …) with ``query_dim = key_dim = value_dim =
+d_model / heads``: the head's projected query, keys and values go through the attender unchanged,
+so the mechanisms of the recurrent models (Dubois et al. 2020) plug in per layer or per head.
+Stateful attenders (Location, Mix, Shift) carry their state from one target step to the next: a
+teacher-forced call hands the attender all the steps at once (it loops over them internally) and
+incremental decoding threads the state, which gives the same result because every decoder
+representation of step ``t`` depends on steps ``<= t`` only.
+
+Masking. Source padding (``True`` = padding) is masked in the encoder's self-attention and in every
+cross-attention head, so padded tokens change nothing. Targets are right-padded: causal
+self-attention already keeps padded target positions (after the real ones) out of every real
+step. Positions are ranks among the real tokens.
+
+Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.syntactic_attention.
+StepwiseSeq2Seq`: ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step`
+decode one token at a time with cached self-attention keys and values per layer, so greedy and
+given-length decoding are the shared ones. The returned attention is the last decoder layer's
+cross-attention, averaged over its heads (``[B, T, S]``: sums to 1, 0 on padding).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnlab.attention import Attender, AttentionState, build_attender
+from attnlab.attention.base import check_padding_mask
+from attnlab.attention.positional import source_positions
+from attnlab.attention.positions import (
+    ABSOLUTE_SCHEMES,
+    AbsolutePositions,
+    SelfAttentionPositions,
+    check_scheme,
+)
+from attnlab.models.seq2seq import Seq2SeqOutput
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq
+
+__all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "cross_attention_heads"]
+
+DOT = "dot"
+"""The standard scaled dot-product cross-attention head."""
+
+CrossAttentionSpec = str | list[Any]
+"""One name for every head of every layer, or one entry per decoder layer: a name (all heads of
+that layer) or a list of one name per head."""
+
+
+def cross_attention_heads(spec: CrossAttentionSpec, layers: int, heads: int) -> list[list[str]]:
+    """Normalise a cross-attention spec to ``[layers][heads]`` names; bad shapes raise ``ValueError``."""
+    if isinstance(spec, str):
+        return [[spec] * heads for _ in range(layers)]
+    if len(spec) != layers:
+        raise ValueError(
+            f"cross_attention lists {len(spec)} layers, and the decoder has {layers}; give one "
+            "name for all, or one entry (a name, or a list of one name per head) per layer"
+        )
+    per_layer = []
+    for i, entry in enumerate(spec):
+        if isinstance(entry, str):
+            per_layer.append([entry] * heads)
+        elif isinstance(entry, list | tuple) and len(entry) == heads and _names(entry):
+            per_layer.append(list(entry))
+        else:
+            raise ValueError(
+                f"cross_attention[{i}] must be a name or a list of {heads} names (one per head), "
+                f"got {entry!r}"
+            )
+    return per_layer
+
+
+def _names(entry: list[Any] | tuple[Any, ...]) -> bool:
+    return all(isinstance(name, str) for name in entry)
+
+
+def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """``[B, T, H*D]`` → ``[B, H, T, D]``."""
+    batch, steps, _ = x.shape
+    return x.view(batch, steps, heads, -1).transpose(1, 2)
+
+
+def _merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """``[B, H, T, D]`` → ``[B, T, H*D]``."""
+    batch, heads, steps, dim = x.shape
+    return x.transpose(1, 2).reshape(batch, steps, heads * dim)
+
+
+@dataclass
+class _SelfCache:
+    """A decoder layer's keys and values so far (positions rotated in for RoPE)."""
+
+    keys: torch.Tensor  # [B, H, t, D]
+    values: torch.Tensor  # [B, H, t, D]
+    positions: torch.Tensor  # [B, t]
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with a positional scheme; causal or with key padding."""
+
+    def __init__(
+        self, d_model: int, heads: int, scheme: str, dropout: float, max_relative_distance: int
+    ) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, d_model // heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.positions = SelfAttentionPositions(scheme, heads, self.head_dim, max_relative_distance)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        *,
+        key_padding_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        cache: _SelfCache | None = None,
+    ) -> tuple[torch.Tensor, _SelfCache]:
+        """``x [B, T, D]`` at ``positions [B, T]``; with ``cache``, the new steps follow the cached ones."""
+        query, keys, values = (_split_heads(part, self.heads) for part in self.qkv(x).chunk(3, dim=-1))
+        query = self.positions.rotate(query, positions)
+        keys = self.positions.rotate(keys, positions)
+        key_positions = positions
+        if cache is not None:
+            keys = torch.cat([cache.keys, keys], dim=2)
+            values = torch.cat([cache.values, values], dim=2)
+            key_positions = torch.cat([cache.positions, positions], dim=1)
+        scores = query @ keys.transpose(-1, -2) / math.sqrt(self.head_dim)  # [B, H, T, K]
+        bias = self.positions.score_bias(query, positions, key_positions)
+        if bias is not None:
+            scores = scores + bias
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        if causal:
+            future = key_positions.unsqueeze(1) > positions.unsqueeze(2)  # [B, T, K]
+            scores = scores.masked_fill(future.unsqueeze(1), float("-inf"))
+        weights = self.dropout(torch.softmax(scores, dim=-1))
+        return self.out(_merge_heads(weights @ values)), _SelfCache(keys, values, key_positions)
+
+
+@dataclass
+class _CrossState:
+    """A decoder layer's projected memory and the state of each attender head."""
+
+    keys: torch.Tensor  # [B, H, S, D]
+    values: torch.Tensor  # [B, H, S, D]
+    padding_mask: torch.Tensor  # [B, S]
+    attender_states: dict[int, AttentionState] = field(default_factory=dict)
+
+
+class CrossAttention(nn.Module):
+    """Multi-head cross-attention whose heads are ``"dot"`` or attnlab attenders (module docstring)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: list[str],
+        options: dict[str, dict[str, Any]],
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.heads, self.head_dim = len(heads), d_model // len(heads)
+        self.kinds = list(heads)
+        self.query = nn.Linear(d_model, d_model)
+        self.key_value = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        dim = self.head_dim
+        self.dot_heads = [h for h, kind in enumerate(heads) if kind == DOT]
+        self.attenders = nn.ModuleDict(
+            {
+                str(h): build_attender(kind, dim, dim, dim, **options.get(kind, {}))
+                for h, kind in enumerate(heads)
+                if kind != DOT
+            }
+        )
+
+    def start(self, memory: torch.Tensor, padding_mask: torch.Tensor) -> _CrossState:
+        keys, values = (_split_heads(part, self.heads) for part in self.key_value(memory).chunk(2, dim=-1))
+        states = {}
+        for name in self.attenders:
+            h = int(name)
+            states[h] = self._attender(h).initial_state(keys[:, h], padding_mask)
+        return _CrossState(keys, values, padding_mask, states)
+
+    def _attender(self, head: int) -> Attender:
+        attender = self.attenders[str(head)]
+        assert isinstance(attender, Attender)
+        return attender
+
+    def forward(self, x: torch.Tensor, state: _CrossState) -> tuple[torch.Tensor, torch.Tensor, _CrossState]:
+        """``x [B, T, D]`` → output ``[B, T, D]``, weights ``[B, H, T, S]`` and the next state."""
+        query = _split_heads(self.query(x), self.heads)
+        glimpses: list[torch.Tensor | None] = [None] * self.heads
+        weights: list[torch.Tensor | None] = [None] * self.heads
+        if self.dot_heads:
+            index = self.dot_heads
+            scores = query[:, index] @ state.keys[:, index].transpose(-1, -2) / math.sqrt(self.head_dim)
+            scores = scores.masked_fill(state.padding_mask[:, None, None, :], float("-inf"))
+            dot_weights = torch.softmax(scores, dim=-1)
+            dot_glimpses = self.dropout(dot_weights) @ state.values[:, index]
+            for i, h in enumerate(index):
+                glimpses[h], weights[h] = dot_glimpses[:, i], dot_weights[:, i]
+        next_states = dict(state.attender_states)
+        for name in self.attenders:
+            h = int(name)
+            attended = self._attender(h)(
+                query[:, h],
+                state.keys[:, h],
+                state.values[:, h],
+                state.padding_mask,
+                state.attender_states[h],
+            )
+            glimpses[h], weights[h], next_states[h] = attended.glimpse, attended.weights, attended.state
+        output = self.out(_merge_heads(torch.stack(glimpses, dim=1)))  # type: ignore[arg-type]
+        all_weights = torch.stack(weights, dim=1)  # type: ignore[arg-type]
+        return output, all_weights, _CrossState(state.keys, state.values, state.padding_mask, next_states)
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
+        super().__init__(
+            nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
+        )
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model: int, heads: int, ff_dim: int, dropout: float, scheme: str, distance: int):
+        super().__init__()
+        self.attention_norm, self.ff_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attention = SelfAttention(d_model, heads, scheme, dropout, distance)
+        self.ff = FeedForward(d_model, ff_dim, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        attended, _ = self.attention(self.attention_norm(x), positions, key_padding_mask=padding_mask)
+        x = x + self.dropout(attended)
+        return x + self.dropout(self.ff(self.ff_norm(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(
+        self,
+        d_model: int,
+        heads: list[str],
+        ff_dim: int,
+        dropout: float,
+        scheme: str,
+        distance: int,
+        options: dict[str, dict[str, Any]],
+    ):
+        super().__init__()
+        self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
+        self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance)
+        self.cross_attention = CrossAttention(d_model, heads, options, dropout)
+        self.ff = FeedForward(d_model, ff_dim, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        cross: _CrossState,
+        cache: _SelfCache | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, _CrossState, _SelfCache]:
+        attended, cache = self.self_attention(self.self_norm(x), positions, causal=True, cache=cache)
+        x = x + self.dropout(attended)
+        glimpse, weights, cross = self.cross_attention(self.cross_norm(x), cross)
+        x = x + self.dropout(glimpse)
+        return x + self.dropout(self.ff(self.ff_norm(x))), weights, cross, cache
+
+
+@dataclass
+class _DecoderState:
+    """The incremental decoding state of :class:`TransformerSeq2Seq`."""
+
+    cross: list[_CrossState]
+    caches: list[_SelfCache | None]
+    step: int = 0
+
+
+class TransformerSeq2Seq(StepwiseSeq2Seq):
+    """Pre-norm Transformer encoder–decoder (see the module docstring).
+
+    Args:
+        positional: ``"sinusoidal"``, ``"learned"``, ``"relative"``, ``"rope"``, ``"alibi"`` or
+            ``"none"`` (:data:`attnlab.attention.positions.POSITIONAL_SCHEMES`).
+        cross_attention: ``"dot"`` or an attender name for every head, or per decoder layer a
+            name or a list of one name per head (:func:`cross_attention_heads`).
+        cross_attention_options: keyword options per attender name, e.g.
+            ``{"location": {"fixed_sigma": True}}``.
+        max_positions: rows of the ``learned`` table (longer sequences are an error).
+        max_relative_distance: Shaw et al.'s clipping distance ``k`` for ``relative``.
+    """
+
+    def __init__(
+        self,
+        source_vocab_size: int,
+        target_vocab_size: int,
+        *,
+        d_model: int = 128,
+        heads: int = 4,
+        encoder_layers: int = 2,
+        decoder_layers: int = 2,
+        ff_dim: int = 512,
+        dropout: float = 0.1,
+        positional: str = "sinusoidal",
+        cross_attention: CrossAttentionSpec = DOT,
+        cross_attention_options: dict[str, dict[str, Any]] | None = None,
+        max_positions: int = 256,
+        max_relative_distance: int = 16,
+        pad_id: int = 0,
+        sos_id: int = 1,
+        eos_id: int = 2,
+    ) -> None:
+        super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
+        check_scheme(positional)
+        if min(d_model, heads, encoder_layers, decoder_layers, ff_dim, max_positions) < 1:
+            raise ValueError(
+                "d_model, heads, encoder_layers, decoder_layers, ff_dim and max_positions must be >= 1"
+            )
+        if d_model % heads:
+            raise ValueError(f"d_model ({d_model}) must be a multiple of heads ({heads})")
+        if not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_model, self.positional = d_model, positional
+        self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
+        options = dict(cross_attention_options or {})
+        self.source_embedding = nn.Embedding(source_vocab_size, d_model, padding_idx=pad_id)
+        self.target_embedding = nn.Embedding(target_vocab_size, d_model, padding_idx=pad_id)
+        absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
+        self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
+        self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
+        self.encoder = nn.ModuleList(
+            EncoderLayer(d_model, heads, ff_dim, dropout, positional, max_relative_distance)
+            for _ in range(encoder_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderLayer(d_model, names, ff_dim, dropout, positional, max_relative_distance, options)
+            for names in self.head_names
+        )
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.output = nn.Linear(d_model, target_vocab_size)
+
+    def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
+        """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
+        check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        embedded = self.source_embedding(source) * math.sqrt(self.d_model)
+        positions = source_positions(embedded, source_padding_mask)
+        x = self.dropout(self.source_positions(embedded, positions))
+        for layer in self.encoder:
+            x = layer(x, positions, source_padding_mask)
+        return self.encoder_norm(x)
+
+    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _DecoderState:
+        memory = self.encode(source, source_padding_mask)
+        cross = [_cross_attention(layer).start(memory, source_padding_mask) for layer in self.decoder]
+        return _DecoderState(cross, [None] * len(self.decoder))
+
+    def _decode(
+        self, state: _DecoderState, tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, _DecoderState]:
+        """Logits ``[B, T, V]`` and mean last-layer attention ``[B, T, S]`` of ``tokens [B, T]``."""
+        embedded = self.target_embedding(tokens) * math.sqrt(self.d_model)
+        steps = tokens.size(1)
+        positions = torch.arange(state.step, state.step + steps, device=tokens.device, dtype=embedded.dtype)
+        positions = positions.expand(tokens.size(0), steps)
+        x = self.dropout(self.target_positions(embedded, positions))
+        crosses, caches = [], []
+        weights = embedded.new_zeros(())
+        for layer, cross, cache in zip(self.decoder, state.cross, state.caches):
+            x, weights, cross, cache = layer(x, positions, cross, cache)
+            crosses.append(cross)
+            caches.append(cache)
+        logits = self.output(self.decoder_norm(x))
+        return logits, weights.mean(dim=1), _DecoderState(crosses, caches, state.step + steps)
+
+    def step(
+        self, state: _DecoderState, previous: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, _DecoderState]:
+        logits, weights, state = self._decode(state, previous.unsqueeze(1))
+        return logits.squeeze(1), weights.squeeze(1), state
+
+    def forward(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
+    ) -> Seq2SeqOutput:
+        """Teacher forcing: all ``target_input [B, T]`` steps at once (``<sos>`` + target)."""
+        logits, weights, _ = self._decode(self.start(source, source_padding_mask), target_input)
+        return Seq2SeqOutput(logits, weights)
+
+
+def _cross_attention(layer: nn.Module) -> CrossAttention:
+    assert isinstance(layer, DecoderLayer)
+    return layer.cross_attention

@@ -1,0 +1,119 @@
+"""The Transformer (issue 28) through ``attnlab train`` / ``evaluate``: SCAN and Lookup Tables."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from attnlab.cli import main
+from attnlab.config import ConfigError
+from attnlab.experiments import lookup, scan
+from attnlab.experiments.registry import resolve_config
+from attnlab.models.transformer import TransformerSeq2Seq
+from attnlab.tasks.scan import generate_scan, write_scan_file
+from attnlab.tasks.vocab import build_vocabularies
+from attnlab.training.checkpoint import load_checkpoint, save_checkpoint
+
+TINY = {
+    "model.transformer.d_model": 16,
+    "model.transformer.heads": 2,
+    "model.transformer.encoder_layers": 1,
+    "model.transformer.decoder_layers": 2,
+    "model.transformer.ff_dim": 32,
+    "training.epochs": 1,
+    "training.batch_size": 32,
+    "training.progress": "false",
+}
+
+
+def _overrides(settings: dict[str, object]) -> list[str]:
+    return [f"{key}={value}" for key, value in settings.items()]
+
+
+def _lookup_data(files: dict[str, Path]) -> dict[str, object]:
+    """Overrides that train on the small ``lookup_files`` and test on their ``long1``."""
+    return {
+        "data.train_file": files["train"],
+        "data.validation_file": files["validation"],
+        "data.test_files": f"{{long1: {files['long1']}}}",
+    }
+
+
+@pytest.fixture(scope="module")
+def scan_files(tmp_path_factory) -> dict[str, Path]:
+    examples = generate_scan()
+    random.Random(0).shuffle(examples)
+    folder = tmp_path_factory.mktemp("scan_transformer")
+    paths = {"train": folder / "train.txt", "test": folder / "test.txt"}
+    write_scan_file(paths["train"], examples[:120])
+    write_scan_file(paths["test"], examples[-30:])
+    return paths
+
+
+def test_scan_transformer_trains_and_evaluates_through_the_cli(scan_files, tmp_path):
+    run_dir = tmp_path / "run"
+    settings = {
+        **TINY,
+        "data.split": "files",
+        "data.train_file": scan_files["train"],
+        "data.test_files": f"{{test: {scan_files['test']}}}",
+        "model.transformer.positional": "rope",
+        "model.transformer.cross_attention": "[dot, [dot, location]]",
+    }
+    assert main(["train", "scan_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    metrics = json.loads((run_dir / "eval" / "test.json").read_text())
+    assert {"seq_acc", "seq_acc_given_length", "loss"} <= set(metrics)
+    assert main(["evaluate", str(run_dir)]) == 0
+
+
+def test_lookup_transformer_trains_with_attention_guidance(lookup_files, tmp_path):
+    run_dir = tmp_path / "run"
+    settings = {
+        **TINY,
+        **_lookup_data(lookup_files),
+        "model.transformer.positional": "alibi",
+        "model.transformer.cross_attention": "mix",
+        "training.attention_guidance": 1.0,
+    }
+    assert main(["train", "lookup_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    metrics = json.loads((run_dir / "eval" / "long1.json").read_text())
+    assert {"seq_acc", "seq_acc_be", "attn_loss"} <= set(metrics)
+
+
+def test_builtin_transformer_configs_build_transformers():
+    vocabularies = build_vocabularies([])
+    for name, module in (("scan_transformer", scan), ("lookup_transformer", lookup)):
+        parsed = module.parse_config(resolve_config(name, []))
+        model = module.build_model(parsed.model, *vocabularies)
+        assert isinstance(model, TransformerSeq2Seq) and model.positional == "sinusoidal"
+
+
+def test_bad_transformer_options_are_config_errors():
+    with pytest.raises(ConfigError, match="positional"):
+        scan.parse_config(resolve_config("scan_transformer", ["model.transformer.positional=wavelet"]))
+    with pytest.raises(ConfigError, match="lists 3 layers"):
+        lookup.parse_config(
+            resolve_config("lookup_transformer", ["model.transformer.cross_attention=[dot, dot, dot]"])
+        )
+
+
+def test_checkpoints_from_before_the_transformer_options_still_load(lookup_files, tmp_path):
+    """A recurrent checkpoint whose spec lacks ``architecture`` / ``transformer`` (written before
+    they existed) reads as having their defaults."""
+    run_dir = tmp_path / "run"
+    settings = {
+        **_lookup_data(lookup_files),
+        "model.attender": "scaled_dot",
+        "model.embedding_dim": 8,
+        "model.hidden_dim": 8,
+        "training.epochs": 1,
+        "training.progress": "false",
+    }
+    assert main(["train", "lookup", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    for path in (run_dir / "checkpoints").glob("*.pt"):
+        checkpoint = load_checkpoint(path)
+        for key in ("architecture", "transformer"):
+            del checkpoint["model_spec"]["model"][key]
+        save_checkpoint(path, checkpoint)
+    assert main(["evaluate", str(run_dir)]) == 0

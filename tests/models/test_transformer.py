@@ -1,0 +1,220 @@
+"""The Transformer encoder–decoder and its positional schemes: each scheme's defining property,
+exact causal masking and padding, cached decoding, location attenders as cross-attention heads."""
+
+import math
+
+import pytest
+import torch
+
+from attnlab.attention.positions import (
+    POSITIONAL_SCHEMES,
+    AbsolutePositions,
+    SelfAttentionPositions,
+    alibi_slopes,
+    apply_rope,
+)
+from attnlab.models.transformer import TransformerSeq2Seq, cross_attention_heads
+
+SOURCE_VOCAB, TARGET_VOCAB = 12, 9
+PAD, SOS, EOS = 0, 1, 2
+TINY = {"d_model": 16, "heads": 2, "encoder_layers": 2, "decoder_layers": 2, "ff_dim": 32, "dropout": 0.0}
+
+
+def build(positional: str = "sinusoidal", seed: int = 0, **options) -> TransformerSeq2Seq:
+    torch.manual_seed(seed)
+    return TransformerSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, positional=positional, **{**TINY, **options}).eval()
+
+
+def padded_batch(sequences: list[list[int]], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    width = width or max(map(len, sequences))
+    tokens = torch.tensor([seq + [PAD] * (width - len(seq)) for seq in sequences])
+    return tokens, tokens == PAD
+
+
+SOURCES = [[3, 4, 5, 6, 7], [8, 3], [5, 9, 10, 11]]
+TARGET_INPUT = torch.tensor([[SOS, 3, 4, 5, 6], [SOS, 4, 4, 8, 3], [SOS, 5, 6, 7, 7]])
+
+
+# ------------------------------------------------------------------------------ the schemes
+
+
+def test_rope_scores_depend_only_on_the_relative_offset():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8)
+
+    def score(m: float, n: float) -> torch.Tensor:
+        return (apply_rope(q, torch.tensor([[m]])) * apply_rope(k, torch.tensor([[n]]))).sum(-1)
+
+    for shift in (1.0, 7.0, 100.0):
+        torch.testing.assert_close(score(3.0 + shift, 1.0 + shift), score(3.0, 1.0), rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(score(3.0, 1.0), score(4.0, 1.0))  # but it does depend on the offset
+    torch.testing.assert_close(apply_rope(q, torch.zeros(1, 1)), q)  # position 0 is the identity
+    torch.testing.assert_close(apply_rope(q, torch.tensor([[5.0]])).norm(dim=-1), q.norm(dim=-1))
+
+
+def test_alibi_slopes_are_press_et_al_geometric_sequence():
+    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)]))
+    torch.testing.assert_close(alibi_slopes(4), torch.tensor([2.0 ** (-2 * (i + 1)) for i in range(4)]))
+    # not a power of two: the slopes of 4 heads then every other slope of 8 heads
+    six = [2.0 ** (-2 * (i + 1)) for i in range(4)] + [2.0**-1, 2.0**-3]
+    torch.testing.assert_close(alibi_slopes(6), torch.tensor(six))
+
+
+def test_alibi_bias_is_linear_in_distance():
+    scheme = SelfAttentionPositions("alibi", heads=4, head_dim=8)
+    positions = torch.arange(7.0).unsqueeze(0)
+    bias = scheme.score_bias(torch.zeros(1, 4, 7, 8), positions, positions)[0]  # [H, Q, K]
+    slopes = alibi_slopes(4)
+    for h in range(4):
+        distance = (positions[0, :, None] - positions[0, None, :]).abs()
+        torch.testing.assert_close(bias[h], -slopes[h] * distance)
+    # equal steps in distance give equal steps in bias
+    differences = bias[:, 6, :6] - bias[:, 6, 1:7]
+    torch.testing.assert_close(differences, -slopes[:, None].expand(4, 6))
+
+
+def test_relative_scores_are_translation_invariant_and_clipped():
+    torch.manual_seed(0)
+    scheme = SelfAttentionPositions("relative", heads=2, head_dim=8, max_relative_distance=3)
+    query = torch.randn(1, 2, 4, 8)
+    positions = torch.arange(4.0).unsqueeze(0)
+    keys_at = torch.arange(6.0).unsqueeze(0)
+    bias = scheme.score_bias(query, positions, keys_at)
+    shifted = scheme.score_bias(query, positions + 10, keys_at + 10)
+    torch.testing.assert_close(shifted, bias)
+    far = scheme.score_bias(query, positions, keys_at + 50)  # every offset beyond k: one embedding
+    torch.testing.assert_close(far, scheme.score_bias(query, positions, keys_at + 60))
+
+
+def test_relative_model_is_translation_invariant_in_positions():
+    """Shifting every position of a relative / RoPE / ALiBi / NoPE encoder changes nothing."""
+    torch.manual_seed(0)
+    for scheme in ("relative", "rope", "alibi", "none"):
+        model = build(scheme)
+        layer = model.encoder[0].attention
+        x = torch.randn(2, 5, 16)
+        positions = torch.arange(5.0).expand(2, 5)
+        out, _ = layer(x, positions)
+        moved, _ = layer(x, positions + 13)
+        torch.testing.assert_close(moved, out, rtol=1e-4, atol=1e-5, msg=scheme)
+
+
+def test_learned_positions_refuse_lengths_beyond_the_table():
+    model = build("learned", max_positions=4)
+    source, mask = padded_batch([[3, 4, 5, 6, 7]])
+    with pytest.raises(ValueError, match="max_positions=4"):
+        model(source, mask, TARGET_INPUT[:1, :2])
+    table = AbsolutePositions("learned", 8, max_positions=3)
+    with pytest.raises(ValueError, match="needs position 3"):
+        table(torch.zeros(1, 4, 8), torch.arange(4.0).unsqueeze(0))
+
+
+def test_unknown_scheme_and_bad_cross_attention_specs_are_errors():
+    with pytest.raises(ValueError, match="positional must be one of"):
+        build("wavelet")
+    with pytest.raises(ValueError, match="unknown attender"):
+        build(cross_attention="telepathy")
+    with pytest.raises(ValueError, match="lists 3 layers"):
+        cross_attention_heads(["dot"] * 3, layers=2, heads=2)
+    with pytest.raises(ValueError, match="list of 2 names"):
+        cross_attention_heads(["dot", ["dot"]], layers=2, heads=2)
+    assert cross_attention_heads(["dot", ["location", "dot"]], 2, 2) == [["dot", "dot"], ["location", "dot"]]
+
+
+# ------------------------------------------------------------------- masking and decoding
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_causal_masking_is_exact(positional):
+    model = build(positional)
+    source, mask = padded_batch(SOURCES)
+    logits = model(source, mask, TARGET_INPUT).logits
+    changed = TARGET_INPUT.clone()
+    changed[:, 3] = 8
+    new_logits = model(source, mask, changed).logits
+    torch.testing.assert_close(new_logits[:, :3], logits[:, :3], rtol=0, atol=0)
+    assert not torch.allclose(new_logits[:, 3:], logits[:, 3:])
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_padding_is_exact(positional):
+    model = build(positional)
+    source, mask = padded_batch(SOURCES, width=7)
+    output = model(source, mask, TARGET_INPUT)
+    other = source.masked_fill(mask, 5)  # different tokens under the padding
+    output_other = model(other, mask, TARGET_INPUT)
+    torch.testing.assert_close(output_other.logits, output.logits, rtol=0, atol=0)
+    # padding gets no attention, and a batch of one unpadded sequence gives the same outputs
+    assert bool((output.attention.masked_select(mask.unsqueeze(1).expand_as(output.attention)) == 0).all())
+    alone = model(torch.tensor([SOURCES[1]]), torch.zeros(1, 2, dtype=torch.bool), TARGET_INPUT[1:2])
+    torch.testing.assert_close(alone.logits, output.logits[1:2], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_cached_decoding_equals_teacher_forcing(positional):
+    model = build(positional, cross_attention=["dot", ["location", "dot"]])
+    source, mask = padded_batch(SOURCES)
+    full = model(source, mask, TARGET_INPUT)
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        logits, weights, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(logits, full.logits[:, t], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(weights, full.attention[:, t], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attender", ["location", "mix", "shift"])
+def test_location_attenders_as_cross_attention(attender):
+    model = build("rope", cross_attention=attender, cross_attention_options={"location": {"resize_dim": 8}})
+    source, mask = padded_batch(SOURCES)
+    output = model(source, mask, TARGET_INPUT)
+    assert output.attention.shape == (3, 5, 5)
+    torch.testing.assert_close(output.attention.sum(-1), torch.ones(3, 5))
+    assert bool((output.attention[mask.unsqueeze(1).expand_as(output.attention)] == 0).all())
+    layer = model.decoder[-1].cross_attention
+    assert [type(a).__name__ for a in layer.attenders.values()] == [type(layer.attenders["0"]).__name__] * 2
+    decoded = model.greedy_decode(source, mask, max_length=6)
+    assert decoded.tokens is not None and decoded.tokens.shape[0] == 3
+    output.logits.sum().backward()  # gradients flow through the attender heads
+    head = model.decoder[0].cross_attention.attenders["0"]
+    assert any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in head.parameters())
+
+
+def test_learns_to_reverse_a_short_sequence():
+    """A few hundred updates of a tiny RoPE model reverse 3-token sequences."""
+    torch.manual_seed(0)
+    model = TransformerSeq2Seq(
+        8,
+        8,
+        d_model=32,
+        heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        ff_dim=64,
+        dropout=0.0,
+        positional="rope",
+    )
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(0)
+
+    def batch(size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        source = torch.randint(3, 8, (size, 3), generator=generator)
+        target = source.flip(1)
+        target_input = torch.cat([torch.full((size, 1), SOS), target], dim=1)
+        target_output = torch.cat([target, torch.full((size, 1), EOS)], dim=1)
+        return source, target_input, target_output
+
+    model.train()
+    for _ in range(250):
+        source, target_input, target_output = batch(32)
+        logits = model(source, source == PAD, target_input).logits
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target_output.flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    model.eval()
+    source, _, target_output = batch(64)
+    decoded = model.greedy_decode(source, source == PAD, max_length=5).tokens
+    assert decoded is not None
+    accuracy = (decoded[:, :4] == target_output).all(dim=1).float().mean().item()
+    chance = math.log(5)
+    assert accuracy > 0.9, f"sequence accuracy {accuracy:.2f} (loss {loss.item():.3f}, chance {chance:.2f})"
