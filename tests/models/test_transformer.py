@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from attnlab.attention.positional import sinusoidal_encoding
 from attnlab.attention.positions import (
     POSITIONAL_SCHEMES,
     AbsolutePositions,
@@ -87,16 +88,45 @@ def test_relative_scores_are_translation_invariant_and_clipped():
 
 
 def test_relative_model_is_translation_invariant_in_positions():
-    """Shifting every position of a relative / RoPE / ALiBi / NoPE encoder changes nothing."""
+    """Shifting every position of a relative / Transformer-XL / RoPE / ALiBi / NoPE encoder layer
+    changes nothing (Transformer-XL with non-zero biases u, v)."""
     torch.manual_seed(0)
-    for scheme in ("relative", "rope", "alibi", "none"):
+    for scheme in ("relative", "transformer_xl", "rope", "alibi", "none"):
         model = build(scheme)
         layer = model.encoder[0].attention
+        with torch.no_grad():
+            for parameter in layer.positions.parameters():
+                parameter.normal_()
         x = torch.randn(2, 5, 16)
         positions = torch.arange(5.0).expand(2, 5)
         out, _ = layer(x, positions)
         moved, _ = layer(x, positions + 13)
         torch.testing.assert_close(moved, out, rtol=1e-4, atol=1e-5, msg=scheme)
+        if scheme != "none":  # and the positions do matter
+            spread, _ = layer(x, positions * 2)
+            assert not torch.allclose(spread, out, atol=1e-4), scheme
+
+
+def test_transformer_xl_terms_follow_dai_et_al():
+    """``u^T k_j + (q_i + v)^T W_R R_{i-j}``, scaled by 1 / sqrt(d), computed naively."""
+    torch.manual_seed(0)
+    scheme = SelfAttentionPositions("transformer_xl", heads=2, head_dim=4)
+    with torch.no_grad():
+        for parameter in scheme.parameters():
+            parameter.normal_()
+    query, keys = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4)
+    query_positions, key_positions = torch.tensor([[2.0, 3.0, 4.0]]), torch.arange(5.0).unsqueeze(0)
+    bias = scheme.score_bias(query, query_positions, key_positions, keys)
+    weight = scheme.position_layer.weight.view(2, 4, scheme.encoding_dim)
+    for h in range(2):
+        for i in range(3):
+            for j in range(5):
+                offset = query_positions[0, i] - key_positions[0, j]
+                r = sinusoidal_encoding(offset, scheme.encoding_dim)
+                expected = scheme.content_bias[h] @ keys[0, h, j] + (
+                    query[0, h, i] + scheme.position_bias[h]
+                ) @ (weight[h] @ r)
+                torch.testing.assert_close(bias[0, h, i, j], expected / 2.0, rtol=1e-4, atol=1e-5)
 
 
 def test_learned_positions_refuse_lengths_beyond_the_table():

@@ -9,15 +9,19 @@ Each scheme tells a Transformer where its tokens are; :data:`POSITIONAL_SCHEMES`
 * ``"relative"``: Shaw et al. (2018) relative position representations: learned embeddings
   ``a_{j-i}`` of the clipped offset ``clip(j - i, -k, k)`` (``k = max_relative_distance``), shared
   by the heads of a layer, added to the keys for scoring, ``e_ij = q_i (k_j + a_{j-i})^T / sqrt(d)``
-  (their eq. 4; the value term ``a^V`` is left out, which their ablation found unnecessary). This
-  is the relative family Transformer-XL (Dai et al. 2019) also belongs to; its sinusoidal form is
-  the attender ``transformer_xl`` (:class:`~attnlab.attention.positional.TransformerXLAttender`).
+  (their eq. 4; the value term ``a^V`` is left out, which their ablation found unnecessary).
+* ``"transformer_xl"``: Transformer-XL's relative scheme (Dai et al. 2019, §3.3): per head
+  ``e_ij = [q_i^T k_j + u^T k_j + (q_i + v)^T W_R R_{i-j}] / sqrt(d)`` with ``R`` the sinusoidal
+  encoding (of dimension ``d_model``, rounded up to even) of the offset ``i - j`` and learned
+  ``u``, ``v`` (initialised to 0) and ``W_R``. Unlike Shaw's, it is not clipped.
 * ``"rope"``: rotary position embeddings (Su et al. 2021): each (even, odd) pair of a head's
   query and key is rotated by the angle ``p theta_i``, ``theta_i = 10000^(-2i/d)``, so
   ``q_m^T k_n`` depends on ``m - n`` only.
 * ``"alibi"``: attention with linear biases (Press et al. 2022): ``-m_h |i - j|`` added to the
   scores of head ``h``, with the geometric slopes :func:`alibi_slopes`. In the (bidirectional)
-  encoder the distance is ``|i - j|``; in the causal decoder it is ``i - j >= 0``, Press et al.'s.
+  encoder the distance is ``|i - j|`` (as x-transformers does; Press et al. define the causal case
+  only), so an encoder layer cannot tell left from right: reversing the positions of a sequence
+  leaves its scores unchanged. In the causal decoder it is ``i - j >= 0``, Press et al.'s.
 * ``"none"``: no positional information (NoPE; Kazemnejad et al. 2023). A causal decoder can still
   infer positions from its mask; an encoder without positions sees a bag of words.
 
@@ -44,7 +48,7 @@ __all__ = [
     "apply_rope",
 ]
 
-POSITIONAL_SCHEMES = ("sinusoidal", "learned", "relative", "rope", "alibi", "none")
+POSITIONAL_SCHEMES = ("sinusoidal", "learned", "relative", "transformer_xl", "rope", "alibi", "none")
 ABSOLUTE_SCHEMES = ("sinusoidal", "learned")
 
 
@@ -122,8 +126,9 @@ class AbsolutePositions(nn.Module):
 
 
 class SelfAttentionPositions(nn.Module):
-    """What a scheme does inside one self-attention layer: RoPE rotates queries and keys; ALiBi and
-    Shaw's relative embeddings add a bias to the scores. Absolute schemes and ``none`` do nothing."""
+    """What a scheme does inside one self-attention layer: RoPE rotates queries and keys; ALiBi,
+    Shaw's relative embeddings and Transformer-XL's terms add a bias to the scores. Absolute schemes
+    and ``none`` do nothing."""
 
     slopes: torch.Tensor
 
@@ -139,15 +144,31 @@ class SelfAttentionPositions(nn.Module):
         self.relative = (
             nn.Embedding(2 * max_relative_distance + 1, head_dim) if scheme == "relative" else None
         )
+        self.encoding_dim = heads * head_dim + (heads * head_dim) % 2
+        if scheme == "transformer_xl":
+            self.content_bias = nn.Parameter(torch.zeros(heads, head_dim))  # u
+            self.position_bias = nn.Parameter(torch.zeros(heads, head_dim))  # v
+            self.position_layer = nn.Linear(self.encoding_dim, heads * head_dim, bias=False)  # W_R
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Queries or keys ``[batch, heads, steps, head_dim]`` at ``positions [batch, steps]``."""
         return apply_rope(x, positions) if self.scheme == "rope" else x
 
     def score_bias(
-        self, query: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor
+        self,
+        query: torch.Tensor,
+        query_positions: torch.Tensor,
+        key_positions: torch.Tensor,
+        keys: torch.Tensor | None = None,
     ) -> torch.Tensor | None:
-        """The bias ``[batch, heads, queries, keys]`` added to ``q k^T / sqrt(d)``, or ``None``."""
+        """The bias ``[batch, heads, queries, keys]`` added to ``q k^T / sqrt(d)``, or ``None``.
+
+        ``keys [batch, heads, keys, head_dim]`` are needed by ``transformer_xl`` only (its ``u^T k_j``).
+        """
+        if self.scheme == "transformer_xl":
+            if keys is None:
+                raise ValueError("positional='transformer_xl' needs the keys for its content bias u")
+            return self._transformer_xl_bias(query, query_positions, key_positions, keys)
         if self.scheme == "alibi":
             return alibi_bias(self.slopes.to(query.dtype), query_positions, key_positions)
         if self.relative is not None:
@@ -156,3 +177,21 @@ class SelfAttentionPositions(nn.Module):
             embeddings = self.relative(index)  # [B, Q, K, D]
             return torch.einsum("bhqd,bqkd->bhqk", query, embeddings) / math.sqrt(self.head_dim)
         return None
+
+    def _transformer_xl_bias(
+        self,
+        query: torch.Tensor,
+        query_positions: torch.Tensor,
+        key_positions: torch.Tensor,
+        keys: torch.Tensor,
+    ) -> torch.Tensor:
+        """Dai et al.'s terms (b) + (c) + (d): ``u^T k_j + (q_i + v)^T W_R R_{i-j}``, scaled."""
+        heads, dim = self.content_bias.shape
+        content = torch.einsum("hd,bhkd->bhk", self.content_bias, keys).unsqueeze(2)  # [B, H, 1, K]
+        offsets = query_positions.unsqueeze(-1) - key_positions.unsqueeze(-2)  # i - j, [B, Q, K]
+        encodings = sinusoidal_encoding(offsets.to(query.dtype), self.encoding_dim)  # [B, Q, K, E]
+        # z_hi = W_R,h^T (q_hi + v_h), so that z_hi^T R = (q_hi + v_h)^T W_R,h R: no [B, Q, K, H, D]
+        weight = self.position_layer.weight.view(heads, dim, self.encoding_dim)
+        z = torch.einsum("bhqd,hde->bhqe", query + self.position_bias.unsqueeze(1), weight)
+        position = torch.einsum("bhqe,bqke->bhqk", z, encodings)
+        return (content + position) / math.sqrt(dim)

@@ -397,6 +397,14 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
         raise ConfigError(f"model: {error}") from None
 
 
+def describe_model(model: ScanModelConfig) -> str:
+    """The model in a few words (the first line of a run's log)."""
+    if model.architecture == "transformer":
+        options = model.transformer
+        return f"transformer, positional {options.positional}, cross-attention {options.cross_attention}"
+    return model.architecture.replace("_", " ")
+
+
 def model_spec(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
     return seq2seq_model_spec(SYSTEM, model, source, target)
 
@@ -556,7 +564,7 @@ def train(
     task = ScanTrainingTask(encoded["train"], encoded["validation"], target_vocab, config, device)
     spec = model_spec(config.model, source_vocab, target_vocab)
     summary = RunSummary(
-        f"scan on the {config.data.split} split: {config.model.architecture.replace('_', ' ')}",
+        f"scan on the {config.data.split} split: {describe_model(config.model)}",
         {name: len(encoded[name].dataset) for name in ("train", "validation")},
     )
     trainer = Trainer(model, task, config.training, run.path, spec, summary=summary)

@@ -31,7 +31,8 @@ ATTENTION_SAMPLES = 2
 class TransformerModelConfig:
     """The options of :class:`attnlab.models.transformer.TransformerSeq2Seq` (small by default).
 
-    ``positional``: ``sinusoidal`` | ``learned`` | ``relative`` | ``rope`` | ``alibi`` | ``none``.
+    ``positional``: ``sinusoidal`` | ``learned`` | ``relative`` | ``transformer_xl`` | ``rope`` |
+    ``alibi`` | ``none``.
     ``cross_attention``: ``dot`` or an attender name (``location``, ``mix``, ``shift``, …) for every
     head, or a list with one entry per decoder layer (a name, or a list of one name per head);
     ``cross_attention_options``: attender name → its options.
@@ -43,7 +44,9 @@ class TransformerModelConfig:
     decoder_layers: int = 2
     ff_dim: int = 512
     dropout: float = 0.1
-    positional: Literal["sinusoidal", "learned", "relative", "rope", "alibi", "none"] = "sinusoidal"
+    positional: Literal["sinusoidal", "learned", "relative", "transformer_xl", "rope", "alibi", "none"] = (
+        "sinusoidal"
+    )
     cross_attention: str | list[Any] = "dot"
     cross_attention_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_positions: int = 256

@@ -7,8 +7,9 @@ embeddings scaled by ``sqrt(d_model)``; ``encoder_layers`` blocks of ``x + SelfA
 output layer. ``FF(x) = W_2 dropout(ReLU(W_1 x))``; dropout on every residual branch.
 
 ``positional`` picks the scheme (:mod:`attnlab.attention.positions`): ``sinusoidal`` (Vaswani et
-al. 2017), ``learned`` (absolute table), ``relative`` (Shaw et al. 2018), ``rope`` (Su et al.
-2021), ``alibi`` (Press et al. 2022) or ``none`` (NoPE, Kazemnejad et al. 2023). It applies to the
+al. 2017), ``learned`` (absolute table), ``relative`` (Shaw et al. 2018), ``transformer_xl`` (Dai
+et al. 2019), ``rope`` (Su et al. 2021), ``alibi`` (Press et al. 2022) or ``none`` (NoPE,
+Kazemnejad et al. 2023). It applies to the
 encoder's and the decoder's self-attention; cross-attention has no positional term of its own
 (the standard Transformer), unless its heads are location attenders.
 
@@ -145,7 +146,7 @@ class SelfAttention(nn.Module):
             values = torch.cat([cache.values, values], dim=2)
             key_positions = torch.cat([cache.positions, positions], dim=1)
         scores = query @ keys.transpose(-1, -2) / math.sqrt(self.head_dim)  # [B, H, T, K]
-        bias = self.positions.score_bias(query, positions, key_positions)
+        bias = self.positions.score_bias(query, positions, key_positions, keys)
         if bias is not None:
             scores = scores + bias
         if key_padding_mask is not None:
@@ -302,8 +303,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
     """Pre-norm Transformer encoder–decoder (see the module docstring).
 
     Args:
-        positional: ``"sinusoidal"``, ``"learned"``, ``"relative"``, ``"rope"``, ``"alibi"`` or
-            ``"none"`` (:data:`attnlab.attention.positions.POSITIONAL_SCHEMES`).
+        positional: ``"sinusoidal"``, ``"learned"``, ``"relative"``, ``"transformer_xl"``,
+            ``"rope"``, ``"alibi"`` or ``"none"`` (:data:`attnlab.attention.positions.POSITIONAL_SCHEMES`).
         cross_attention: ``"dot"`` or an attender name for every head, or per decoder layer a
             name or a list of one name per head (:func:`cross_attention_heads`).
         cross_attention_options: keyword options per attender name, e.g.
