@@ -25,6 +25,16 @@ TINY_MODEL = {
     "model.dropout": 0.0,
 }
 
+LEARNING_MODEL = {
+    **TINY_MODEL,
+    "model.embedding_dim": 32,
+    "model.encoder_hidden_dim": 32,
+    "model.decoder_hidden_dim": 64,
+    "model.dropout": 0.1,
+    "training.epochs": 14,
+}
+"""The learning tests' model and training (about 15 s a run on one CPU thread)."""
+
 
 @pytest.fixture(scope="module")
 def scan_slice(tmp_path_factory) -> dict[str, Path]:
@@ -36,6 +46,21 @@ def scan_slice(tmp_path_factory) -> dict[str, Path]:
     write_scan_file(paths["train"], examples[:1000])
     write_scan_file(paths["test"], examples[-200:])
     write_scan_file(paths["small"], examples[1000:1100])
+    return paths
+
+
+@pytest.fixture(scope="module")
+def add_jump_slice(tmp_path_factory) -> dict[str, Path]:
+    """Add-jump in miniature: 1,000 commands without 'jump' (no 'around', no 'thrice') plus 50
+    copies of 'jump' → I_JUMP for training; 200 composed 'jump' commands for testing."""
+    examples = [ex for ex in generate_scan() if not {"around", "thrice"} & set(ex.source)]
+    random.Random(0).shuffle(examples)
+    folder = tmp_path_factory.mktemp("add_jump_slice")
+    paths = {"train": folder / "train.txt", "test": folder / "test.txt"}
+    without_jump = [ex for ex in examples if "jump" not in ex.source][:1000]
+    write_scan_file(paths["train"], without_jump + [Seq2SeqExample(("jump",), ("I_JUMP",))] * 50)
+    composed = [ex for ex in examples if "jump" in ex.source and len(ex.source) > 1]
+    write_scan_file(paths["test"], composed[:200])
     return paths
 
 
@@ -56,20 +81,31 @@ def config(files: dict[str, Path], **overrides: object) -> experiment.ScanExperi
 
 def test_small_syntactic_attention_learns_a_slice_of_scan(scan_slice, tmp_path):
     """Learning test: ~15 s on one CPU thread, fixed seed (seeds 0 and 3 reach 99.5%)."""
-    overrides = {
-        **TINY_MODEL,
-        "model.embedding_dim": 32,
-        "model.encoder_hidden_dim": 32,
-        "model.decoder_hidden_dim": 64,
-        "model.dropout": 0.1,
-        "training.epochs": 14,
-    }
-    run_config = config(scan_slice, **overrides)
+    run_config = config(scan_slice, **LEARNING_MODEL)
     results = experiment.train(run_config, tmp_path / "run")
     assert results["test"]["seq_acc"] >= 95.0
     assert results["test"]["seq_acc_given_length"] >= results["test"]["seq_acc"]
     history = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert history[-1]["validation_seq_acc"] >= 90.0
+
+
+def test_stopping_from_the_end_marker_learns_when_to_stop_on_a_tiny_add_jump(add_jump_slice, tmp_path):
+    """Learning test of ``model.stop_from_attention`` (~30 s on one CPU thread, fixed seed).
+
+    On the miniature add-jump split today's model translates much better than it stops (seeds
+    0–2: 0.0 / 20.5 / 0.0% with ``<eos>`` against 37.0 / 48.0 / 86.5% with the length given);
+    with the stop decision taken from the attention on the end marker the two agree within 3
+    points (49.5 / 52.5, 75.5 / 75.5, 16.0 / 17.0).
+    """
+    overrides = {**LEARNING_MODEL, "training.seed": 1}
+    today = experiment.train(config(add_jump_slice, **overrides), tmp_path / "today")["test"]
+    assert today["seq_acc"] <= today["seq_acc_given_length"] - 20.0
+    stop = {"model.end_marker": "true", "model.stop_from_attention": "true"}
+    stopping = experiment.train(config(add_jump_slice, **overrides, **stop), tmp_path / "stop")["test"]
+    assert stopping["seq_acc"] >= stopping["seq_acc_given_length"] - 2.0
+    assert stopping["seq_acc"] >= 60.0
+    plots = plot_attention(tmp_path / "stop", ["jump twice after walk left"], device_name="cpu")
+    assert plots[0].is_file()  # the heatmap has a column for the end marker
 
 
 def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
@@ -134,13 +170,16 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
         {"model.architecture": "gru_attention"},
         {"model.translation_encoder": "rnn"},
         {"model.translate_from_context": "true"},
+        {"model.end_marker": "true"},
+        {"model.end_marker": "true", "model.stop_from_attention": "true", "evaluation.given_length": "true"},
         {"training.uniform_alignment_epochs": "1", "training.epochs": "2"},
     ],
 )
 def test_baselines_and_ablations_train(scan_slice, tmp_path, overrides):
     tiny = {**TINY_MODEL, "data.train_limit": 64, "training.epochs": 1, "evaluation.given_length": "false"}
     results = experiment.train(config(scan_slice, **{**tiny, **overrides}), tmp_path / "run")
-    assert 0.0 <= results["test"]["seq_acc"] <= 100.0 and "seq_acc_given_length" not in results["test"]
+    assert 0.0 <= results["test"]["seq_acc"] <= 100.0
+    assert ("seq_acc_given_length" in results["test"]) == (overrides.get("evaluation.given_length") == "true")
 
 
 def _uniform_alignment_task(scan_slice, epochs: int):
@@ -223,6 +262,8 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         (["data.train_file=x.txt"], "need split: files"),
         (["model.previous_output=false"], "gru_attention only"),
         (["model.architecture=gru_attention", "model.translation_encoder=rnn"], "syntactic_attention only"),
+        (["model.architecture=gru_attention", "model.end_marker=true"], "syntactic_attention only"),
+        (["model.stop_from_attention=true"], "stop_from_attention needs end_marker: true"),
         (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
         (["training.patience=0"], "patience"),
         (["training.uniform_alignment_epochs=-1"], "uniform_alignment_epochs must be >= 0"),

@@ -5,7 +5,11 @@ import torch
 from torch import nn
 
 from attnlab.attention.syntactic import DotProductAttender, ShiftedBidirectionalEncoder, reverse_padded
-from attnlab.models.syntactic_attention import GRUAttentionSeq2Seq, SyntacticAttentionSeq2Seq
+from attnlab.models.syntactic_attention import (
+    GRUAttentionSeq2Seq,
+    SyntacticAttentionSeq2Seq,
+    append_end_marker,
+)
 
 SOURCE_VOCAB, TARGET_VOCAB = 12, 9
 PAD, SOS, EOS = 0, 1, 2
@@ -17,6 +21,19 @@ VARIANTS = {
     ),
     "translate_from_context": lambda: SyntacticAttentionSeq2Seq(
         SOURCE_VOCAB, TARGET_VOCAB, translate_from_context=True, **SMALL
+    ),
+    "end_marker": lambda: SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, end_marker=True, **SMALL),
+    "stop_from_attention": lambda: SyntacticAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, end_marker=True, stop_from_attention=True, **SMALL
+    ),
+    "stop_from_attention_context": lambda: SyntacticAttentionSeq2Seq(
+        SOURCE_VOCAB,
+        TARGET_VOCAB,
+        end_marker=True,
+        stop_from_attention=True,
+        translate_from_context=True,
+        translation_encoder="rnn",
+        **SMALL,
     ),
     "gru_attention": lambda: GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, **SMALL),
     "gru_attention_nodep": lambda: GRUAttentionSeq2Seq(
@@ -34,6 +51,11 @@ def padded_batch(sequences: list[list[int]], pad: int = PAD) -> tuple[torch.Tens
     width = max(map(len, sequences))
     tokens = torch.tensor([seq + [pad] * (width - len(seq)) for seq in sequences])
     return tokens, tokens == pad
+
+
+def appended_columns(model: nn.Module) -> int:
+    """1 for a model with an end marker (one more attention column per source), else 0."""
+    return int(getattr(model, "end_marker_id", None) is not None)
 
 
 SOURCES = [[3, 4, 5, 6, 7], [8, 3], [5, 9, 10, 11], [4]]
@@ -150,7 +172,7 @@ def test_batched_outputs_equal_unbatched_outputs(name):
     for row, (src, tgt) in enumerate(zip(SOURCES, TARGETS)):
         alone_source, alone_mask = padded_batch([src])
         alone = model(alone_source, alone_mask, torch.tensor([[SOS, *tgt]]))
-        steps, length = len(tgt) + 1, len(src)
+        steps, length = len(tgt) + 1, len(src) + appended_columns(model)
         torch.testing.assert_close(batched.logits[row, :steps], alone.logits[0], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(
             batched.attention[row, :steps, :length], alone.attention[0], atol=1e-6, rtol=1e-5
@@ -195,7 +217,7 @@ def test_only_the_dep_baseline_reads_the_previous_output(name, reads_previous):
     assert changed == reads_previous
 
 
-@pytest.mark.parametrize("name", ["syntactic_attention", "gru_attention"])
+@pytest.mark.parametrize("name", ["syntactic_attention", "stop_from_attention", "gru_attention"])
 def test_decoding_with_the_length_given_emits_exactly_that_many_tokens(name):
     model = build(name)
     source, mask = padded_batch(SOURCES)
@@ -261,3 +283,89 @@ def test_uniform_alignment_spreads_attention_evenly_and_leaves_the_alignment_str
     model.uniform_alignment = False
     attention = model.eval()(source, mask, target_input).attention
     assert not torch.allclose(attention, expected.unsqueeze(1).expand_as(attention))
+
+
+# ----------------------------------------------------------------------- stopping by itself
+
+
+def test_end_marker_is_appended_after_the_last_word_before_the_padding():
+    source, mask = padded_batch(SOURCES)
+    marked, marked_mask, ends = append_end_marker(source, mask, end_id=99, pad_id=PAD)
+    expected, expected_mask = padded_batch([[*src, 99] for src in SOURCES])
+    assert marked.tolist() == expected.tolist() and marked_mask.tolist() == expected_mask.tolist()
+    assert ends.tolist() == [len(src) for src in SOURCES]
+    with pytest.raises(ValueError, match="right-padded"):
+        append_end_marker(source.flip(1), mask.flip(1), end_id=99, pad_id=PAD)
+
+
+def test_end_marker_is_a_word_of_its_own_attended_and_read_out_like_any_word():
+    """With ``end_marker``, eq. 1 holds over the marked source: the marker's translation gives
+    the ``<eos>`` logit when the alignment reaches it; padding still gets no attention."""
+    model = build("end_marker")
+    assert model.end_marker_id == SOURCE_VOCAB
+    assert model.translation_embedding.num_embeddings == model.alignment_embedding.num_embeddings == 13
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    output = model(source, mask, target_input)
+    marked, marked_mask, ends = append_end_marker(source, mask, SOURCE_VOCAB, PAD)
+    assert output.attention.shape[-1] == source.size(1) + 1
+    assert bool((output.attention.masked_select(marked_mask.unsqueeze(1)) == 0).all())
+    assert bool((output.attention[torch.arange(len(SOURCES)), :, ends] > 0).all())
+    expected = model.output(torch.bmm(output.attention, model.translation_embedding(marked)))
+    torch.testing.assert_close(output.logits, expected, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["stop_from_attention", "stop_from_attention_context"])
+def test_stop_from_attention_eos_probability_is_the_attention_on_the_end_marker(name):
+    model = build(name)
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    output = model(source, mask, target_input)
+    ends = torch.tensor([len(src) for src in SOURCES])
+    on_end = output.attention[torch.arange(len(SOURCES)), :, ends]
+    torch.testing.assert_close(output.logits[..., EOS].exp(), on_end)
+    torch.testing.assert_close(output.logits.exp().sum(-1), torch.ones(on_end.shape))
+
+
+def test_stop_from_attention_eos_does_not_move_with_the_readout_or_the_words_translations():
+    """Only the alignment decides when to stop: the output layer (its ``<eos>`` row included) and
+    the real words' translations change the other logits, never ``p(<eos>)``; without the flag
+    they do change it."""
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    for name, eos_moves in (("stop_from_attention", False), ("end_marker", True)):
+        model = build(name)
+        before = model(source, mask, target_input)
+        with torch.no_grad():
+            model.output.weight.normal_()
+            model.output.bias.normal_()
+            model.translation_embedding.weight[1:SOURCE_VOCAB].normal_()  # real words, not the marker
+        after = model(source, mask, target_input)
+        torch.testing.assert_close(after.attention, before.attention)  # the alignment stream is untouched
+        eos_same = torch.allclose(after.logits[..., EOS], before.logits[..., EOS], atol=1e-6)
+        assert eos_same != eos_moves, name
+        others = [t for t in range(TARGET_VOCAB) if t != EOS]
+        assert not torch.allclose(after.logits[..., others], before.logits[..., others])
+
+
+def test_stop_from_attention_decoder_state_reaches_eos_only_through_the_alignment():
+    """The readout never reads ``s_i``: with the attention fixed, any decoder state gives the same
+    logits; greedy decoding stops at the latest where the end marker holds most of the attention."""
+    model = build("stop_from_attention")
+    source, mask = padded_batch(SOURCES)
+    state = model.start(source, mask)
+    weights, _ = model.align(state)
+    logits = model.readout(weights.unsqueeze(1), state)
+    state.hidden, state.cell = torch.randn_like(state.hidden), torch.randn_like(state.cell)
+    torch.testing.assert_close(model.readout(weights.unsqueeze(1), state), logits)
+    decoded = model.greedy_decode(source, mask, max_length=8)
+    ends = torch.tensor([len(src) for src in SOURCES])
+    on_end = decoded.attention[torch.arange(len(SOURCES)), :, ends]
+    for row, tokens in enumerate(decoded.tokens.tolist()):
+        stop = tokens.index(EOS) if EOS in tokens else len(tokens)
+        assert bool((on_end[row, :stop] <= 0.5).all())  # more than half on the marker: <eos> wins
+
+
+def test_stop_from_attention_needs_the_end_marker():
+    with pytest.raises(ValueError, match="stop_from_attention needs end_marker"):
+        SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, stop_from_attention=True, **SMALL)

@@ -138,8 +138,13 @@ class ScanModelConfig:
 
     ``translation_encoder`` (``linear`` | ``rnn``) and ``translate_from_context`` are the two
     ablations of Russin et al.'s Table 2 (Syntactic Attention only); ``previous_output: false``
-    is Bastings et al.'s "−dep" (GRU baseline only). ``transformer`` holds the Transformer's own
-    options (:class:`~attnlab.experiments.seq2seq_common.TransformerModelConfig`: ``positional``,
+    is Bastings et al.'s "−dep" (GRU baseline only). ``end_marker`` (append an end-of-command
+    word the alignment can attend; its translation is read out as ``<eos>``) and
+    ``stop_from_attention`` (``p(<eos>)`` = the attention on that end marker; needs
+    ``end_marker``) are the stop mechanisms of issue 29 (Syntactic Attention only; see
+    :mod:`attnlab.models.syntactic_attention`). All default to the paper's model.
+    ``transformer`` holds the Transformer's own options
+    (:class:`~attnlab.experiments.seq2seq_common.TransformerModelConfig`: ``positional``,
     ``cross_attention``, sizes, its own ``dropout``); the recurrent sizes and ``dropout`` above
     do not apply to it.
     """
@@ -154,12 +159,24 @@ class ScanModelConfig:
     translate_from_context: bool = False
     previous_output: bool = True
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
+    end_marker: bool = False
+    stop_from_attention: bool = False
 
     def __post_init__(self) -> None:
         if self.architecture != "syntactic_attention" and (
-            self.translation_encoder != "linear" or self.translate_from_context
+            self.translation_encoder != "linear"
+            or self.translate_from_context
+            or self.end_marker
+            or self.stop_from_attention
         ):
-            raise ValueError("translation_encoder / translate_from_context apply to syntactic_attention only")
+            raise ValueError(
+                "translation_encoder / translate_from_context / end_marker / stop_from_attention "
+                "apply to syntactic_attention only"
+            )
+        if self.stop_from_attention and not self.end_marker:
+            raise ValueError(
+                "stop_from_attention needs end_marker: true (p(<eos>) is the attention on the end marker)"
+            )
         if self.architecture != "gru_attention" and not self.previous_output:
             raise ValueError(
                 "previous_output applies to gru_attention only (the Syntactic Attention decoder never "
@@ -390,6 +407,8 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
                 len(target),
                 translation_encoder=model.translation_encoder,
                 translate_from_context=model.translate_from_context,
+                end_marker=model.end_marker,
+                stop_from_attention=model.stop_from_attention,
                 **common,
             )
         return GRUAttentionSeq2Seq(len(source), len(target), previous_output=model.previous_output, **common)

@@ -21,6 +21,9 @@ from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.trainer import resolve_device
 
+END_MARKER_LABEL = "<end>"
+"""The heatmap column of the end-of-command position (``model.end_marker: true``)."""
+
 
 def plot_attention(
     run_dir: str | Path,
@@ -105,4 +108,5 @@ def _plot_command(
     steps = tokens.index(model.eos_id) + 1 if model.eos_id in tokens else len(tokens)
     outputs = target_vocab.decode(tokens[:steps])
     weights = decoded.attention[0, : len(outputs)].cpu().numpy()
-    return plot_attention_heatmap(weights, list(words), outputs, path, title=command)
+    columns = list(words) + [END_MARKER_LABEL] * (weights.shape[1] - len(words))  # model.end_marker
+    return plot_attention_heatmap(weights, columns, outputs, path, title=command)

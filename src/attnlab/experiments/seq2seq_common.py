@@ -137,7 +137,8 @@ def decoded_attention_samples(
     """The greedy decoding's attention on the first ``count`` examples of ``dataset``.
 
     ``<prefix>_<i>`` → ``[decoded steps (<eos> included), source length]`` weights of example
-    ``i``, for the trainer's optional ``attention_samples`` hook. ``model`` is any seq2seq model
+    ``i`` (plus the columns a model appends to every source, e.g. Syntactic Attention's end
+    marker), for the trainer's optional ``attention_samples`` hook. ``model`` is any seq2seq model
     with ``greedy_decode(source, padding_mask, max_length)`` returning ``tokens`` and ``attention``;
     ``max_length=None`` decodes up to ``2·S + 10`` tokens.
     """
@@ -148,9 +149,10 @@ def decoded_attention_samples(
     budget = decoding_budget(batch.source.size(1), max_length)
     decoded = model.greedy_decode(batch.source, batch.source_padding_mask, budget)
     samples = {}
+    appended = decoded.attention.size(-1) - batch.source.size(1)
     for row in rows:
         tokens = decoded.tokens[row].tolist()
         steps = tokens.index(model.eos_id) + 1 if model.eos_id in tokens else len(tokens)
-        source_length = int((~batch.source_padding_mask[row]).sum())
+        source_length = int((~batch.source_padding_mask[row]).sum()) + appended
         samples[f"{prefix}_{row}"] = decoded.attention[row, :steps, :source_length]
     return samples

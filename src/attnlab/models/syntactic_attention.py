@@ -38,6 +38,23 @@ Choices where the paper is silent (some follow the authors' public code):
   per sentence and attended, which is exact (``Σ_j α_ij = 1``) and halves the work per step;
 * the translation biLSTM of the first ablation has ``embedding_dim / 2`` units per direction, so
   ``m_j`` keeps its size, and as many layers as the alignment encoder.
+
+Stopping by itself (attnlab options, not in the paper; issue 29). With the output length given the
+model translates SCAN far better than it stops: most add-jump failures are a wrong ``<eos>`` step
+(docs/results.md). The Lookup Tables work found the same for a decoder that counts steps, and
+fixed it with a stop decision that follows from what is attended (``lookup_shift``,
+:mod:`attnlab.attention.shift`). Two flags of :class:`SyntacticAttentionSeq2Seq` bring that here:
+
+* ``end_marker=True`` appends an end-of-command position to every source (a learned word of its
+  own in both streams, after the last real word, before the padding). Its translation ``m_end`` is
+  read out by ``W_y`` like any word's, so "where" (alignment) reaches the end of the command and
+  "what" (translation) of the end marker is ``<eos>``. Attention weights then have ``S + 1``
+  columns, the last real one being the end marker.
+* ``stop_from_attention=True`` (needs ``end_marker``) makes the stop decision the attention on
+  the end marker and nothing else: ``p(<eos>) = α_i,end`` and
+  ``p(y) = (1 − α_i,end) softmax_{y ≠ <eos>}(W_y d'_i + b)`` with ``d'_i`` the ``m_j`` of the real
+  words averaged by ``α_ij / (1 − α_i,end)``. The logits returned are these log-probabilities.
+  Neither the decoder state (except through ``α``) nor the words' translations can move it.
 """
 
 from __future__ import annotations
@@ -55,7 +72,7 @@ from attnlab.attention.base import check_padding_mask
 from attnlab.attention.syntactic import DotProductAttender, ShiftedBidirectionalEncoder
 from attnlab.models.seq2seq import Seq2SeqOutput
 
-__all__ = ["GRUAttentionSeq2Seq", "StepwiseSeq2Seq", "SyntacticAttentionSeq2Seq"]
+__all__ = ["GRUAttentionSeq2Seq", "StepwiseSeq2Seq", "SyntacticAttentionSeq2Seq", "append_end_marker"]
 
 TRANSLATION_ENCODERS = ("linear", "rnn")
 
@@ -175,6 +192,7 @@ class _SyntacticState:
     hidden: torch.Tensor  # s_i                   [B, D]
     cell: torch.Tensor  # LSTM cell state         [B, D]
     attention: AttentionState
+    end_positions: torch.Tensor | None = None  # the end marker's column [B] (with end_marker)
 
 
 class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
@@ -188,6 +206,10 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
     translation stream learns what each word means before the alignment can sharpen. On the
     English–French set the alignment otherwise collapses onto the sentence-final "." within about
     50 updates and training stays at the unigram loss (docs/results.md).
+
+    ``end_marker`` and ``stop_from_attention`` (default ``False``: the paper's model) are the
+    stop mechanisms of the module docstring. The end marker is source word ``source_vocab_size``
+    (the embeddings get one more row); sources must be right-padded.
     """
 
     uniform_alignment: bool = False
@@ -204,13 +226,22 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         dropout: float = 0.5,
         translation_encoder: str = "linear",
         translate_from_context: bool = False,
+        end_marker: bool = False,
+        stop_from_attention: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
     ) -> None:
         super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
         _check_options(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, translation_encoder)
+        if stop_from_attention and not end_marker:
+            raise ValueError(
+                "stop_from_attention needs end_marker=True: p(<eos>) is the attention on the end marker"
+            )
         self.translate_from_context = translate_from_context
+        self.end_marker_id = source_vocab_size if end_marker else None
+        self.stop_from_attention = stop_from_attention
+        source_vocab_size += int(end_marker)
         self.dropout = nn.Dropout(dropout)
         self.translation_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
         self.translation_rnn = (
@@ -231,6 +262,11 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _SyntacticState:
         check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        end_positions = None
+        if self.end_marker_id is not None:
+            source, source_padding_mask, end_positions = append_end_marker(
+                source, source_padding_mask, self.end_marker_id, self.pad_id
+            )
         translations = self._translations(source, source_padding_mask)
         encoding = self.alignment_encoder(self.dropout(self.alignment_embedding(source)), source_padding_mask)
         cell = self.decoder_cell
@@ -244,6 +280,7 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
             hidden=hidden,
             cell=torch.zeros_like(hidden),
             attention=self.alignment.initial_state(encoding.keys, source_padding_mask),
+            end_positions=end_positions,
         )
 
     def _translations(self, source: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
@@ -272,15 +309,36 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
             hidden,
             cell_state,
             attended.state,
+            state.end_positions,
         )
         return attended.weights, next_state
 
     def readout(self, weights: torch.Tensor, state: _SyntacticState) -> torch.Tensor:
-        """Logits from ``d_i = Σ_j α_ij m_j`` (eq. 1), or ``[d_i ; c_i]``; ``weights`` ``[B, T, S]``."""
+        """Logits from ``d_i = Σ_j α_ij m_j`` (eq. 1), or ``[d_i ; c_i]``; ``weights`` ``[B, T, S]``.
+
+        With ``stop_from_attention``: log-probabilities, ``log α_i,end`` for ``<eos>`` and the
+        real words' readout scaled by ``1 − α_i,end`` for the rest (module docstring).
+        """
+        if not self.stop_from_attention:
+            return self.output(self._features(weights, state))
+        assert state.end_positions is not None
+        index = state.end_positions.view(-1, 1, 1).expand(-1, weights.size(1), 1)
+        on_end = weights.gather(2, index)  # α_i,end [B, T, 1]
+        on_words = weights.scatter(2, index, 0.0)
+        words_mass = on_words.sum(dim=-1, keepdim=True)
+        tiny = torch.finfo(weights.dtype).tiny
+        features = self._features(on_words / words_mass.clamp_min(1e-6), state)
+        is_eos = torch.zeros(self.output.out_features, dtype=torch.bool, device=weights.device)
+        is_eos[self.eos_id] = True
+        words = F.log_softmax(self.output(features).masked_fill(is_eos, float("-inf")), dim=-1)
+        words = words + words_mass.clamp_min(tiny).log()
+        return torch.where(is_eos, on_end.clamp_min(tiny).log(), words)
+
+    def _features(self, weights: torch.Tensor, state: _SyntacticState) -> torch.Tensor:
         features = torch.bmm(weights, state.translations)
         if self.translate_from_context:
             features = torch.cat([features, torch.bmm(weights, state.keys)], dim=-1)
-        return self.output(features)
+        return features
 
     def step(
         self, state: _SyntacticState, previous: torch.Tensor
@@ -300,6 +358,23 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
             weights.append(step_weights)
         attention = torch.stack(weights, dim=1)
         return Seq2SeqOutput(self.readout(attention, first), attention)
+
+
+def append_end_marker(
+    source: torch.Tensor, padding_mask: torch.Tensor, end_id: int, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Append ``end_id`` after the last real word of each right-padded row.
+
+    Returns the source ``[B, S + 1]``, its padding mask and the end marker's column ``[B]``.
+    """
+    lengths = (~padding_mask).sum(dim=1)
+    if bool((padding_mask.cumsum(dim=1) > 0).ne(padding_mask).any()):
+        raise ValueError("end_marker needs right-padded sources (padding only after the real words)")
+    column = lengths.unsqueeze(1)
+    rows = source.size(0)
+    source = torch.cat([source, source.new_full((rows, 1), pad_id)], dim=1).scatter(1, column, end_id)
+    padding_mask = torch.cat([padding_mask, padding_mask.new_ones(rows, 1)], dim=1).scatter(1, column, False)
+    return source, padding_mask, lengths
 
 
 def _check_options(embedding_dim: int, encoder_hidden: int, decoder_hidden: int, translation: str) -> None:
