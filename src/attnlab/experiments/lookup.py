@@ -49,23 +49,27 @@ LookupVariant = Literal["long", "reversed", "noisy", "noisy-single", "noisy-mult
 GENERATED_TEST_SETS = ("interpolation", "long1", "long2", "long3", "long4", "long5")
 
 
+_PUBLISHED = MachineTasksLookupSpec()
+"""The published generation arguments: the one place their values are written is the spec."""
+
+
 @dataclass
 class MachineTasksDataConfig:
     """The generation arguments of ``data.protocol=machine_tasks``; defaults are the published ones
     (see :class:`attnlab.tasks.lookup_machine_tasks.MachineTasksLookupSpec`; ``data.seed`` and
     ``data.variant`` give its seed and variant)."""
 
-    validation_size: float = 0.05
-    max_composition_train: int = 4
-    n_unary_tables: int = 8
-    n_heldout_tables: int = 2
-    n_heldout_compositions: int = 50
-    n_heldout_inputs: int = 2
-    n_longer: int = 5
-    max_noise_tables: int = 10
-    bound_test: int = 5000
-    alphabet: list[str] = field(default_factory=lambda: ["0", "1"])
-    n_repeats: int = 3
+    validation_size: float = _PUBLISHED.validation_size
+    max_composition_train: int = _PUBLISHED.max_composition_train
+    n_unary_tables: int = _PUBLISHED.n_unary_tables
+    n_heldout_tables: int = _PUBLISHED.n_heldout_tables
+    n_heldout_compositions: int = _PUBLISHED.n_heldout_compositions
+    n_heldout_inputs: int = _PUBLISHED.n_heldout_inputs
+    n_longer: int = _PUBLISHED.n_longer
+    max_noise_tables: int = _PUBLISHED.max_noise_tables
+    bound_test: int = _PUBLISHED.bound_test
+    alphabet: list[str] = field(default_factory=lambda: list(_PUBLISHED.alphabet))
+    n_repeats: int = _PUBLISHED.n_repeats
 
 
 @dataclass

@@ -274,11 +274,6 @@ def public_split_files(name: str, root: str | os.PathLike[str]) -> tuple[Path, P
         raise DataFileNotFoundError(
             folder, None, "no such folder (expected a checkout of the SCAN repository)"
         )
-    if name in STANDARD_SPLITS:
-        train_name, test_name = STANDARD_SPLITS[name]
-        standard = (folder / train_name, folder / test_name)
-        if all(path.is_file() for path in standard):
-            return standard
     found = {part: sorted(folder.rglob(f"tasks_{part}_{name}.txt")) for part in ("train", "test")}
     for part, paths in found.items():
         if len(paths) != 1:
