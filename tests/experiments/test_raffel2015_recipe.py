@@ -69,10 +69,79 @@ def test_cli_races_learning_rates_and_caps_the_slower_ones(tmp_path, capsys):
     cell = Cell("addition", 20, "attention").path(out)
     fast = raffel2015._history(cell / "lr0.01" / "seed0")
     slow = raffel2015._history(cell / "lr0.001" / "seed0")
-    reached = raffel2015.epochs_to_perfect(fast)
+    reached = raffel2015.epochs_to_goal(fast)
     assert reached is not None and len(fast) == reached  # stopped at 100%
     assert len(slow) <= reached  # raced: capped at the faster rate's epochs
     assert "Table 1" in capsys.readouterr().out
+
+
+def _scripted_trainer(accuracies_by_rate, calls):
+    """A stand-in for ``train_or_resume`` that continues a run along a fixed accuracy curve per
+    learning rate, stopping at the config's target accuracy like the trainer, and records what
+    each call was asked for."""
+
+    def train(config, run_dir):
+        rate, target = config["training"]["learning_rate"], config["training"]["epochs"]
+        goal = config["training"]["stop_at_accuracy"]
+        calls.append((rate, target))
+        metrics = run_dir / "metrics.jsonl"
+        done = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.is_file() else []
+        curve = accuracies_by_rate[rate]
+        while len(done) < target and not (done and done[-1]["validation_accuracy"] >= goal):
+            done.append({"epoch": len(done) + 1, "validation_accuracy": curve[len(done)]})
+        (run_dir / "eval").mkdir(parents=True, exist_ok=True)
+        metrics.write_text("".join(json.dumps(record) + "\n" for record in done))
+        (run_dir / "eval" / "summary.json").write_text("{}")
+        return {}
+
+    return train
+
+
+def test_the_race_runs_in_rounds_so_a_fast_rate_that_never_converges_does_not_hold_up_the_rest(
+    tmp_path, monkeypatch
+):
+    never = [90.0] * 100  # lr 0.01 oscillates below 100% for all 100 epochs
+    slow = [50.0] * 6 + [100.0]  # lr 0.001 reaches 100% in epoch 7
+    calls: list = []
+    monkeypatch.setattr(raffel2015, "train_or_resume", _scripted_trainer({1e-2: never, 1e-3: slow}, calls))
+    cell = Cell("multiplication", 10_000, "attention")
+    raffel2015._race_learning_rates(tmp_path, cell, 100, [1e-2, 1e-3], 0, False, [])
+    # Round 1 (5 epochs) and round 2 (10): lr 0.001 reaches 100% at 7, which caps everything after.
+    assert calls == [(1e-2, 5), (1e-3, 5), (1e-2, 10), (1e-3, 10)]
+    best = raffel2015.best_result(cell.path(tmp_path))
+    assert (best.epochs, best.learning_rate) == (7, 1e-3)
+    # Run again: everything is done, nothing trains.
+    raffel2015._race_learning_rates(tmp_path, cell, 100, [1e-2, 1e-3], 0, False, [])
+    assert len(calls) == 4
+
+
+def test_a_cell_no_rate_solves_trains_every_rate_to_the_cap_round_by_round(tmp_path, monkeypatch):
+    calls: list = []
+    curves = {1e-2: [80.0] * 12, 3e-3: [70.0] * 12}
+    monkeypatch.setattr(raffel2015, "train_or_resume", _scripted_trainer(curves, calls))
+    cell = Cell("multiplication", 5000, "mean")
+    raffel2015._race_learning_rates(tmp_path, cell, 12, [1e-2, 3e-3], 0, False, [])
+    assert calls == [(1e-2, 5), (3e-3, 5), (1e-2, 10), (3e-3, 10), (1e-2, 12), (3e-3, 12)]
+    assert raffel2015.best_result(cell.path(tmp_path)).table_cell() == "80.0% (12 ep.)"
+    assert raffel2015.race_budgets(100) == [5, 10, 20, 40, 100] and raffel2015.race_budgets(3) == [3]
+
+
+def test_a_run_extended_round_by_round_equals_one_trained_straight_to_its_cap(tmp_path):
+    cell = Cell("addition", 20, "attention")
+    quick = [
+        "training.updates_per_epoch=10",
+        "training.batch_size=20",
+        "data.test_size=50",
+        "training.device=cpu",
+    ]
+    raffel2015._race_learning_rates(tmp_path / "rounds", cell, 7, [3e-4], 0, False, quick)
+    straight = tmp_path / "straight" / "seed0"
+    raffel2015.train_or_resume(raffel2015.cell_config(cell, 3e-4, 7, False, quick), straight)
+    rounds = raffel2015._history(cell.path(tmp_path / "rounds") / "lr0.0003" / "seed0")
+    assert [r["epoch"] for r in rounds] == list(range(1, 8))
+    assert [r["validation_loss"] for r in rounds] == [
+        r["validation_loss"] for r in raffel2015._history(straight)
+    ]
 
 
 def test_every_papers_recipe_is_a_reproduce_subcommand(capsys):
@@ -154,3 +223,17 @@ def test_the_paper_text_addition_is_its_own_row_beside_the_papers_addition(tmp_p
     table = (out / "table1.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| addition_paper_text / attention"))
     assert "(1)" in row  # the paper's addition value beside it
+
+
+def test_a_variable_length_run_stops_once_it_passes_the_papers_accuracy(tmp_path, monkeypatch):
+    cell = Cell("multiplication", None, "attention")
+    assert cell.goal == 99.4 and Cell("addition", 1000, "mean").goal == 100.0
+    config = raffel2015.cell_config(cell, 1e-2, 100, False, [])
+    assert config["training"]["stop_at_accuracy"] == 99.4 and config["data"]["setting"] == "variable"
+    calls: list = []
+    curves = {1e-2: [90.0, 99.5] + [100.0] * 98, 1e-3: [50.0] * 100}
+    monkeypatch.setattr(raffel2015, "train_or_resume", _scripted_trainer(curves, calls))
+    raffel2015._race_learning_rates(tmp_path, cell, 100, [1e-2, 1e-3], 0, False, [])
+    assert calls == [(1e-2, 5), (1e-3, 2)]  # 99.5 >= 99.4 at epoch 2 caps the other rate at 2
+    text = raffel2015.report(tmp_path)
+    assert "| multiplication / attention | 99.5 | 2 | 0.01 | 99.4 |" in text
