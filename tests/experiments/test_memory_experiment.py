@@ -77,6 +77,21 @@ def test_addition_reaches_perfect_test_accuracy_and_stops(tmp_path):
     assert again == results and len(_history(tmp_path / "run")) == len(history)
 
 
+def test_pooled_padding_is_the_authors_width_and_learns_what_the_masked_problem_does_not(tmp_path):
+    """data.padding=pooled: the authors' code pads a T0 batch to ceil(1.1 T0) and masks nothing, so a
+    marked step's share of the pooled context no longer varies with the length; at the same budget
+    it reaches the paper's 100% where the masked problem (eqs. 1-2 as written) stays below."""
+    budget = {"data.t0": 50, "training.updates_per_epoch": 100, "training.epochs": 8}
+    budget |= {"training.stop_at_accuracy": 100.0}
+    pooled = _config(**budget, **{"data.padding": "pooled"})
+    test = memory.test_set(pooled.data, torch.device("cpu"))
+    assert {chunk.inputs.size(1) for chunk in test} == {55} and not any(c.padding_mask.any() for c in test)
+    assert memory.train(pooled, tmp_path / "pooled")["test"]["accuracy"] == 100.0
+    assert len(_history(tmp_path / "pooled")) < 8
+    memory.train(_config(**budget), tmp_path / "masked")
+    assert max(r["validation_accuracy"] for r in _history(tmp_path / "masked")) < 100.0
+
+
 def test_test_set_is_fixed_by_data_seed_only():
     data = _config().data
     first = memory.test_set(data, torch.device("cpu"))
@@ -154,11 +169,13 @@ def test_cli_plot_draws_attention_over_time_and_curves(tmp_path, capsys):
         ("data.t0=10", "t0"),
         ("data.problem=parity", "problem"),
         ("data.setting=variable", "t0"),
+        ("data.padding=none", "padding"),
+        ("data.setting=variable data.t0=null data.padding=pooled", "applies to the fixed-length"),
         ("training.updates_per_epoch=0", "updates_per_epoch"),
     ],
 )
 def test_bad_config_is_a_usage_error(override, message, tmp_path, capsys):
-    assert main(["train", "memory_addition", override, "--run-dir", str(tmp_path / "run")]) == 2
+    assert main(["train", "memory_addition", *override.split(), "--run-dir", str(tmp_path / "run")]) == 2
     error = capsys.readouterr().err
     assert error.startswith("attnlab: error:") and message in error
     assert not (tmp_path / "run").exists()

@@ -237,3 +237,16 @@ def test_a_variable_length_run_stops_once_it_passes_the_papers_accuracy(tmp_path
     assert calls == [(1e-2, 5), (1e-3, 2)]  # 99.5 >= 99.4 at epoch 2 caps the other rate at 2
     text = raffel2015.report(tmp_path)
     assert "| multiplication / attention | 99.5 | 2 | 0.01 | 99.4 |" in text
+
+
+def test_the_authors_padding_is_a_recipe_option_named_in_the_report(tmp_path, capsys):
+    out = tmp_path / "pooled"
+    base = ["reproduce", "raffel2015", "--out", str(out), "--padding", "pooled"]
+    assert main(base) == 2
+    assert "--padding pooled" in capsys.readouterr().err and not out.exists()
+    args = [*base, "--no-variable", "--t0", "20", "--poolings", "mean", "--learning-rates", "1e-2"]
+    args += ["--max-epochs", "1", "training.updates_per_epoch=5", "data.test_size=50", "training.device=cpu"]
+    assert main(args) == 0
+    run = Cell("addition", 20, "mean").path(out) / "lr0.01" / "seed0"
+    assert load_yaml(run / "config.yaml")["data"]["padding"] == "pooled"
+    assert "Padding: pooled (zero padding to ceil(1.1 T0) pooled too" in (out / "table1.md").read_text()

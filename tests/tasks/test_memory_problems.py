@@ -9,6 +9,8 @@ from attnlab.tasks.memory_problems import (
     MIN_LENGTH,
     generate_memory_batch,
     is_correct,
+    padded_length,
+    pool_the_padding,
     sample_lengths,
 )
 
@@ -146,3 +148,16 @@ def test_errors() -> None:
         sample_lengths("variable", 2, generator, t0=100)
     with pytest.raises(ValueError, match="unknown length setting"):
         sample_lengths("long", 2, generator, t0=100)  # type: ignore[arg-type]
+
+
+def test_pooled_padding_is_the_authors_constant_width_with_nothing_masked() -> None:
+    assert [padded_length(t0) for t0 in (20, 57, 100, 1000, 10_000)] == [22, 63, 110, 1100, 11_000]
+    batch = _batch("addition", t0=57)
+    pooled = pool_the_padding(batch, padded_length(57))
+    assert pooled.inputs.shape == (300, 63, 2) and not pooled.padding_mask.any()
+    width = batch.inputs.size(1)
+    assert torch.equal(pooled.inputs[:, :width], batch.inputs)
+    assert torch.all(pooled.inputs[:, width:] == 0)
+    assert torch.equal(pooled.targets, batch.targets) and torch.equal(pooled.lengths, batch.lengths)
+    with pytest.raises(ValueError, match="width 40 is shorter than the batch"):
+        pool_the_padding(batch, 40)

@@ -45,9 +45,12 @@ from attnlab.tasks.memory_problems import (
     TEMPORAL_ORDER_SYMBOLS,
     AdditionDefinition,
     MemoryBatch,
+    Padding,
     generate_memory_batch,
     generate_temporal_order_batch,
     is_correct,
+    padded_length,
+    pool_the_padding,
     sample_lengths,
 )
 from attnlab.training.checkpoint import (
@@ -78,7 +81,19 @@ class MemoryDataConfig:
     """The addition problem's definition (:data:`~attnlab.tasks.memory_problems.ADDITION_DEFINITIONS`):
     Hochreiter & Schmidhuber's, which Raffel & Ellis cite, or the one their §2 text states."""
 
+    padding: Padding = "masked"
+    """``masked``: each sequence is pooled over its own steps (eqs. 1-2); ``pooled``: as in the
+    authors' code, every fixed-length sequence is zero-padded to ``ceil(1.1 T0)`` steps and those are
+    pooled too (:func:`~attnlab.tasks.memory_problems.pool_the_padding`)."""
+
     def __post_init__(self) -> None:
+        if self.padding == "pooled" and (self.setting != "fixed" or self.problem == TEMPORAL_ORDER):
+            raise ValueError(
+                "padding 'pooled' (the authors' code) applies to the fixed-length addition and "
+                "multiplication problems only; the authors' variable-length batches have one length "
+                f"each, which the 'masked' default computes the same (got setting {self.setting!r}, "
+                f"problem {self.problem!r})"
+            )
         if self.setting == "fixed":
             minimum = TEMPORAL_ORDER_MIN_LENGTH if self.problem == TEMPORAL_ORDER else MIN_LENGTH
             if self.t0 is None or self.t0 < minimum:
@@ -155,7 +170,10 @@ def test_set(data: MemoryDataConfig, device: torch.device) -> list[MemoryBatch]:
 def _batch(data: MemoryDataConfig, size: int, generator: torch.Generator) -> MemoryBatch:
     lengths = sample_lengths(data.setting, size, generator, data.t0)
     if data.problem == "addition" or data.problem == "multiplication":
-        return generate_memory_batch(data.problem, size, lengths, generator, addition=data.addition)
+        batch = generate_memory_batch(data.problem, size, lengths, generator, addition=data.addition)
+        if data.padding == "pooled" and data.t0 is not None:
+            batch = pool_the_padding(batch, padded_length(data.t0))
+        return batch
     return generate_temporal_order_batch(size, lengths, generator)
 
 

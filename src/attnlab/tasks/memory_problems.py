@@ -26,7 +26,8 @@ Choices where the papers are silent (0-based indices throughout):
 * when ``p1 = 0`` the first step carries the marker ``1`` (the marked value wins over the ``-1``
   boundary marker; the value is kept). The last step can never be marked (``p2 < T // 2 <= T - 1``),
   so it always carries ``-1``. Every sequence thus has exactly two ``+1`` markers.
-* padded positions (right padding, ``t >= length``) are ``0`` in both channels.
+* padded positions (right padding, ``t >= length``) are ``0`` in both channels, and masked; the
+  authors' code pools them instead (:func:`pool_the_padding`, ``data.padding=pooled``).
 
 Length settings (:func:`sample_lengths`): ``"fixed"`` draws integers uniformly from
 ``[T0, floor(1.1 · T0)]`` (§2.2); ``"variable"`` draws them uniformly from ``[50, 10000]`` (§2.3).
@@ -58,6 +59,12 @@ ADDITION_DEFINITIONS: tuple[str, ...] = ("hochreiter_schmidhuber", "paper_text")
 ``0.5 + (x1 + x2) / 4``) or as Raffel & Ellis's §2 text states it (values ``U(0, 1)``, target
 ``x1 + x2``)."""
 LENGTH_SETTINGS: tuple[str, ...] = ("fixed", "variable")
+Padding = Literal["masked", "pooled"]
+PADDINGS: tuple[str, ...] = ("masked", "pooled")
+"""How a fixed-length batch treats the steps after each sequence's end: ``"masked"`` (each sequence is
+pooled over its own steps, as eqs. 1-2 state) or ``"pooled"`` (every sequence is zero-padded to
+``ceil(1.1 T0)`` steps, which are pooled like the others, as in the authors' released code);
+see :func:`pool_the_padding`."""
 
 TOLERANCE = 0.04
 """A sequence counts as correct when ``|prediction - target| < TOLERANCE`` (§2)."""
@@ -251,6 +258,29 @@ def generate_memory_batch(
         lengths=lengths,
         marker_positions=positions,
     )
+
+
+def padded_length(t0: int) -> int:
+    """``ceil(1.1 · T0)``, in integers: the width the authors' code pads every fixed-length batch to."""
+    return (11 * t0 + 9) // 10
+
+
+def pool_the_padding(batch: MemoryBatch, width: int) -> MemoryBatch:
+    """The batch zero-padded on the right to ``width`` steps, with no step marked as padding.
+
+    This is what the authors' released code computes (``craffel/lstm_problems`` pads every sequence
+    of a ``T0`` batch with ``(0, 0)`` steps to ``ceil(1.1 T0)``; ``craffel/ff-attention`` gives the
+    network no mask), so the attention or mean runs over ``width`` steps for every sequence. The
+    difference matters: with the padding masked, a marked step's share of the context varies by up
+    to 10% with the sequence's length in ``[T0, 1.1 T0]``, which the network must undo; pooled over a
+    constant width, it does not vary. ``lengths`` and ``marker_positions`` are kept.
+    """
+    extra = width - batch.inputs.shape[1]
+    if extra < 0:
+        raise ValueError(f"pool_the_padding: width {width} is shorter than the batch ({extra + width} steps)")
+    inputs = torch.nn.functional.pad(batch.inputs, (0, 0, 0, extra))
+    no_padding = torch.zeros(inputs.shape[:2], dtype=torch.bool, device=inputs.device)
+    return MemoryBatch(inputs, no_padding, batch.targets, batch.lengths, batch.marker_positions)
 
 
 def generate_temporal_order_batch(

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnlab.config import ConfigError, apply_overrides
+from attnlab.config import ConfigError, apply_overrides, load_yaml
 from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.io import atomic_write_text
 from attnlab.reporting.tables import format_table
-from attnlab.tasks.memory_problems import MIN_LENGTH
+from attnlab.tasks.memory_problems import MIN_LENGTH, PADDINGS
 
 log = logging.getLogger(__name__)
 
@@ -287,9 +287,22 @@ def _table1(out_dir: Path, seed: int) -> str:
             rows[f"{problem} / {_pooling_name(pooling)}"] = cells
     header = (
         "#### Table 1: epochs to 100% test accuracy, or accuracy when the epoch cap ended the run "
-        "(best over learning rates); the paper's value in parentheses\n\n"
+        f"(best over learning rates); the paper's value in parentheses. Padding: {_padding(out_dir)}\n\n"
     )
     return header + format_table(rows, [f"T0={t0}" for t0 in T0S], markdown=True)
+
+
+def _padding(out_dir: Path) -> str:
+    """How the runs under ``out_dir`` treat padding, read from their configs (``data.padding``)."""
+    found = {
+        load_yaml(path).get("data", {}).get("padding", "masked")
+        for path in out_dir.glob("*/t0_*/*/lr*/seed*/config.yaml")
+    }
+    described = {
+        "masked": "masked (each sequence pooled over its own steps, eqs. 1-2)",
+        "pooled": "pooled (zero padding to ceil(1.1 T0) pooled too, as in the authors' code)",
+    }
+    return " and ".join(described.get(name, name) for name in sorted(found)) or "none run yet"
 
 
 def _variable_table(out_dir: Path, seed: int) -> str:
@@ -351,6 +364,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-epochs", type=int, default=100, help="epoch cap of a fixed-length run")
     parser.add_argument("--no-variable", action="store_true", help="skip the variable-length runs")
     parser.add_argument("--variable-epochs", type=int, default=100)
+    parser.add_argument(
+        "--padding",
+        choices=PADDINGS,
+        default="masked",
+        help="pooled: pool over the zero padding to ceil(1.1 T0), as the authors' code does (fixed-length "
+        "cells only; use its own --out)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="training seed of every run (one run per cell)")
     add_parallel_arguments(parser, "cells")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (20 updates per epoch)")
@@ -369,6 +389,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ConfigError(
             f"--learning-rates: {', '.join(f'{rate:g}' for rate in outside)} not in the paper's grid "
             f"{', '.join(f'{rate:g}' for rate in LEARNING_RATES)}"
+        )
+    if args.padding == "pooled" and not args.no_variable:
+        raise ConfigError(
+            "--padding pooled: the authors' variable-length batches have one length each, which the "
+            "masked default computes the same; add --no-variable"
         )
     short = [t0 for t0 in args.t0 if t0 < MIN_LENGTH]
     if short:
@@ -393,5 +418,5 @@ def main(args: argparse.Namespace) -> str:
         seed=args.seed,
         quick=args.quick,
         **parallel_options(args),
-        overrides=args.overrides,
+        overrides=[*(["data.padding=pooled"] if args.padding == "pooled" else []), *args.overrides],
     )
