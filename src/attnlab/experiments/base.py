@@ -14,6 +14,7 @@ generic driver (:mod:`attnlab.experiments.driver`), which :meth:`Experiment.trai
 from __future__ import annotations
 
 import enum
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -216,9 +217,19 @@ class Experiment(ABC, Generic[ConfigT, DataT, LoadedT]):
 
     # ----------------------------------------------------------------------- plots, features
 
-    @abstractmethod
     def plot_run(self, run_dir: str | Path, request: PlotRequest) -> list[Path]:
-        """``attnlab plot``: the figures of a trained run; returns the files written."""
+        """``attnlab plot``: the figures of a trained run; returns the files written. By default
+        the ``plot_run(run_dir, request)`` of the ``plots`` module beside the experiment's
+        module (``attnlab.experiments.<name>.plots``)."""
+        package = type(self).__module__.rpartition(".")[0]
+        try:
+            plots = importlib.import_module(f"{package}.plots")
+        except ModuleNotFoundError as error:
+            if error.name != f"{package}.plots":
+                raise
+            raise UnsupportedCapability(f"{self.name} runs have no plots ({package}.plots)") from None
+        written: list[Path] = plots.plot_run(run_dir, request)
+        return written
 
     def generate_text(self, run_dir: str | Path, request: GenerationRequest) -> dict[str, Any]:
         """``attnlab generate`` (:attr:`Capability.GENERATE`): ``prompt`` (the words read),

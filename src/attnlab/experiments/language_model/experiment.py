@@ -39,7 +39,7 @@ from attnlab.evaluation.perplexity import (
     segment_loss,
     sentence_losses,
 )
-from attnlab.experiments.base import Capability, Evaluation, Experiment, GenerationRequest, PlotRequest
+from attnlab.experiments.base import Capability, Evaluation, Experiment, GenerationRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import SENTENCES_SUFFIX, write_sentence_losses
@@ -541,11 +541,6 @@ class LanguageModelExperiment(Experiment[LMExperimentConfig, LMData, LoadedLM]):
         info["parameters_without_embeddings"] = count_parameters(model)
         atomic_write_json(run.eval_dir / "model.json", info)
         return dict(cbt)
-
-    def plot_run(self, run_dir: str | Path, request: PlotRequest) -> list[Path]:
-        from attnlab.experiments.language_model.plots import plot_run
-
-        return plot_run(run_dir, request)
 
     def generate_text(self, run_dir: str | Path, request: GenerationRequest) -> dict[str, Any]:
         return generate_text(run_dir, request)

@@ -18,7 +18,7 @@ import torch
 
 from attnlab.config import ConfigError, to_dict
 from attnlab.evaluation.seq2seq import evaluate_seq2seq, teacher_forced_loss
-from attnlab.experiments.base import Capability, Evaluation, PlotRequest
+from attnlab.experiments.base import Capability, Evaluation
 from attnlab.experiments.seq2seq_common import (
     Seq2SeqData,
     Seq2SeqExperiment,
@@ -421,11 +421,6 @@ class LookupExperiment(Seq2SeqExperiment[LookupExperimentConfig, EncodedDataset,
                 outcomes=outcomes,
             ),
         )
-
-    def plot_run(self, run_dir: str | Path, request: PlotRequest) -> list[Path]:
-        from attnlab.experiments.lookup.plots import plot_run
-
-        return plot_run(run_dir, request)
 
 
 EXPERIMENT = LookupExperiment()

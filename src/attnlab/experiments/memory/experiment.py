@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.config import ConfigError, from_dict, to_dict
-from attnlab.experiments.base import Evaluation, Experiment, PlotRequest
+from attnlab.experiments.base import Evaluation, Experiment
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.tasks.memory_problems import (
     MIN_LENGTH,
@@ -350,11 +350,6 @@ class MemoryExperiment(Experiment[MemoryExperimentConfig, list[MemoryBatch], Fee
         test_set: Any,
     ) -> dict[str, Any]:
         return evaluate_memory(evaluation.loaded, test_set)
-
-    def plot_run(self, run_dir: str | Path, request: PlotRequest) -> list[Path]:
-        from attnlab.experiments.memory.plots import plot_run
-
-        return plot_run(run_dir, request)
 
 
 EXPERIMENT = MemoryExperiment()

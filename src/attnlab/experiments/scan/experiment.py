@@ -45,7 +45,7 @@ from attnlab.config import ConfigError
 from attnlab.evaluation.bleu import corpus_bleu
 from attnlab.evaluation.metrics import sequence_correct
 from attnlab.evaluation.seq2seq import ExampleOutcomes, teacher_forced_loss
-from attnlab.experiments.base import Capability, Evaluation, PlotRequest
+from attnlab.experiments.base import Capability, Evaluation
 from attnlab.experiments.seq2seq_common import (
     Seq2SeqData,
     Seq2SeqExperiment,
@@ -631,11 +631,6 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
             test_set.dataset,
             lambda outcomes: evaluate_split(model, test_set, target, options, device, outcomes=outcomes),
         )
-
-    def plot_run(self, run_dir: str | Path, request: PlotRequest) -> list[Path]:
-        from attnlab.experiments.scan.plots import plot_run
-
-        return plot_run(run_dir, request)
 
 
 EXPERIMENT = ScanExperiment()

@@ -11,9 +11,7 @@ import torch
 from torch import nn
 
 from attnlab.config import to_dict
-from attnlab.experiments.base import Evaluation, Experiment, PlotRequest
-from attnlab.experiments.driver import load_trained
-from attnlab.plotting import plot_run_history
+from attnlab.experiments.base import Evaluation, Experiment
 from attnlab.training.checkpoint import load_model_weights, load_system_checkpoint
 from attnlab.training.trainer import RunSummary, TrainingConfig
 
@@ -110,11 +108,6 @@ class ToyExperiment(Experiment[ToyConfig, Batch, nn.Linear]):
         self, evaluation: Evaluation[ToyConfig, nn.Linear], name: str, test_set: Any
     ) -> dict[str, Any]:
         return {"mse": mse(evaluation.loaded, test_set)}
-
-    def plot_run(self, run_dir: str | Path, request: PlotRequest) -> list[Path]:
-        run = load_trained(self, run_dir, request.device_name).run
-        curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
-        return [curves] if curves else []
 
 
 EXPERIMENT = ToyExperiment()
