@@ -41,7 +41,12 @@ import torch
 
 from attnlab.attention import ATTENDERS
 from attnlab.evaluation.seq2seq import decoding_budget, evaluate_seq2seq, teacher_forced_loss
-from attnlab.experiments.lookup import LookupDataConfig, Seq2SeqModelConfig, build_model, load_splits
+from attnlab.experiments.lookup.experiment import (
+    LookupDataConfig,
+    Seq2SeqModelConfig,
+    build_model,
+    load_splits,
+)
 from attnlab.io import atomic_write_json
 from attnlab.tasks.batching import batches, encode_examples, epoch_generator
 from attnlab.tasks.vocab import build_vocabularies

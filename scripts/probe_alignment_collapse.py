@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.config import apply_overrides
-from attnlab.experiments import scan
 from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.scan import experiment as scan
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.tasks.batching import bucketed_batches
 from attnlab.tasks.examples import Seq2SeqBatch
@@ -67,7 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    config = scan.parse_config(apply_overrides(resolve_config("mt_eng_fra", []), args.overrides))
+    config = scan.EXPERIMENT.parse_config(apply_overrides(resolve_config("mt_eng_fra", []), args.overrides))
     splits = scan.load_splits(config.data)
     source, target = scan.build_vocabularies(
         splits["train"].examples + splits["validation"].examples, config.data.unknown_words

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.cli import RECIPES, build_parser, main
+from attnlab.cli import build_parser, main
+from attnlab.experiments.registry import recipes
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -26,7 +27,7 @@ def test_top_level_help_has_no_markup(capsys):
     assert "``" not in text and "attnlab" in text
 
 
-@pytest.mark.parametrize("paper", sorted(RECIPES))
+@pytest.mark.parametrize("paper", sorted(recipes()))
 def test_reproduce_help_lists_choices_once(paper, capsys):
     text = _help(["reproduce", paper], capsys)
     parser = build_parser()._subparsers._group_actions[0].choices["reproduce"]  # noqa: SLF001
@@ -40,7 +41,7 @@ def test_reproduce_help_lists_choices_once(paper, capsys):
 
 
 def test_dubois2020_help_names_each_attender_once(capsys):
-    from attnlab.experiments.recipes import dubois2020
+    from attnlab.experiments.lookup import recipe as dubois2020
 
     words = re.findall(r"[\w.-]+", _help(["reproduce", "dubois2020"], capsys))
     for attender in [*dubois2020.ATTENDERS, *dubois2020.EXTRAPOLATING]:
@@ -48,7 +49,7 @@ def test_dubois2020_help_names_each_attender_once(capsys):
 
 
 def _write_dubois_run(root, task, attender, seed):
-    from attnlab.experiments.recipes import dubois2020
+    from attnlab.experiments.lookup import recipe as dubois2020
 
     metrics = {"seq_acc": 50.0, "seq_acc_be": 60.0, "attn_loss": 1.0}
     path = root / task / attender / f"seed{seed}" / "eval" / "summary.json"

@@ -62,7 +62,7 @@ def test_load_yaml_errors_name_the_file(tmp_path):
 
 
 def test_every_builtin_config_parses_with_its_experiment():
-    from attnlab.experiments.registry import builtin_configs, experiment_module, resolve_config
+    from attnlab.experiments.registry import builtin_configs, experiment_for, resolve_config
 
     configs = builtin_configs()
     assert {"lookup", "demo", "memory_addition", "memory_temporal_order", "scan", "lm_wikitext2"} <= set(
@@ -70,4 +70,4 @@ def test_every_builtin_config_parses_with_its_experiment():
     )
     for name in configs:
         data = resolve_config(name, [])
-        experiment_module(data).parse_config(data, name)
+        experiment_for(data).parse_config(data, name)

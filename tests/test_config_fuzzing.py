@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
-from attnlab.experiments.registry import EXPERIMENTS, experiment_module
+from attnlab.experiments.registry import EXPERIMENTS, experiment_for
 
 
 @dataclass
@@ -196,7 +196,7 @@ def test_any_override_is_applied_or_a_config_error(overrides: list[str]) -> None
     ),
 )
 def test_real_experiment_configs_take_overrides_or_raise_a_config_error(experiment: str, overrides) -> None:
-    module = experiment_module({"experiment": experiment})
+    module = experiment_for({"experiment": experiment})
     try:
         module.parse_config(apply_overrides({"experiment": experiment}, overrides), "config.yaml")
     except ConfigError as error:  # names the file or the override

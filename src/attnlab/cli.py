@@ -8,8 +8,6 @@ Configs are YAML files (or the name of a built-in config, see ``attnlab configs`
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import logging
 import os
 import shutil
@@ -18,9 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from attnlab.config import ConfigError
+from attnlab.experiments.base import Capability, Experiment, GenerationRequest, PlotRequest
 from attnlab.experiments.registry import (
     builtin_configs,
-    experiment_module,
+    experiment_for,
+    experiments_with,
+    recipes,
     resolve_config,
     resume_config,
     train_or_resume,
@@ -44,13 +45,13 @@ def cmd_train(args: argparse.Namespace) -> None:
         data = resume_config(run_dir, args.config, args.overrides)
     else:
         data = resolve_config(args.config, args.overrides)
-    experiment = experiment_module(data)
+    experiment = experiment_for(data)
     config = experiment.parse_config(data)
     if args.overwrite:
         _remove_run(run_dir)
     with log_to_run(run_dir):
         results = experiment.train(config, run_dir, resume=args.resume)
-    _print_results(results, run_dir, data.get("experiment", "lookup"))
+    _print_results(results, run_dir, experiment)
 
 
 def _remove_run(run_dir: Path) -> None:
@@ -64,50 +65,50 @@ def _remove_run(run_dir: Path) -> None:
     shutil.rmtree(run_dir)
 
 
-def cmd_evaluate(args: argparse.Namespace) -> None:
+def _run_experiment(run_dir: str) -> Experiment:
+    """The experiment of a trained run (its ``config.yaml``'s ``experiment`` key)."""
     from attnlab.experiments.runs import RunDirectory
 
-    experiment = experiment_module(RunDirectory(Path(args.run_dir)).load_config_data())
-    options: dict[str, object] = {
-        "checkpoint": args.checkpoint,
-        "device_name": args.device,
-        "data_paths": args.overrides,
-    }
-    if args.data:
-        if "data_files" not in inspect.signature(experiment.evaluate).parameters:
-            name = experiment.__name__.rsplit(".", 1)[-1]
-            raise ConfigError(f"--data does not apply to {name} runs (they evaluate on their own test sets)")
-        options["data_files"] = args.data
-    name = experiment.__name__.rsplit(".", 1)[-1]
-    _print_results(experiment.evaluate(args.run_dir, **options), Path(args.run_dir), name)
+    return experiment_for(RunDirectory(Path(run_dir)).load_config_data())
+
+
+def _runs_with(capability: Capability) -> str:
+    """The kinds of runs that have ``capability``, for messages (``language-model``)."""
+    return " and ".join(experiment.label for experiment in experiments_with(capability))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    experiment = _run_experiment(args.run_dir)  # it refuses --data unless it evaluates given files
+    results = experiment.evaluate(
+        args.run_dir,
+        data_files=args.data,
+        checkpoint=args.checkpoint,
+        device_name=args.device,
+        data_paths=args.overrides,
+    )
+    _print_results(results, Path(args.run_dir), experiment)
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from attnlab.experiments.registry import plots_module
-    from attnlab.experiments.runs import RunDirectory
-
-    plots = plots_module(RunDirectory(Path(args.run_dir)).load_config_data())
-    options = {"test_set": args.test_set, "data_file": args.data, "indices": args.index}
-    if args.steps is not None:
-        if "steps" not in inspect.signature(plots.plot_run).parameters:
-            raise ConfigError("--steps applies to language-model runs only")
-        options["steps"] = args.steps
-    for path in plots.plot_run(args.run_dir, device_name=args.device, **options):
+    experiment = _run_experiment(args.run_dir)
+    if args.steps is not None and not experiment.supports(Capability.PLOT_STEPS):
+        raise ConfigError(f"--steps applies to {_runs_with(Capability.PLOT_STEPS)} runs only")
+    request = PlotRequest(args.test_set, args.data, tuple(args.index), args.device, args.steps)
+    for path in experiment.plot_run(args.run_dir, request):
         print(path)
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    from attnlab.experiments import language_model
-    from attnlab.experiments.runs import RunDirectory
     from attnlab.io import atomic_write_json
 
-    experiment = experiment_module(RunDirectory(Path(args.run_dir)).load_config_data())
-    if experiment is not language_model:
-        name = experiment.__name__.rsplit(".", 1)[-1]
-        raise ConfigError(f"generate applies to language-model runs; {args.run_dir} is a {name} run")
+    experiment = _run_experiment(args.run_dir)
+    if not experiment.supports(Capability.GENERATE):
+        raise ConfigError(
+            f"generate applies to {_runs_with(Capability.GENERATE)} runs; {args.run_dir} is a "
+            f"{experiment.name} run"
+        )
     _check_sampling_options(args)
-    result = language_model.generate_text(
-        args.run_dir,
+    request = GenerationRequest(
         prompt=args.prompt,
         words=args.words,
         temperature=args.temperature,
@@ -117,6 +118,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
         checkpoint=args.checkpoint,
         device_name=args.device,
     )
+    result = experiment.generate_text(args.run_dir, request)
     if result["unknown"]:
         print(
             f"attnlab: prompt words not in the vocabulary, read as <unk>: {result['unknown']}",
@@ -125,7 +127,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
     for index, sample in enumerate(result["samples"]):
         if len(result["samples"]) > 1:
             print(f"--- sample {index}")
-        print(language_model.as_text([*result["prompt"], *sample["words"]]))
+        print(experiment.as_text([*result["prompt"], *sample["words"]]))
     if args.out:
         atomic_write_json(args.out, result)
         print(f"\nwords and attention weights: {args.out}")
@@ -184,8 +186,7 @@ def cmd_multiseed(args: argparse.Namespace) -> None:
     from attnlab.experiments.multiseed import markdown_summary, run_seeds
 
     data = resolve_config(args.config, args.overrides)
-    experiment = experiment_module(data)
-    experiment.parse_config(data)  # fail on a bad config before the first seed runs
+    experiment_for(data).parse_config(data)  # fail on a bad config before the first seed runs
     out_dir = Path(args.out) if args.out else _default_run_dir(args.config)
     aggregate = run_seeds(data, args.seeds, out_dir, train_or_resume)
     print(markdown_summary(aggregate))
@@ -225,15 +226,6 @@ def _or(value: int | None, default: int) -> int:
 def cmd_configs(args: argparse.Namespace) -> None:
     for name, path in sorted(builtin_configs().items()):
         print(f"{name:30s} {path}")
-
-
-RECIPES = {
-    "dubois2020": "attnlab.experiments.recipes.dubois2020",
-    "raffel2015": "attnlab.experiments.recipes.raffel2015",
-    "daniluk2017": "attnlab.experiments.recipes.daniluk2017",
-    "russin2019": "attnlab.experiments.recipes.russin2019",
-}
-"""``attnlab reproduce <paper>``: recipe modules, each with ``add_arguments(parser)`` and ``main(args)``."""
 
 
 def _recipe_handler(
@@ -376,8 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's tables and figures")
     papers = reproduce.add_subparsers(dest="paper", required=True)
-    for paper, module_name in RECIPES.items():
-        recipe = importlib.import_module(module_name)
+    for paper, recipe in recipes().items():
         summary = (recipe.__doc__ or paper).strip().split("\n")[0]
         recipe.add_arguments(papers.add_parser(paper, help=summary, description=summary))
         papers.choices[paper].set_defaults(handler=_recipe_handler(paper, recipe.main))
@@ -385,10 +376,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _print_results(results: dict[str, dict[str, float]], run_dir: Path, experiment: str) -> None:
+def _print_results(results: dict[str, dict[str, float]], run_dir: Path, experiment: Experiment) -> None:
     from attnlab.reporting.tables import results_table
 
-    print(results_table(results, experiment))
+    print(results_table(results, experiment.percent_metrics))
     print(f"\nrun directory: {run_dir}")
 
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from attnlab.config import ConfigError
 from attnlab.evaluation.seq2seq import attention_guidance_loss, teacher_forced_loss
-from attnlab.experiments import lookup
+from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
 from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.tasks.batching import collate_examples
@@ -85,7 +85,7 @@ def test_guidance_without_gold_attention_is_an_error():
 
 def test_negative_guidance_weight_is_a_config_error_naming_the_key():
     with pytest.raises(ConfigError, match="attention_guidance"):
-        lookup.parse_config(resolve_config("lookup", ["training.attention_guidance=-1"]))
+        lookup.EXPERIMENT.parse_config(resolve_config("lookup", ["training.attention_guidance=-1"]))
 
 
 def test_guidance_on_files_without_gold_attention_names_the_file(tiny_overrides, lookup_files, tmp_path):
@@ -95,7 +95,7 @@ def test_guidance_on_files_without_gold_attention_names_the_file(tiny_overrides,
     ]
     write_tsv(no_attention, examples)
     overrides = tiny_overrides(**{"data.train_file": no_attention, "training.attention_guidance": 1.0})
-    config = lookup.parse_config(resolve_config("lookup", overrides))
+    config = lookup.EXPERIMENT.parse_config(resolve_config("lookup", overrides))
     with pytest.raises(ConfigError, match=r"train_no_attention\.tsv has none"):
-        lookup.train(config, tmp_path / "run")
+        lookup.EXPERIMENT.train(config, tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()

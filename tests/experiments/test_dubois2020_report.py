@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from attnlab.experiments.recipes import dubois2020
+from attnlab.experiments.lookup import recipe as dubois2020
 
 TEST_SETS = dubois2020.TEST_SETS
 
@@ -44,10 +44,10 @@ def test_report_without_runs_says_so(tmp_path):
 
 
 def test_extrapolating_cells_use_the_issue6_config():
-    from attnlab.experiments import lookup
-    from attnlab.experiments.recipes.dubois2020 import cell_config
+    from attnlab.experiments.lookup import experiment as lookup
+    from attnlab.experiments.lookup.recipe import cell_config
 
-    location = lookup.parse_config(cell_config("reversed", "location_extrapolate", quick=False))
+    location = lookup.EXPERIMENT.parse_config(cell_config("reversed", "location_extrapolate", quick=False))
     assert (location.data.variant, location.model.attender, location.model.encoder) == (
         "reversed",
         "location",
@@ -55,22 +55,24 @@ def test_extrapolating_cells_use_the_issue6_config():
     )
     assert not location.model.decoder_recurrence and location.model.input_feeding
     assert location.model.attender_options["gates"] == "straight_through"
-    anchored = lookup.parse_config(cell_config("noisy", "mix_anchor_extrapolate", quick=True))
+    anchored = lookup.EXPERIMENT.parse_config(cell_config("noisy", "mix_anchor_extrapolate", quick=True))
     assert anchored.model.attender == "mix" and anchored.model.attender_options["combination"] == "anchor"
     assert anchored.training.epochs == 1  # quick overrides still apply
-    paper = lookup.parse_config(cell_config("noisy", "mix", quick=False))
+    paper = lookup.EXPERIMENT.parse_config(cell_config("noisy", "mix", quick=False))
     assert paper.model.encoder == "gru" and paper.model.decoder_recurrence and not paper.model.input_feeding
 
 
 def test_shift_cells_use_the_shift_config_and_undo_one_choice_each():
-    from attnlab.experiments import lookup
-    from attnlab.experiments.recipes.dubois2020 import SHIFT_ABLATIONS, cell_config
+    from attnlab.experiments.lookup import experiment as lookup
+    from attnlab.experiments.lookup.recipe import SHIFT_ABLATIONS, cell_config
 
-    shift = lookup.parse_config(cell_config("noisy", "shift_extrapolate", quick=False))
+    shift = lookup.EXPERIMENT.parse_config(cell_config("noisy", "shift_extrapolate", quick=False))
     assert (shift.data.variant, shift.model.attender, shift.model.encoder) == ("noisy", "shift", "gru")
     assert not shift.model.decoder_recurrence and shift.model.input_feeding
     for name in SHIFT_ABLATIONS:
-        ablated = lookup.parse_config(cell_config("noisy", name, quick=False))
+        ablated = lookup.EXPERIMENT.parse_config(cell_config("noisy", name, quick=False))
         assert ablated.model.attender == "shift" and ablated != shift, name
-    softmax = lookup.parse_config(cell_config("long", "shift_extrapolate-hard_choice", quick=False))
+    softmax = lookup.EXPERIMENT.parse_config(
+        cell_config("long", "shift_extrapolate-hard_choice", quick=False)
+    )
     assert softmax.model.attender_options == {"choice": "softmax"}

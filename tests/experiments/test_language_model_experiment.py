@@ -11,9 +11,9 @@ import torch
 
 from attnlab.cli import main
 from attnlab.config import load_yaml
-from attnlab.experiments import language_model as lm
-from attnlab.experiments.language_model_plots import document_attention
-from attnlab.experiments.registry import EXPERIMENTS, PLOTS, experiment_module, resolve_config
+from attnlab.experiments.language_model import experiment as lm
+from attnlab.experiments.language_model.plots import document_attention
+from attnlab.experiments.registry import EXPERIMENTS, experiment_for, resolve_config, system_modules
 from attnlab.tasks.cbt import ClozeQuestion, write_cbt
 from attnlab.tasks.corpus import copy_pattern_documents, write_wikitext_folder
 from attnlab.training.checkpoint import load_checkpoint
@@ -52,7 +52,7 @@ def _overrides(corpus, **extra):
 
 
 def _config(corpus, **extra) -> lm.LMExperimentConfig:
-    return lm.parse_config(resolve_config("lm_wikitext2", _overrides(corpus, **extra)))
+    return lm.EXPERIMENT.parse_config(resolve_config("lm_wikitext2", _overrides(corpus, **extra)))
 
 
 def _history(run_dir):
@@ -75,8 +75,8 @@ def _unigram_perplexity(corpus) -> float:
 def test_builtin_configs_are_the_papers_procedure():
     for name, corpus in (("lm_wikitext2", "wikitext-2"), ("lm_ptb", "ptb")):
         data = resolve_config(name, [])
-        assert experiment_module(data) is lm
-        config = lm.parse_config(data)
+        assert experiment_for(data) is lm.EXPERIMENT
+        config = lm.EXPERIMENT.parse_config(data)
         training = config.training
         assert (training.learning_rate, training.batch_size, training.gradient_clip, training.bptt) == (
             1e-3,
@@ -92,7 +92,7 @@ def test_builtin_configs_are_the_papers_procedure():
 def trained_run(copy_corpus, tmp_path_factory):
     """A tiny Key-Value-Predict model trained for 5 epochs on the copy corpus (a few seconds)."""
     run = tmp_path_factory.mktemp("trained") / "run"
-    return run, lm.train(_config(copy_corpus, **{"training.epochs": 5}), run)
+    return run, lm.EXPERIMENT.train(_config(copy_corpus, **{"training.epochs": 5}), run)
 
 
 def test_key_value_predict_learns_the_long_range_copy_pattern(copy_corpus, trained_run):
@@ -187,7 +187,7 @@ def test_plot_draws_figure_3_and_the_training_curves(trained_run, capsys):
 
 def test_document_attention_reads_the_document_as_training_does(trained_run):
     run, _ = trained_run
-    config = lm.parse_config(load_yaml(run / "config.yaml"))
+    config = lm.EXPERIMENT.parse_config(load_yaml(run / "config.yaml"))
     model, vocabulary = lm.model_from_checkpoint(run / "checkpoints" / "best.pt", torch.device("cpu"))
     document = lm.load_split(config.data, "test", vocabulary).documents()[0][:18]
     weights, words = document_attention(model, vocabulary, document)
@@ -213,7 +213,7 @@ def test_plot_refuses_bad_options(trained_run, arguments, message, capsys):
 
 
 def test_plot_options_of_other_runs_are_refused(tmp_path, capsys):
-    assert set(PLOTS) == set(EXPERIMENTS)  # every experiment has its plots
+    assert set(system_modules("plots")) == set(EXPERIMENTS)  # every experiment has its plots
     (tmp_path / "config.yaml").write_text("experiment: lookup\n")
     assert main(["plot", str(tmp_path), "--steps", "5"]) == 2
     assert "--steps applies to language-model runs only" in capsys.readouterr().err
@@ -256,12 +256,12 @@ def _interrupt(config, run_dir, monkeypatch, at_update: int) -> None:
 
     monkeypatch.setattr(lm.LMTrainingTask, "training_loss", crash)
     with pytest.raises(KeyboardInterrupt):
-        lm.train(config, run_dir)
+        lm.EXPERIMENT.train(config, run_dir)
     monkeypatch.setattr(lm.LMTrainingTask, "training_loss", original)
 
 
 def _assert_resume_matches(config, tmp_path, uninterrupted) -> None:
-    assert lm.train(config, tmp_path / "resumed", resume=True) == uninterrupted
+    assert lm.EXPERIMENT.train(config, tmp_path / "resumed", resume=True) == uninterrupted
     full = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")["model"]
     again = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["model"]
     assert all(torch.equal(full[name], again[name]) for name in full)
@@ -269,7 +269,7 @@ def _assert_resume_matches(config, tmp_path, uninterrupted) -> None:
 
 def test_resume_after_interruption_matches_uninterrupted_run(copy_corpus, tmp_path, monkeypatch):
     config = _config(copy_corpus, **{"training.max_segments_per_epoch": 6})
-    uninterrupted = lm.train(config, tmp_path / "full")
+    uninterrupted = lm.EXPERIMENT.train(config, tmp_path / "full")
     _interrupt(config, tmp_path / "resumed", monkeypatch, at_update=6 + 3)
     _assert_resume_matches(config, tmp_path, uninterrupted)
 
@@ -280,7 +280,7 @@ def test_resume_within_an_epoch_restores_the_carried_lstm_state_and_memory(
     """``training.checkpoint_every``: interrupted after 5 segments of epoch 2 (``last.pt`` at the
     4th), the resumed run continues from the carried state and ends like an uninterrupted one."""
     config = _config(copy_corpus, **{"training.max_segments_per_epoch": 6, "training.checkpoint_every": 2})
-    uninterrupted = lm.train(config, tmp_path / "full")
+    uninterrupted = lm.EXPERIMENT.train(config, tmp_path / "full")
     _interrupt(config, tmp_path / "resumed", monkeypatch, at_update=6 + 5)
     within = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["within_epoch"]
     assert within["updates"] == 4
@@ -299,13 +299,15 @@ def test_cli_train_evaluate_and_cbt(copy_corpus, tmp_path, capsys):
     assert "perplexity" in printed and "test" in printed and "cbt_NE" in printed
     summary = json.loads((run / "eval" / "summary.json").read_text())
     assert summary["cbt_NE"]["questions"] == 1 and 0.0 <= summary["cbt_NE"]["accuracy"] <= 1.0
-    assert lm.evaluate(run, device_name="cpu") == summary
+    assert lm.EXPERIMENT.evaluate(run, device_name="cpu") == summary
     assert (run / "vocabulary.txt").read_text().startswith("<pad>\n<unk>\n<eos>\n")
 
 
 def test_vocabulary_file_that_does_not_match_the_checkpoint_is_refused(copy_corpus, tmp_path, capsys):
     run = tmp_path / "run"
-    lm.train(_config(copy_corpus, **{"training.epochs": 1, "training.max_segments_per_epoch": 2}), run)
+    lm.EXPERIMENT.train(
+        _config(copy_corpus, **{"training.epochs": 1, "training.max_segments_per_epoch": 2}), run
+    )
     vocabulary = tmp_path / "vocabulary.txt"
     vocabulary.write_text((run / "vocabulary.txt").read_text().replace("w1\n", "w999\n"))
     config_file = run / "config.yaml"
@@ -351,7 +353,7 @@ def test_missing_split_file_is_named(copy_corpus, tmp_path, capsys):
 
 
 def test_recipe_trains_only_the_chosen_models(copy_corpus, tmp_path):
-    from attnlab.experiments.recipes import daniluk2017
+    from attnlab.experiments.language_model import recipe as daniluk2017
 
     data_root = tmp_path / "data"
     (data_root / "wikitext-2").mkdir(parents=True)
@@ -375,7 +377,7 @@ def test_recipe_trains_only_the_chosen_models(copy_corpus, tmp_path):
 
 
 def test_recipe_reads_a_run_of_the_earlier_layout_as_seed_0(copy_corpus, tmp_path):
-    from attnlab.experiments.recipes import daniluk2017
+    from attnlab.experiments.language_model import recipe as daniluk2017
 
     legacy = tmp_path / "ptb" / "lstm"
     (legacy / "eval").mkdir(parents=True)
@@ -391,7 +393,7 @@ def test_recipe_reads_a_run_of_the_earlier_layout_as_seed_0(copy_corpus, tmp_pat
 
 def test_recipe_refuses_an_unknown_model(tmp_path):
     from attnlab.config import ConfigError
-    from attnlab.experiments.recipes import daniluk2017
+    from attnlab.experiments.language_model import recipe as daniluk2017
 
     with pytest.raises(ConfigError, match="unknown model.*'gru_L5'"):
         daniluk2017.reproduce(tmp_path, quick=True, models=["lstm", "gru_L5"])
@@ -400,7 +402,7 @@ def test_recipe_refuses_an_unknown_model(tmp_path):
 
 def test_figure_3b_leaves_out_windows_of_one(monkeypatch, tmp_path):
     """With L = 1 the attention is always 1.0 on its one position: nothing to show."""
-    from attnlab.experiments.recipes import daniluk2017
+    from attnlab.experiments.language_model import recipe as daniluk2017
 
     drawn = {}
     monkeypatch.setattr(
@@ -494,10 +496,10 @@ def test_a_run_trained_on_a_relative_corpus_path_evaluates_from_any_directory(
     monkeypatch.chdir(copy_corpus.parent)
     config = _config(copy_corpus.name, **{"training.epochs": 1, "data.max_tokens": "{train: 400}"})
     run_dir = tmp_path / "run"
-    results = lm.train(config, run_dir)
+    results = lm.EXPERIMENT.train(config, run_dir)
     assert load_yaml(run_dir / "config.yaml")["data"]["corpus"] == str(copy_corpus.resolve())
     monkeypatch.chdir(tmp_path)
-    again = lm.evaluate(run_dir, device_name="cpu")
+    again = lm.EXPERIMENT.evaluate(run_dir, device_name="cpu")
     assert again["test"]["perplexity"] == pytest.approx(results["test"]["perplexity"], rel=1e-6)
 
 
@@ -508,7 +510,7 @@ def test_a_run_whose_corpus_moved_evaluates_with_the_new_path_given(copy_corpus,
         (corpus / f"{split}.txt").write_text((copy_corpus / f"{split}.txt").read_text())
     config = _config(str(corpus), **{"training.epochs": 1, "data.max_tokens": "{train: 400}"})
     run_dir = tmp_path / "run"
-    results = lm.train(config, run_dir)
+    results = lm.EXPERIMENT.train(config, run_dir)
     moved = corpus.rename(tmp_path / "moved")
     assert main(["evaluate", str(run_dir), "--device", "cpu"]) == 2
     assert str(corpus) in capsys.readouterr().err

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnlab.experiments import lookup
+from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
 from attnlab.tasks.batching import batches
 
@@ -18,7 +18,7 @@ def _small_config(name: str, *, interpolation: int, long_levels: int, epochs: in
         "training.progress=false",
         *extra,
     ]
-    return lookup.parse_config(resolve_config(name, overrides))
+    return lookup.EXPERIMENT.parse_config(resolve_config(name, overrides))
 
 
 def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
@@ -29,7 +29,7 @@ def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
         epochs=3,
         extra=("model.attender=mix", "training.learning_rate=0.003"),
     )
-    results = lookup.train(config, tmp_path / "run")
+    results = lookup.EXPERIMENT.train(config, tmp_path / "run")
     assert results["interpolation"]["seq_acc"] == 100.0
     assert results["interpolation"]["attn_loss"] < 0.05
 
@@ -44,7 +44,7 @@ def test_extrapolating_model_stops_at_the_right_step_on_longer_inputs(tmp_path, 
     config = _small_config(
         config_name, interpolation=200, long_levels=3, epochs=epochs, extra=(f"data.variant={variant}",)
     )
-    results = lookup.train(config, tmp_path / "run")
+    results = lookup.EXPERIMENT.train(config, tmp_path / "run")
     assert results["interpolation"]["seq_acc"] == 100.0
     assert results["long3"]["seq_acc"] >= 95.0
 

@@ -6,7 +6,7 @@ import pytest
 
 from attnlab.cli import main
 from attnlab.config import ConfigError
-from attnlab.experiments import lookup
+from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
 from attnlab.tasks.lookup_machine_tasks import MachineTasksLookupSpec, write_machine_tasks_lookup
 
@@ -46,13 +46,13 @@ def _small_overrides(variant: str = "noisy-multi") -> list[str]:
 
 
 def test_generated_protocol_splits_and_test_sets() -> None:
-    config = lookup.parse_config(resolve_config("lookup", _small_overrides()))
+    config = lookup.EXPERIMENT.parse_config(resolve_config("lookup", _small_overrides()))
     splits = lookup.load_splits(config.data)
     assert list(splits) == ["train", "validation", *TEST_SETS]
     assert lookup.test_set_names(config.data) == TEST_SETS
     # 16 unary rows + 9 two-table compositions x 4 inputs + (27 - 2) x 3; ceil(5%) validate.
     assert (len(splits["train"]), len(splits["validation"])) == (16 + 36 + 75 - 6, 6)
-    default = lookup.parse_config(resolve_config("lookup", []))
+    default = lookup.EXPERIMENT.parse_config(resolve_config("lookup", []))
     assert default.data.protocol == "attnlab"
     assert lookup.test_set_names(default.data) == ["interpolation", *(f"long{i}" for i in range(1, 6))]
 
@@ -67,21 +67,21 @@ def test_generated_protocol_splits_and_test_sets() -> None:
 )
 def test_variant_must_belong_to_the_protocol(overrides: list[str], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
-        lookup.parse_config(resolve_config("lookup", overrides))
+        lookup.EXPERIMENT.parse_config(resolve_config("lookup", overrides))
 
 
 def test_impossible_generation_arguments_name_the_key() -> None:
     overrides = ["data.protocol=machine_tasks", "data.machine_tasks={n_heldout_compositions: 1296}"]
-    config = lookup.parse_config(resolve_config("lookup", overrides))
+    config = lookup.EXPERIMENT.parse_config(resolve_config("lookup", overrides))
     with pytest.raises(ConfigError, match="data.machine_tasks: n_heldout_compositions=1296"):
         lookup.load_splits(config.data)
 
 
 def test_one_epoch_on_generated_machine_tasks_data(tmp_path) -> None:
-    config = lookup.parse_config(
+    config = lookup.EXPERIMENT.parse_config(
         resolve_config("lookup", [*_small_overrides("intermediate-noise"), *TINY_MODEL])
     )
-    results = lookup.train(config, tmp_path / "run")
+    results = lookup.EXPERIMENT.train(config, tmp_path / "run")
     assert list(results) == TEST_SETS
     assert results["new_compositions"]["examples"] == 1**3 * 4  # t4 t4 t4 on the 4 inputs
     assert results["longer_seen_1"]["examples"] == 40

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.experiments import memory
-from attnlab.experiments.registry import experiment_module, resolve_config
+from attnlab.experiments.memory import experiment as memory
+from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.training.checkpoint import load_checkpoint
 
 
@@ -29,7 +29,7 @@ def _overrides(**extra: object) -> list[str]:
 
 
 def _config(**extra: object) -> memory.MemoryExperimentConfig:
-    return memory.parse_config(resolve_config("memory_addition", _overrides(**extra)))
+    return memory.EXPERIMENT.parse_config(resolve_config("memory_addition", _overrides(**extra)))
 
 
 def _history(run_dir) -> list[dict]:
@@ -38,8 +38,8 @@ def _history(run_dir) -> list[dict]:
 
 def test_builtin_config_is_the_papers_setting():
     data = resolve_config("memory_addition", [])
-    assert experiment_module(data) is memory
-    config = memory.parse_config(data)
+    assert experiment_for(data) is memory.EXPERIMENT
+    config = memory.EXPERIMENT.parse_config(data)
     assert (config.data.problem, config.data.setting, config.data.t0, config.data.test_size) == (
         "addition",
         "fixed",
@@ -62,7 +62,7 @@ def test_addition_reaches_perfect_test_accuracy_and_stops(tmp_path):
             "training.stop_at_accuracy": 100.0,
         }
     )
-    results = memory.train(config, tmp_path / "run")
+    results = memory.EXPERIMENT.train(config, tmp_path / "run")
     history = _history(tmp_path / "run")
     assert history[-1]["validation_accuracy"] == 100.0
     assert len(history) < 30  # stopped early, as soon as 100% was reached
@@ -73,7 +73,7 @@ def test_addition_reaches_perfect_test_accuracy_and_stops(tmp_path):
     assert json.loads((tmp_path / "run" / "eval" / "summary.json").read_text()) == results
 
     # Resuming a run that already stopped trains no further.
-    again = memory.train(config, tmp_path / "run", resume=True)
+    again = memory.EXPERIMENT.train(config, tmp_path / "run", resume=True)
     assert again == results and len(_history(tmp_path / "run")) == len(history)
 
 
@@ -103,7 +103,7 @@ def test_test_set_is_fixed_by_data_seed_only():
 
 
 def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, monkeypatch):
-    uninterrupted = memory.train(_config(), tmp_path / "full")
+    uninterrupted = memory.EXPERIMENT.train(_config(), tmp_path / "full")
 
     calls = {"n": 0}
     original = memory.MemoryTrainingTask.training_loss
@@ -116,10 +116,10 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, monkeypat
 
     monkeypatch.setattr(memory.MemoryTrainingTask, "training_loss", crash_midway)
     with pytest.raises(KeyboardInterrupt):
-        memory.train(_config(), tmp_path / "resumed")
+        memory.EXPERIMENT.train(_config(), tmp_path / "resumed")
     assert load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["epoch"] == 1
     monkeypatch.setattr(memory.MemoryTrainingTask, "training_loss", original)
-    resumed = memory.train(_config(), tmp_path / "resumed", resume=True)
+    resumed = memory.EXPERIMENT.train(_config(), tmp_path / "resumed", resume=True)
 
     assert resumed == uninterrupted
     full = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")["model"]
@@ -137,8 +137,8 @@ def test_cli_train_prints_accuracy_and_evaluate_matches(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "accuracy" in printed and "mse" in printed and "test" in printed
     summary = json.loads((run / "eval" / "summary.json").read_text())
-    assert memory.evaluate(run, device_name="cpu") == summary
-    assert memory.evaluate(run, checkpoint="last", device_name="cpu") == summary  # one epoch: same
+    assert memory.EXPERIMENT.evaluate(run, device_name="cpu") == summary
+    assert memory.EXPERIMENT.evaluate(run, checkpoint="last", device_name="cpu") == summary  # one epoch: same
 
 
 def test_cli_plot_draws_attention_over_time_and_curves(tmp_path, capsys):
@@ -182,11 +182,11 @@ def test_bad_config_is_a_usage_error(override, message, tmp_path, capsys):
 
 
 def test_checkpoint_of_another_model_is_refused(tmp_path):
-    memory.train(_config(**{"training.epochs": 1}), tmp_path / "run")
+    memory.EXPERIMENT.train(_config(**{"training.epochs": 1}), tmp_path / "run")
     config_file = tmp_path / "run" / "config.yaml"
     config_file.write_text(config_file.read_text().replace("pooling: attention", "pooling: mean"))
     with pytest.raises(Exception, match="model"):
-        memory.evaluate(tmp_path / "run", device_name="cpu")
+        memory.EXPERIMENT.evaluate(tmp_path / "run", device_name="cpu")
 
 
 def test_temporal_order_separates_equal_symbols_but_not_their_order(tmp_path):
@@ -201,12 +201,12 @@ def test_temporal_order_separates_equal_symbols_but_not_their_order(tmp_path):
             "training.learning_rate": 3e-3,
         }
     )
-    results = memory.train(config, tmp_path / "run")["test"]
+    results = memory.EXPERIMENT.train(config, tmp_path / "run")["test"]
     assert results["accuracy_XX_YY"] == 100.0
     assert 30.0 <= results["accuracy_XY_YX"] <= 70.0
     assert 65.0 <= results["accuracy"] <= 85.0
     assert set(results) >= {"cross_entropy", "examples"}
-    assert memory.evaluate(tmp_path / "run", device_name="cpu")["test"] == results
+    assert memory.EXPERIMENT.evaluate(tmp_path / "run", device_name="cpu")["test"] == results
 
 
 def test_temporal_order_model_cannot_see_the_order_of_the_relevant_symbols():

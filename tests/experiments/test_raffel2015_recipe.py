@@ -6,8 +6,8 @@ import pytest
 
 from attnlab.cli import main
 from attnlab.config import load_yaml
-from attnlab.experiments.recipes import raffel2015
-from attnlab.experiments.recipes.raffel2015 import Cell
+from attnlab.experiments.memory import recipe as raffel2015
+from attnlab.experiments.memory.recipe import Cell
 
 
 def _write_run(cell_dir, learning_rate, accuracies):

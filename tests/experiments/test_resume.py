@@ -13,7 +13,7 @@ import yaml
 
 from attnlab.cli import main
 from attnlab.config import ConfigError
-from attnlab.experiments import lookup
+from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config, train_or_resume
 
 
@@ -133,5 +133,5 @@ def test_library_resume_with_a_changed_config_is_refused(one_epoch_run, tiny_ove
     with pytest.raises(ConfigError, match="data.train_file"):
         train_or_resume(changed, one_epoch_run)
     with pytest.raises(ConfigError, match="data.train_file"):
-        lookup.train(lookup.parse_config(changed), one_epoch_run, resume=True)
+        lookup.EXPERIMENT.train(lookup.EXPERIMENT.parse_config(changed), one_epoch_run, resume=True)
     assert _files(one_epoch_run) == before

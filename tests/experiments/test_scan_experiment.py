@@ -9,9 +9,9 @@ import torch
 
 from attnlab.cli import main
 from attnlab.config import ConfigError
-from attnlab.experiments import scan as experiment
-from attnlab.experiments.registry import experiment_module, resolve_config
-from attnlab.experiments.scan_plots import plot_attention
+from attnlab.experiments.registry import experiment_for, resolve_config
+from attnlab.experiments.scan import experiment
+from attnlab.experiments.scan.plots import plot_attention
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.tasks.tsv import DataFormatError
@@ -74,7 +74,7 @@ def config(files: dict[str, Path], **overrides: object) -> experiment.ScanExperi
         "training.progress": "false",
         **overrides,
     }
-    return experiment.parse_config(
+    return experiment.EXPERIMENT.parse_config(
         resolve_config("scan", [f"{key}={value}" for key, value in settings.items()])
     )
 
@@ -82,7 +82,7 @@ def config(files: dict[str, Path], **overrides: object) -> experiment.ScanExperi
 def test_small_syntactic_attention_learns_a_slice_of_scan(scan_slice, tmp_path):
     """Learning test: ~15 s on one CPU thread, fixed seed (seeds 0 and 3 reach 99.5%)."""
     run_config = config(scan_slice, **LEARNING_MODEL)
-    results = experiment.train(run_config, tmp_path / "run")
+    results = experiment.EXPERIMENT.train(run_config, tmp_path / "run")
     assert results["test"]["seq_acc"] >= 95.0
     assert results["test"]["seq_acc_given_length"] >= results["test"]["seq_acc"]
     history = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -98,10 +98,12 @@ def test_stopping_from_the_end_marker_learns_when_to_stop_on_a_tiny_add_jump(add
     points (49.5 / 52.5, 75.5 / 75.5, 16.0 / 17.0).
     """
     overrides = {**LEARNING_MODEL, "training.seed": 1}
-    today = experiment.train(config(add_jump_slice, **overrides), tmp_path / "today")["test"]
+    today = experiment.EXPERIMENT.train(config(add_jump_slice, **overrides), tmp_path / "today")["test"]
     assert today["seq_acc"] <= today["seq_acc_given_length"] - 20.0
     stop = {"model.end_marker": "true", "model.stop_from_attention": "true"}
-    stopping = experiment.train(config(add_jump_slice, **overrides, **stop), tmp_path / "stop")["test"]
+    stopping = experiment.EXPERIMENT.train(config(add_jump_slice, **overrides, **stop), tmp_path / "stop")[
+        "test"
+    ]
     assert stopping["seq_acc"] >= stopping["seq_acc_given_length"] - 2.0
     assert stopping["seq_acc"] >= 60.0
     plots = plot_attention(tmp_path / "stop", ["jump twice after walk left"], device_name="cpu")
@@ -110,7 +112,7 @@ def test_stopping_from_the_end_marker_learns_when_to_stop_on_a_tiny_add_jump(add
 
 def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    first = experiment.train(config(scan_slice, **TINY_MODEL, **{"training.epochs": 1}), run_dir)
+    first = experiment.EXPERIMENT.train(config(scan_slice, **TINY_MODEL, **{"training.epochs": 1}), run_dir)
     assert set(first["test"]) == {"seq_acc", "seq_acc_given_length", "loss", "examples"}
     assert first["test"]["examples"] == 200.0
     summary = json.loads((run_dir / "eval" / "summary.json").read_text())
@@ -128,14 +130,14 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
         first["test"]["seq_acc_given_length"]
     )
     with pytest.raises(ConfigError, match="already holds a run"):
-        experiment.train(config(scan_slice, **TINY_MODEL, **{"training.epochs": 1}), run_dir)
-    resumed = experiment.train(
+        experiment.EXPERIMENT.train(config(scan_slice, **TINY_MODEL, **{"training.epochs": 1}), run_dir)
+    resumed = experiment.EXPERIMENT.train(
         config(scan_slice, **TINY_MODEL, **{"training.epochs": 2}), run_dir, resume=True
     )
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
-    again = experiment.evaluate(run_dir, device_name="cpu")
+    again = experiment.EXPERIMENT.evaluate(run_dir, device_name="cpu")
     assert again["test"]["seq_acc"] == resumed["test"]["seq_acc"]
-    other = experiment.evaluate(run_dir, data_files=[str(scan_slice["small"])], device_name="cpu")
+    other = experiment.EXPERIMENT.evaluate(run_dir, data_files=[str(scan_slice["small"])], device_name="cpu")
     assert other["small"]["examples"] == 100.0
     assert json.loads((run_dir / "eval" / "files" / "small.json").read_text())["examples"] == 100.0
     assert json.loads((run_dir / "eval" / "summary.json").read_text())["test"] == again["test"]
@@ -177,7 +179,7 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
 )
 def test_baselines_and_ablations_train(scan_slice, tmp_path, overrides):
     tiny = {**TINY_MODEL, "data.train_limit": 64, "training.epochs": 1, "evaluation.given_length": "false"}
-    results = experiment.train(config(scan_slice, **{**tiny, **overrides}), tmp_path / "run")
+    results = experiment.EXPERIMENT.train(config(scan_slice, **{**tiny, **overrides}), tmp_path / "run")
     assert 0.0 <= results["test"]["seq_acc"] <= 100.0
     assert ("seq_acc_given_length" in results["test"]) == (overrides.get("evaluation.given_length") == "true")
 
@@ -231,7 +233,7 @@ def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):
     write_scan_file(tmp_path / "test.txt", test)
     files = {"train": tmp_path / "train.txt", "test": tmp_path / "test.txt"}
     overrides = {**TINY_MODEL, "data.unknown_words": "unk", "evaluation.bleu": "true", "training.epochs": 1}
-    results = experiment.train(config(files, **overrides), tmp_path / "run")["test"]
+    results = experiment.EXPERIMENT.train(config(files, **overrides), tmp_path / "run")["test"]
     assert results["unknown_source_words"] == 1.0 and results["unknown_target_words"] == 1.0
     assert 0.0 <= results["bleu"] <= 100.0
 
@@ -240,7 +242,7 @@ def test_unknown_word_at_evaluation_names_file_and_line(scan_slice, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("IN: walk OUT: I_WALK\nIN: walk quickly OUT: I_WALK\n")
     with pytest.raises(UnknownTokenError, match=rf"{bad} line 2 \(source\)"):
-        experiment.train(
+        experiment.EXPERIMENT.train(
             config(scan_slice, **TINY_MODEL, **{"training.epochs": 1, "data.test_files": f"{{t: {bad}}}"}),
             tmp_path / "run",
         )
@@ -277,19 +279,19 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
 )
 def test_config_errors_name_the_problem(overrides, message, tmp_path):
     with pytest.raises(ConfigError, match=message):
-        parsed = experiment.parse_config(resolve_config("scan", overrides))
+        parsed = experiment.EXPERIMENT.parse_config(resolve_config("scan", overrides))
         experiment.build_model(parsed.model, *build_vocabularies([Seq2SeqExample(("a",), ("b",))]))
 
 
 def test_builtin_configs_select_the_scan_experiment():
     for name in ("scan", "scan_gru_attention", "mt_eng_fra"):
         data = resolve_config(name, [])
-        assert experiment_module(data) is experiment
-        experiment.parse_config(data)
+        assert experiment_for(data) is experiment.EXPERIMENT
+        experiment.EXPERIMENT.parse_config(data)
 
 
 def test_generated_splits_hold_out_twenty_percent_for_validation():
-    data = experiment.parse_config(
+    data = experiment.EXPERIMENT.parse_config(
         resolve_config("scan", ["data.split=addprim_jump", "data.generate=true"])
     ).data
     splits = experiment.load_splits(data)
@@ -297,14 +299,16 @@ def test_generated_splits_hold_out_twenty_percent_for_validation():
     assert len(splits["validation"].examples) == round(0.2 * 14_670)
     assert len(splits["test"].examples) == 7_706
     template = experiment.load_splits(
-        experiment.parse_config(resolve_config("scan", ["data.split=template", "data.test_limit=10"])).data
+        experiment.EXPERIMENT.parse_config(
+            resolve_config("scan", ["data.split=template", "data.test_limit=10"])
+        ).data
     )
     assert all("jump around right" in " ".join(ex.source) for ex in template["test"].examples)
     assert len(template["test"].examples) == 10
 
 
 def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
-    from attnlab.experiments.recipes import russin2019
+    from attnlab.experiments.scan import recipe as russin2019
 
     for folder, values in {
         "table1/addprim_jump/syntactic_attention": (100.0, 50.0, 90.0),
@@ -332,7 +336,7 @@ def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
 
 
 def test_russin2019_cells_filter_keeps_pattern_order_and_refuses_patterns_matching_nothing():
-    from attnlab.experiments.recipes import russin2019
+    from attnlab.experiments.scan import recipe as russin2019
 
     found = russin2019.cells(["table1", "table2"])
     chosen = russin2019.select_cells(found, ["table2/*", "table1/*/syntactic_attention"])
@@ -367,7 +371,7 @@ def _public_layout(root: Path) -> None:
 @pytest.mark.parametrize("split", ["addprim_jump", "template_around_right", "filler_num1"])
 def test_every_public_split_folder_is_read_by_name(split, tmp_path):
     _public_layout(tmp_path)
-    data = experiment.parse_config(
+    data = experiment.EXPERIMENT.parse_config(
         resolve_config("scan", [f"data.split={split}", f"data.root={tmp_path}"])
     ).data
     splits = experiment.load_splits(data)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.experiments import lookup
+from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
 from attnlab.training.checkpoint import load_checkpoint
 from attnlab.training.trainer import TrainingDiverged
@@ -14,7 +14,7 @@ from attnlab.training.trainer import TrainingDiverged
 
 @pytest.fixture
 def tiny_config(tiny_overrides):
-    return lambda **extra: lookup.parse_config(resolve_config("lookup", tiny_overrides(**extra)))
+    return lambda **extra: lookup.EXPERIMENT.parse_config(resolve_config("lookup", tiny_overrides(**extra)))
 
 
 def _final_weights(run_dir):
@@ -24,7 +24,7 @@ def _final_weights(run_dir):
 def test_run_directory_holds_config_metrics_checkpoints_and_evaluation(
     lookup_files, tiny_config, tiny_overrides, tmp_path
 ):
-    results = lookup.train(tiny_config(), tmp_path / "run")
+    results = lookup.EXPERIMENT.train(tiny_config(), tmp_path / "run")
     run = tmp_path / "run"
     assert set(results) == {"interpolation", "long1"}
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -47,7 +47,7 @@ def test_run_directory_holds_config_metrics_checkpoints_and_evaluation(
 def test_resume_after_interruption_matches_uninterrupted_run(
     lookup_files, tiny_config, tiny_overrides, tmp_path, monkeypatch
 ):
-    uninterrupted = lookup.train(tiny_config(), tmp_path / "full")
+    uninterrupted = lookup.EXPERIMENT.train(tiny_config(), tmp_path / "full")
 
     # Interrupt the second run in the middle of its second epoch.
     calls = {"n": 0}
@@ -61,10 +61,10 @@ def test_resume_after_interruption_matches_uninterrupted_run(
 
     monkeypatch.setattr(lookup, "teacher_forced_loss", crash_midway)
     with pytest.raises(KeyboardInterrupt):
-        lookup.train(tiny_config(), tmp_path / "resumed")
+        lookup.EXPERIMENT.train(tiny_config(), tmp_path / "resumed")
     assert load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")["epoch"] == 1
     monkeypatch.setattr(lookup, "teacher_forced_loss", original)
-    resumed = lookup.train(tiny_config(), tmp_path / "resumed", resume=True)
+    resumed = lookup.EXPERIMENT.train(tiny_config(), tmp_path / "resumed", resume=True)
 
     assert resumed == uninterrupted
     full, again = _final_weights(tmp_path / "full"), _final_weights(tmp_path / "resumed")
@@ -86,7 +86,7 @@ def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(
 
     monkeypatch.setattr(lookup, "teacher_forced_loss", diverge_in_epoch_two)
     with pytest.raises(TrainingDiverged, match="epoch 2"):
-        lookup.train(tiny_config(), tmp_path / "run")
+        lookup.EXPERIMENT.train(tiny_config(), tmp_path / "run")
     checkpoint = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")
     assert checkpoint["epoch"] == 1
     assert all(torch.isfinite(value).all() for value in checkpoint["model"].values())
@@ -94,9 +94,9 @@ def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(
 
 def test_existing_run_is_not_overwritten_without_resume(lookup_files, tiny_config, tiny_overrides, tmp_path):
     config = tiny_config(**{"training.epochs": 1})
-    lookup.train(config, tmp_path / "run")
+    lookup.EXPERIMENT.train(config, tmp_path / "run")
     with pytest.raises(Exception, match="--resume"):
-        lookup.train(config, tmp_path / "run")
+        lookup.EXPERIMENT.train(config, tmp_path / "run")
 
 
 def test_cli_train_evaluate_and_plot(lookup_files, tiny_config, tiny_overrides, tmp_path, capsys):

@@ -8,8 +8,9 @@ import pytest
 
 from attnlab.cli import main
 from attnlab.config import ConfigError
-from attnlab.experiments import lookup, scan
+from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.scan import experiment as scan
 from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.tasks.vocab import build_vocabularies
@@ -84,16 +85,18 @@ def test_lookup_transformer_trains_with_attention_guidance(lookup_files, tmp_pat
 def test_builtin_transformer_configs_build_transformers():
     vocabularies = build_vocabularies([])
     for name, module in (("scan_transformer", scan), ("lookup_transformer", lookup)):
-        parsed = module.parse_config(resolve_config(name, []))
+        parsed = module.EXPERIMENT.parse_config(resolve_config(name, []))
         model = module.build_model(parsed.model, *vocabularies)
         assert isinstance(model, TransformerSeq2Seq) and model.positional == "sinusoidal"
 
 
 def test_bad_transformer_options_are_config_errors():
     with pytest.raises(ConfigError, match="positional"):
-        scan.parse_config(resolve_config("scan_transformer", ["model.transformer.positional=wavelet"]))
+        scan.EXPERIMENT.parse_config(
+            resolve_config("scan_transformer", ["model.transformer.positional=wavelet"])
+        )
     with pytest.raises(ConfigError, match="lists 3 layers"):
-        lookup.parse_config(
+        lookup.EXPERIMENT.parse_config(
             resolve_config("lookup_transformer", ["model.transformer.cross_attention=[dot, dot, dot]"])
         )
 

@@ -12,9 +12,9 @@ from torch import nn
 
 from attnlab.cli import main
 from attnlab.config import ConfigError
-from attnlab.experiments import language_model as lm
-from attnlab.experiments import scan as experiment
+from attnlab.experiments.language_model import experiment as lm
 from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.scan import experiment
 from attnlab.tasks.corpus import copy_pattern_documents, write_wikitext_folder
 from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.training.checkpoint import load_checkpoint
@@ -56,7 +56,9 @@ def scan_config(files, **overrides):
         "training.device": "cpu",
         **overrides,
     }
-    return experiment.parse_config(resolve_config("scan", [f"{k}={v}" for k, v in settings.items()]))
+    return experiment.EXPERIMENT.parse_config(
+        resolve_config("scan", [f"{k}={v}" for k, v in settings.items()])
+    )
 
 
 def read_events(run_dir):
@@ -75,8 +77,8 @@ def history(run_dir):
 def scan_runs(scan_files, tmp_path_factory):
     """The same tiny SCAN run with TensorBoard off (the default) and on."""
     folder = tmp_path_factory.mktemp("scan_runs")
-    experiment.train(scan_config(scan_files), folder / "off")
-    experiment.train(scan_config(scan_files, **{"training.tensorboard": "true"}), folder / "on")
+    experiment.EXPERIMENT.train(scan_config(scan_files), folder / "off")
+    experiment.EXPERIMENT.train(scan_config(scan_files, **{"training.tensorboard": "true"}), folder / "on")
     return {"off": folder / "off", "on": folder / "on"}
 
 
@@ -124,10 +126,10 @@ def test_resume_replaces_the_interrupted_epoch_without_duplicate_steps(scan_file
 
     monkeypatch.setattr(Trainer, "_save", crash_in_epoch_two)
     with pytest.raises(KeyboardInterrupt):
-        experiment.train(config, run_dir)
+        experiment.EXPERIMENT.train(config, run_dir)
     assert [event.step for event in read_events(run_dir).Scalars("train_loss")] == [1, 2]
     monkeypatch.setattr(Trainer, "_save", original)
-    experiment.train(config, run_dir, resume=True)
+    experiment.EXPERIMENT.train(config, run_dir, resume=True)
 
     events, records = read_events(run_dir), history(run_dir)
     for tag in ("train_loss", "validation_loss"):
@@ -160,8 +162,10 @@ def test_language_model_logs_its_window_attention(tmp_path):
         "training.tensorboard": "true",
         "evaluation.batch_size": 2,
     }
-    config = lm.parse_config(resolve_config("lm_wikitext2", [f"{k}={v}" for k, v in overrides.items()]))
-    lm.train(config, tmp_path / "run")
+    config = lm.EXPERIMENT.parse_config(
+        resolve_config("lm_wikitext2", [f"{k}={v}" for k, v in overrides.items()])
+    )
+    lm.EXPERIMENT.train(config, tmp_path / "run")
     events = read_events(tmp_path / "run")
     assert {"train_loss", "validation_loss", "validation_perplexity", "seconds"} <= set(
         events.Tags()["scalars"]
@@ -191,7 +195,7 @@ def test_bad_attention_sample_is_an_error_naming_it(tmp_path, toy_task):
 @pytest.mark.parametrize("value", ["maybe", "1", "'true'"])
 def test_non_bool_value_is_a_config_error_naming_the_key(value):
     with pytest.raises(ConfigError, match=r"training\.tensorboard: expected bool"):
-        experiment.parse_config(resolve_config("scan", [f"training.tensorboard={value}"]))
+        experiment.EXPERIMENT.parse_config(resolve_config("scan", [f"training.tensorboard={value}"]))
     with pytest.raises(ValueError, match="tensorboard must be true or false"):
         TrainingConfig(tensorboard=value)
 

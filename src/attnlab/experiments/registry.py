@@ -1,31 +1,78 @@
-"""Built-in configs and the experiment each config selects (its ``experiment:`` key)."""
+"""The systems, found by their packages; built-in configs; the experiment a config selects.
+
+A system is a package ``attnlab.experiments.<name>`` with an ``experiment`` module defining
+``EXPERIMENT`` (an :class:`~attnlab.experiments.base.Experiment` whose ``name`` is ``<name>``, the
+configs' ``experiment:`` key), usually a ``plots`` module (``attnlab plot``) and, for a paper's
+tables and figures, a ``recipe`` module (``attnlab reproduce <recipe.PAPER>``). Adding a package
+adds the system everywhere (CLI, sweeps, reports): nothing here lists them.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import pkgutil
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
+from attnlab.experiments.base import Capability, Experiment
 from attnlab.logs import log_to_run
 
-EXPERIMENTS = {
-    "lookup": "attnlab.experiments.lookup",
-    "memory": "attnlab.experiments.memory",
-    "language_model": "attnlab.experiments.language_model",
-    "scan": "attnlab.experiments.scan",
-}
-"""Experiment name → module exposing ``parse_config``, ``train`` and ``evaluate``."""
+PACKAGE = "attnlab.experiments"
+DEFAULT_EXPERIMENT = "lookup"
+"""The experiment of a config without an ``experiment`` key (the first system's configs had none)."""
 
-PLOTS = {
-    "lookup": "attnlab.experiments.lookup_plots",
-    "language_model": "attnlab.experiments.language_model_plots",
-    "memory": "attnlab.experiments.memory_plots",
-    "scan": "attnlab.experiments.scan_plots",
-}
-"""Experiment name → module exposing ``plot_run`` (``attnlab plot``)."""
+
+def system_modules(module: str) -> dict[str, str]:
+    """System name → the path of its ``module`` (``experiment``, ``plots``, ``recipe``), for the
+    packages below :data:`PACKAGE` that have one."""
+    folder = importlib.import_module(PACKAGE)
+    found = {}
+    for info in pkgutil.iter_modules(folder.__path__):
+        path = f"{PACKAGE}.{info.name}.{module}"
+        if info.ispkg and importlib.util.find_spec(path) is not None:
+            found[info.name] = path
+    return dict(sorted(found.items()))
+
+
+EXPERIMENTS = system_modules("experiment")
+"""Experiment name → its module, which defines ``EXPERIMENT``."""
+
+
+def get_experiment(name: str) -> Experiment[Any, Any, Any]:
+    """The experiment called ``name``; an unknown name is an error that lists the known ones."""
+    if name not in EXPERIMENTS:
+        raise ConfigError(
+            f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}"
+        )
+    experiment = importlib.import_module(EXPERIMENTS[name]).EXPERIMENT
+    if not isinstance(experiment, Experiment) or experiment.name != name:
+        raise TypeError(f"{EXPERIMENTS[name]}.EXPERIMENT must be the Experiment named {name!r}")
+    return experiment
+
+
+def experiment_for(data: dict[str, Any]) -> Experiment[Any, Any, Any]:
+    """The experiment named by a config's ``experiment`` key."""
+    return get_experiment(str(data.get("experiment", DEFAULT_EXPERIMENT)))
+
+
+def experiments_with(capability: Capability) -> list[Experiment[Any, Any, Any]]:
+    """The experiments that declare ``capability``."""
+    return [
+        experiment
+        for experiment in (get_experiment(name) for name in EXPERIMENTS)
+        if experiment.supports(capability)
+    ]
+
+
+def recipes() -> dict[str, ModuleType]:
+    """``attnlab reproduce``: paper (the recipe's ``PAPER``) → recipe module, each with
+    ``add_arguments(parser)`` and ``main(args)`` (which returns the report)."""
+    modules = [importlib.import_module(path) for path in system_modules("recipe").values()]
+    return {module.PAPER: module for module in sorted(modules, key=lambda module: str(module.PAPER))}
 
 
 def builtin_configs() -> dict[str, Path]:
@@ -62,8 +109,8 @@ def resume_config(run_dir: Path, name_or_path: str, overrides: list[str]) -> dic
         raise ConfigError(f"no run to resume in {run_dir}: {run.config_file} is missing")
     saved = run.load_config_data()
     ours, theirs = (
-        saved.get("experiment", "lookup"),
-        resolve_config(name_or_path, []).get("experiment", "lookup"),
+        saved.get("experiment", DEFAULT_EXPERIMENT),
+        resolve_config(name_or_path, []).get("experiment", DEFAULT_EXPERIMENT),
     )
     if ours != theirs:
         raise ConfigError(
@@ -73,22 +120,6 @@ def resume_config(run_dir: Path, name_or_path: str, overrides: list[str]) -> dic
     keys = [override.split("=", 1)[0].strip() for override in overrides]
     refuse_resume_changes(run_dir, [key for key in keys if key not in RESUMABLE_KEYS])
     return apply_overrides(saved, overrides)
-
-
-def experiment_module(data: dict[str, Any]) -> ModuleType:
-    """The module of the experiment named by the config's ``experiment`` key."""
-    name = data.get("experiment", "lookup")
-    if name not in EXPERIMENTS:
-        raise ConfigError(
-            f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}"
-        )
-    return importlib.import_module(EXPERIMENTS[name])
-
-
-def plots_module(data: dict[str, Any]) -> ModuleType:
-    """The ``attnlab plot`` module of a run's experiment (see :data:`PLOTS`)."""
-    experiment_module(data)  # an unknown experiment is an error that lists the known ones
-    return importlib.import_module(PLOTS[data.get("experiment", "lookup")])
 
 
 def check_plot_indices(indices: list[int], count: int, source: str, items: str = "examples") -> list[int]:
@@ -104,7 +135,7 @@ def train_or_resume(config_data: dict[str, Any], run_dir: Path) -> dict[str, dic
     config must be the run's (only :data:`~attnlab.experiments.runs.RESUMABLE_KEYS` may differ)."""
     from attnlab.experiments.runs import RunDirectory
 
-    experiment = experiment_module(config_data)
+    experiment = experiment_for(config_data)
     resume = RunDirectory(run_dir).checkpoint("last").exists()
     with log_to_run(run_dir):
         return experiment.train(experiment.parse_config(config_data), run_dir, resume=resume)

@@ -218,11 +218,10 @@ evaluated after its data moved), since every other key describes what was traine
 def load_run_for_evaluation(
     run_dir: str | Path,
     parse_config: Callable[[dict[str, Any], str], ConfigT],
-    checkpoint: str | None = None,
     data_paths: Sequence[str] = (),
 ) -> tuple[RunDirectory, ConfigT]:
-    """A trained run and its config, with ``evaluation.checkpoint`` replaced by ``checkpoint`` if
-    given and the data moved by ``data_paths`` (``key=value`` overrides of :data:`DATA_PATH_KEYS`)."""
+    """A trained run and its config, with the data moved by ``data_paths`` (``key=value``
+    overrides of :data:`DATA_PATH_KEYS`)."""
     run = RunDirectory(Path(run_dir))
     data = run.load_config_data()
     for override in data_paths:
@@ -232,7 +231,4 @@ def load_run_for_evaluation(
                 f"evaluating {run.path}: {override!r} would change what the run was trained with; "
                 f"only where its data lives may be given ({', '.join(DATA_PATH_KEYS)})"
             )
-    config = parse_config(apply_overrides(data, list(data_paths)), str(run.config_file))
-    if checkpoint is not None:
-        config.evaluation.checkpoint = checkpoint  # type: ignore[attr-defined]
-    return run, config
+    return run, parse_config(apply_overrides(data, list(data_paths)), str(run.config_file))

@@ -1,20 +1,24 @@
-"""What the sequence-to-sequence experiments (:mod:`~attnlab.experiments.lookup`,
-:mod:`~attnlab.experiments.scan`) share: a model spec that carries the source and target
-vocabularies, rebuilding a model from a checkpoint with such a spec, and the attention maps of a
-few decoded examples (the trainer's TensorBoard images), and the Transformer's model options
-(:class:`TransformerModelConfig`, ``model.architecture: transformer`` in both experiments)."""
+"""What the sequence-to-sequence experiments (:mod:`attnlab.experiments.lookup`,
+:mod:`attnlab.experiments.scan`) share: a model spec that carries the source and target
+vocabularies, rebuilding a model from a checkpoint with such a spec, the attention maps of a
+few decoded examples (the trainer's TensorBoard images), the per-example predictions file of an
+evaluation, and the Transformer's model options (:class:`TransformerModelConfig`,
+``model.architecture: transformer`` in both experiments)."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import torch
 
 from attnlab.config import from_dict, to_dict
-from attnlab.evaluation.seq2seq import decoding_budget
+from attnlab.evaluation.seq2seq import ExampleOutcomes, decoding_budget
+from attnlab.experiments.base import Evaluation, Experiment
+from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
 from attnlab.models.transformer import TransformerSeq2Seq, cross_attention_heads
 from attnlab.tasks.batching import EncodedDataset, collate
 from attnlab.tasks.vocab import Vocabulary
@@ -22,6 +26,16 @@ from attnlab.training.checkpoint import check_model_spec, load_model_weights, lo
 
 ModelConfigT = TypeVar("ModelConfigT")
 ModelT = TypeVar("ModelT", bound=torch.nn.Module)
+SplitT = TypeVar("SplitT")
+
+
+class Seq2SeqConfig(Protocol):
+    """What the seq2seq experiments' configs have in common: a model section."""
+
+    model: Any
+
+
+Seq2SeqConfigT = TypeVar("Seq2SeqConfigT", bound=Seq2SeqConfig)
 
 ATTENTION_SAMPLES = 2
 """How many validation examples :func:`decoded_attention_samples` shows by default."""
@@ -156,3 +170,90 @@ def decoded_attention_samples(
         source_length = int((~batch.source_padding_mask[row]).sum()) + appended
         samples[f"{prefix}_{row}"] = decoded.attention[row, :steps, :source_length]
     return samples
+
+
+def evaluate_with_predictions(
+    evaluation: Evaluation[Any, tuple[Any, Vocabulary, Vocabulary]],
+    name: str,
+    dataset: EncodedDataset,
+    evaluate: Callable[[ExampleOutcomes], dict[str, Any]],
+) -> dict[str, Any]:
+    """The metrics ``evaluate`` computes on test set ``name`` while it records each example's
+    outcome, and those outcomes written to ``eval/<name>.predictions.tsv`` (``eval/files/`` for
+    given files) for ``attnlab compare``; ``evaluation.loaded`` is the model with its source and
+    target vocabularies."""
+    _, source, target = evaluation.loaded
+    outcomes = ExampleOutcomes()
+    metrics = evaluate(outcomes)
+    sources, targets = dataset_texts(dataset, source, target)
+    path = evaluation.run.evaluation_file(name, PREDICTIONS_SUFFIX, data_file=evaluation.data_file)
+    write_predictions(path, sources, targets, outcomes, target)
+    return metrics
+
+
+@dataclass
+class Seq2SeqData(Generic[SplitT]):
+    """A seq2seq training run's data: every split, encoded with the run's vocabularies."""
+
+    encoded: dict[str, SplitT]
+    source: Vocabulary
+    target: Vocabulary
+
+
+class Seq2SeqExperiment(
+    Experiment[Seq2SeqConfigT, Seq2SeqData[SplitT], tuple[ModelT, Vocabulary, Vocabulary]],
+    Generic[Seq2SeqConfigT, SplitT, ModelT],
+):
+    """What the seq2seq experiments share: the model is built from the model config and both
+    vocabularies, which the checkpoint's spec carries (:func:`seq2seq_model_spec`); what
+    :meth:`load_model` gives is the model with its source and target vocabularies; right after
+    training the test sets are the ones encoded for it."""
+
+    system: ClassVar[str]
+    """The checkpoints' ``system``."""
+    description: ClassVar[str]
+    """How errors name the system's checkpoints."""
+    model_config_type: ClassVar[type[Any]]
+    """The ``model`` section's dataclass (read back from a checkpoint's spec)."""
+
+    @abstractmethod
+    def build_seq2seq(self, model: Any, source: Vocabulary, target: Vocabulary) -> ModelT:
+        """The model of config section ``model`` for these vocabularies."""
+
+    @abstractmethod
+    def test_set_names(self, config: Seq2SeqConfigT) -> list[str]:
+        """The names of the run's own test sets."""
+
+    def build_model(self, config: Seq2SeqConfigT, data: Seq2SeqData[SplitT]) -> ModelT:
+        return self.build_seq2seq(config.model, data.source, data.target)
+
+    def model_spec(self, config: Seq2SeqConfigT, data: Seq2SeqData[SplitT]) -> dict[str, Any]:
+        return seq2seq_model_spec(self.system, config.model, data.source, data.target)
+
+    def load_model(
+        self, path: Path, device: torch.device, config: Seq2SeqConfigT
+    ) -> tuple[ModelT, Vocabulary, Vocabulary]:
+        return self.model_from_checkpoint(path, device, config.model)
+
+    def model_from_checkpoint(
+        self, path: Path, device: torch.device, expected: Any = None
+    ) -> tuple[ModelT, Vocabulary, Vocabulary]:
+        """:func:`seq2seq_from_checkpoint` for this system; with ``expected`` (a model config),
+        the checkpoint must be of that model."""
+        return seq2seq_from_checkpoint(
+            path,
+            device,
+            expected,
+            system=self.system,
+            description=self.description,
+            config_type=self.model_config_type,
+            build_model=self.build_seq2seq,
+        )
+
+    def trained_test_sets(
+        self,
+        config: Seq2SeqConfigT,
+        data: Seq2SeqData[SplitT],
+        loaded: tuple[ModelT, Vocabulary, Vocabulary],
+    ) -> dict[str, Any]:
+        return {name: data.encoded[name] for name in self.test_set_names(config)}

@@ -56,7 +56,7 @@ import yaml
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 from attnlab.experiments.multiseed import aggregate_results, write_aggregate
 from attnlab.experiments.multiseed import single_thread as use_one_thread
-from attnlab.experiments.registry import experiment_module, resolve_config, train_or_resume
+from attnlab.experiments.registry import experiment_for, resolve_config, train_or_resume
 from attnlab.io import atomic_write_json, atomic_write_text
 from attnlab.reporting.tables import format_table, stats_text
 
@@ -205,10 +205,10 @@ def expand(spec: SweepSpec) -> list[SweepRun]:
     """
     try:
         base = resolve_config(spec.config, list(spec.overrides))
-        experiment_module(base).parse_config(base)
+        experiment_for(base).parse_config(base)
     except ConfigError as error:
         raise SweepError(f"{spec.source}: config {spec.config!r} with its overrides: {error}") from None
-    experiment = experiment_module(base)
+    experiment = experiment_for(base)
     for key, values in spec.grid.items():  # one key at a time, so that the error names the bad key
         try:
             experiment.parse_config(apply_overrides(base, [_override(key, values[0])]))
@@ -639,7 +639,7 @@ def _check_same_config(run: SweepRun, run_dir: Path) -> None:
     config_file = run_dir / "config.yaml"
     if not config_file.is_file():
         return
-    experiment = experiment_module(run.config)
+    experiment = experiment_for(run.config)
     from attnlab.config import to_dict
 
     def resolved(config: dict[str, Any]) -> Any:

@@ -179,16 +179,16 @@ def _section_html(section: Section) -> str:
     return "\n".join(parts)
 
 
-EXPERIMENT_TITLES: dict[str, str] = {
-    "language_model": "Language models (WikiText, PTB; CBT)",
-    "lookup": "Lookup Tables and other machine tasks (sequence to sequence)",
-    "memory": "Memory problems (addition, multiplication, temporal order)",
-    "scan": "SCAN and English–French (sequence to sequence)",
-}
-"""Heading of each experiment's table of runs (an experiment missing here is named as it is)."""
-
 COUNT_METRICS = frozenset({"examples"})
 """Metrics left out of the tables: how many test examples, not how well the run did."""
+
+
+def experiment_title(name: str) -> str:
+    """Heading of an experiment's table of runs: its :attr:`~attnlab.experiments.base.Experiment.title`
+    (an unknown experiment is named as it is)."""
+    from attnlab.experiments.registry import EXPERIMENTS, get_experiment
+
+    return get_experiment(name).title if name in EXPERIMENTS else name
 
 
 def run_experiment(run_dir: Path) -> str:
@@ -214,7 +214,7 @@ def _runs_html(runs_dir: Path, run_dirs: Sequence[Path], max_curves: int) -> str
     parts = ["<section><h2>Runs</h2>"]
     curves_left = max_curves
     for experiment, runs in group_runs(run_dirs).items():
-        title = EXPERIMENT_TITLES.get(experiment, experiment)
+        title = experiment_title(experiment)
         parts.append(f"<h3>{_escape(title)}: {len(runs)} run(s)</h3>")
         parts.append(_runs_table(runs_dir, experiment, runs))
         for run_dir in runs:

@@ -10,10 +10,6 @@ from attnlab.training.trainer import PERCENT_METRICS, metric_label
 COUNT_METRICS = frozenset({"examples", "tokens", "questions", "unknown_source_words", "unknown_target_words"})
 """Metrics that count something: shown as integers."""
 
-EXPERIMENT_PERCENT_METRICS = {"memory": frozenset({"accuracy", "accuracy_XX_YY", "accuracy_XY_YX"})}
-"""Percentages beyond :data:`~attnlab.training.trainer.PERCENT_METRICS`, by experiment (the
-language models' CBT ``accuracy`` is a fraction)."""
-
 
 def format_table(
     rows: Mapping[str, Mapping[str, object]], columns: Sequence[str], *, markdown: bool = False
@@ -70,10 +66,15 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def results_table(results: Mapping[str, Mapping[str, object]], experiment: str) -> str:
+def results_table(
+    results: Mapping[str, Mapping[str, object]], percent_metrics: frozenset[str] = frozenset()
+) -> str:
     """Test set → metrics as the CLI prints them: the papers' metric names (``seqAcc``,
-    ``seqAccBE``, ``attnLoss``), percentages marked ``(%)`` and counts as integers."""
-    percent = PERCENT_METRICS | EXPERIMENT_PERCENT_METRICS.get(experiment, frozenset())
+    ``seqAccBE``, ``attnLoss``), percentages marked ``(%)`` and counts as integers.
+    ``percent_metrics``: the experiment's percentages beyond
+    :data:`~attnlab.training.trainer.PERCENT_METRICS` (its
+    :attr:`~attnlab.experiments.base.Experiment.percent_metrics`)."""
+    percent = PERCENT_METRICS | percent_metrics
     columns = list(dict.fromkeys(metric for metrics in results.values() for metric in metrics))
     headers = {column: metric_label(column) + (" (%)" if column in percent else "") for column in columns}
     rows = {

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 
@@ -39,7 +39,9 @@ from attnlab.evaluation.perplexity import (
     segment_loss,
     sentence_losses,
 )
-from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
+from attnlab.experiments.base import Capability, Evaluation, Experiment, GenerationRequest
+from attnlab.experiments.driver import load_trained
+from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import SENTENCES_SUFFIX, write_sentence_losses
 from attnlab.io import atomic_write_json
 from attnlab.models.language_model import (
@@ -75,7 +77,7 @@ from attnlab.training.checkpoint import (
     load_model_weights,
     load_system_checkpoint,
 )
-from attnlab.training.trainer import RunSummary, Trainer, TrainingConfig, resolve_device, seed_everything
+from attnlab.training.trainer import RunSummary, TrainingConfig
 
 SYSTEM = "language_model/short_attention_spans"
 EVALUATION_SPLITS = ("valid", "test")
@@ -168,10 +170,6 @@ class LMExperimentConfig:
     model: LMModelConfig = field(default_factory=LMModelConfig)
     training: LMTrainingConfig = field(default_factory=LMTrainingConfig)
     evaluation: LMEvaluationConfig = field(default_factory=LMEvaluationConfig)
-
-
-def parse_config(data: dict[str, Any], where: str = "config") -> LMExperimentConfig:
-    return from_dict(LMExperimentConfig, data, where)
 
 
 # ----------------------------------------------------------------------------------- data
@@ -344,114 +342,6 @@ def absolute_data_paths(data: LMDataConfig) -> None:
     data.cbt_files = [str(Path(file).resolve()) for file in data.cbt_files]
 
 
-def train(
-    config: LMExperimentConfig, run_dir: str | Path, *, resume: bool = False
-) -> dict[str, dict[str, float]]:
-    """Train, then evaluate the chosen checkpoint on the validation and test splits (and CBT)."""
-    run = RunDirectory(Path(run_dir))
-    absolute_data_paths(config.data)
-    changes = run.check_start(config, resume)
-    device = resolve_device(config.training.device, "training.device")
-    find_split_files(config.data.corpus)  # every split is there before training starts
-    load_cbt(config.data)  # and the CBT files parse
-    vocabulary = load_vocabulary(config.data)
-    train_split = load_split(config.data, "train", vocabulary)
-    valid_split = load_split(config.data, "valid", vocabulary)
-    hidden_dim = resolve_hidden_dim(config.model, len(vocabulary))
-    seed_everything(config.training.seed)
-    model = build_model(config.model, len(vocabulary), hidden_dim).to(device)
-    task = LMTrainingTask(
-        streams_for(train_split, vocabulary, config.training.batch_size, "contiguous"),
-        streams_for(valid_split, vocabulary, config.evaluation.batch_size, config.evaluation.layout),
-        config,
-        device,
-    )
-    summary = RunSummary(
-        f"language model on {config.data.corpus}: {config.model.variant}, window {config.model.window}",
-        {"train": len(train_split), "valid": len(valid_split)},
-        "tokens",
-    )
-    trainer = Trainer(
-        model,
-        task,
-        config.training,
-        run.path,
-        model_spec(config.model, vocabulary, hidden_dim),
-        summary=summary,
-    )
-    run.start_training(config, trainer, changes)
-    write_vocabulary_file(run.path / "vocabulary.txt", vocabulary)
-    trainer.fit()
-    return _evaluate_checkpoint(run, config, device)
-
-
-# ----------------------------------------------------------------------------- evaluation
-
-
-def evaluate(
-    run_dir: str | Path,
-    *,
-    data_files: list[str] | None = None,
-    checkpoint: str | None = None,
-    device_name: str = "auto",
-    data_paths: Sequence[str] = (),
-) -> dict[str, dict[str, float]]:
-    """Evaluate a trained run's checkpoint (default from its config) on valid, test (and CBT), or
-    on the given corpus files (read like the run's corpus, with its vocabulary); ``data_paths``
-    (e.g. ``data.corpus=NEW``) says where a moved corpus now is."""
-    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint, data_paths)
-    return _evaluate_checkpoint(run, config, resolve_device(device_name), data_files)
-
-
-def _evaluate_checkpoint(
-    run: RunDirectory, config: LMExperimentConfig, device: torch.device, data_files: list[str] | None = None
-) -> dict[str, dict[str, float]]:
-    """Perplexity (and attention statistics) per split, CBT accuracy, written to ``eval/``; on
-    ``data_files``, perplexity per file, written to ``eval/files/`` only."""
-    path = run.checkpoint(config.evaluation.checkpoint)
-    model, vocabulary = model_from_checkpoint(path, device, config.model)
-    if config.data.vocabulary_file is not None:
-        check_vocabulary_file(config.data.vocabulary_file, vocabulary, path)
-    if data_files:
-        corpora = {Path(file).stem: load_corpus_file(config.data, file, vocabulary) for file in data_files}
-    else:
-        corpora = {split: load_split(config.data, split, vocabulary) for split in EVALUATION_SPLITS}
-    log_evaluation(path, list(corpora))
-    results: dict[str, dict[str, float]] = {}
-    attention: dict[str, Any] = {}
-    for name, corpus in corpora.items():
-        streams = streams_for(corpus, vocabulary, config.evaluation.batch_size, config.evaluation.layout)
-        token_nll = torch.full((len(corpus),), float("nan"), dtype=torch.float64)
-        metrics = evaluate_perplexity(
-            model,
-            segments(streams, config.training.bptt),
-            device,
-            attention_statistics=True,
-            token_nll=token_nll,
-        )
-        sentences = sentence_losses(token_nll, corpus.tokens, vocabulary.eos_id, corpus.document_starts)
-        write_sentence_losses(
-            run.evaluation_file(name, SENTENCES_SUFFIX, data_file=bool(data_files)), sentences
-        )
-        results[name] = {key: metrics[key] for key in ("loss", "perplexity", "tokens")}
-        if "attention_by_position" in metrics:
-            attention[name] = {key: metrics[key] for key in ("attention_by_position", "attention_steps")}
-        run.write_evaluation(name, path, metrics, data_file=bool(data_files))
-    if data_files:
-        return results
-    cbt = evaluate_cbt(model, vocabulary, load_cbt(config.data), device)
-    for name, cbt_metrics in cbt.items():
-        results[name] = cbt_metrics
-        run.write_evaluation(name, path, metrics)
-    if attention:
-        atomic_write_json(run.eval_dir / "attention.json", {"window": model.window, **attention})
-    info = {"hidden_dim": model.hidden_dim, "parts": output_parts(model.variant, model.ngram or 4)}
-    info["parameters_without_embeddings"] = count_parameters(model)
-    atomic_write_json(run.eval_dir / "model.json", info)
-    run.write_summary(results)
-    return results
-
-
 def load_corpus_file(data: LMDataConfig, path: str, vocabulary: Vocabulary) -> EncodedCorpus:
     """Any file in the corpus format, read with the run's rules and vocabulary."""
     return encode_corpus_file(
@@ -462,39 +352,28 @@ def load_corpus_file(data: LMDataConfig, path: str, vocabulary: Vocabulary) -> E
 # ----------------------------------------------------------------------------- generation
 
 
-def generate_text(
-    run_dir: str | Path,
-    *,
-    prompt: str = "",
-    words: int = 100,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    samples: int = 1,
-    seed: int = 0,
-    checkpoint: str | None = None,
-    device_name: str = "auto",
-) -> dict[str, Any]:
-    """Sample ``samples`` continuations of ``words`` words after ``prompt`` from a trained run.
+def generate_text(run_dir: str | Path, request: GenerationRequest) -> dict[str, Any]:
+    """Sample ``request.samples`` continuations of ``request.words`` words after ``request.prompt``
+    from a trained run.
 
     The prompt (see :func:`prompt_words`) starts a document; words outside the vocabulary are read
     as ``<unk>``. Returns the ``prompt`` words as read, the ``unknown`` ones, and per sample the
     generated ``words`` and, for attentive models, the ``attention`` of each word over the window
     (oldest position first).
     """
-    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint)
-    device = resolve_device(device_name)
-    model, vocabulary = model_from_checkpoint(
-        run.checkpoint(config.evaluation.checkpoint), device, config.model
-    )
-    read = prompt_words(prompt, normalize_numbers=config.data.normalize_numbers)
+    trained = load_trained(EXPERIMENT, run_dir, request.device_name, request.checkpoint)
+    config, device = trained.config, trained.device
+    model, vocabulary, _ = trained.loaded
+    samples = request.samples
+    read = prompt_words(request.prompt, normalize_numbers=config.data.normalize_numbers)
     prompt_ids = [vocabulary.eos_id, *encode_tokens(read, vocabulary)]
     generation = model.generate(
         torch.tensor([prompt_ids] * samples, device=device),
-        words,
-        temperature=temperature,
-        top_k=top_k,
+        request.words,
+        temperature=request.temperature,
+        top_k=request.top_k,
         banned=(vocabulary.pad_id,),
-        generator=torch.Generator(device=device).manual_seed(seed),
+        generator=torch.Generator(device=device).manual_seed(request.seed),
     )
     tokens = vocabulary.tokens
     result = []
@@ -525,3 +404,149 @@ def as_text(words: list[str]) -> str:
         else:
             lines[-1].append(word)
     return "\n".join(" ".join(line) for line in lines)
+
+
+# ----------------------------------------------------------------------------- experiment
+
+
+@dataclass
+class LMData:
+    """A training run's data: the vocabulary, the train and valid splits, the LSTM size."""
+
+    vocabulary: Vocabulary
+    train: EncodedCorpus
+    valid: EncodedCorpus
+    hidden_dim: int
+
+
+class LoadedLM(NamedTuple):
+    """A checkpoint's model with its vocabulary."""
+
+    model: LanguageModel
+    vocabulary: Vocabulary
+    checkpoint: Path
+
+
+REPORTED_METRICS = ("loss", "perplexity", "tokens")
+"""What training and evaluation return per split (``eval/<split>.json`` also has the attention
+statistics)."""
+
+
+class LanguageModelExperiment(Experiment[LMExperimentConfig, LMData, LoadedLM]):
+    """Word-level language models on a WikiText / PTB corpus (and CBT); evaluates on given corpus
+    files too, plots ``--steps`` words of a document, and generates text."""
+
+    name = "language_model"
+    label = "language-model"
+    title = "Language models (WikiText, PTB; CBT)"
+    config_type = LMExperimentConfig
+    capabilities = frozenset({Capability.EVALUATE_FILES, Capability.PLOT_STEPS, Capability.GENERATE})
+
+    def prepare_config(self, config: LMExperimentConfig) -> None:
+        absolute_data_paths(config.data)
+
+    def training_data(self, config: LMExperimentConfig, device: torch.device) -> LMData:
+        find_split_files(config.data.corpus)  # every split is there before training starts
+        load_cbt(config.data)  # and the CBT files parse
+        vocabulary = load_vocabulary(config.data)
+        train = load_split(config.data, "train", vocabulary)
+        valid = load_split(config.data, "valid", vocabulary)
+        return LMData(vocabulary, train, valid, resolve_hidden_dim(config.model, len(vocabulary)))
+
+    def build_model(self, config: LMExperimentConfig, data: LMData) -> LanguageModel:
+        return build_model(config.model, len(data.vocabulary), data.hidden_dim)
+
+    def model_spec(self, config: LMExperimentConfig, data: LMData) -> dict[str, Any]:
+        return model_spec(config.model, data.vocabulary, data.hidden_dim)
+
+    def training_task(self, config: LMExperimentConfig, data: LMData, device: torch.device) -> LMTrainingTask:
+        return LMTrainingTask(
+            streams_for(data.train, data.vocabulary, config.training.batch_size, "contiguous"),
+            streams_for(data.valid, data.vocabulary, config.evaluation.batch_size, config.evaluation.layout),
+            config,
+            device,
+        )
+
+    def run_summary(self, config: LMExperimentConfig, data: LMData) -> RunSummary:
+        return RunSummary(
+            f"language model on {config.data.corpus}: {config.model.variant}, window {config.model.window}",
+            {"train": len(data.train), "valid": len(data.valid)},
+            "tokens",
+        )
+
+    def on_training_start(self, run: RunDirectory, data: LMData) -> None:
+        """``RUN_DIR/vocabulary.txt``: the run's vocabulary, one token per line."""
+        write_vocabulary_file(run.path / "vocabulary.txt", data.vocabulary)
+
+    def load_model(self, path: Path, device: torch.device, config: LMExperimentConfig) -> LoadedLM:
+        return LoadedLM(*model_from_checkpoint(path, device, config.model), path)
+
+    def test_sets(self, config: LMExperimentConfig, loaded: LoadedLM, device: torch.device) -> dict[str, Any]:
+        """The valid and test splits, read with the checkpoint's vocabulary."""
+        vocabulary = self._checked_vocabulary(config, loaded)
+        return {split: load_split(config.data, split, vocabulary) for split in EVALUATION_SPLITS}
+
+    def file_test_sets(
+        self, config: LMExperimentConfig, loaded: LoadedLM, files: Sequence[str]
+    ) -> dict[str, Any]:
+        """Files in the corpus format, read like the run's corpus, with its vocabulary."""
+        vocabulary = self._checked_vocabulary(config, loaded)
+        return {Path(file).stem: load_corpus_file(config.data, file, vocabulary) for file in files}
+
+    @staticmethod
+    def _checked_vocabulary(config: LMExperimentConfig, loaded: LoadedLM) -> Vocabulary:
+        """The checkpoint's vocabulary, which a configured vocabulary file must equal."""
+        if config.data.vocabulary_file is not None:
+            check_vocabulary_file(config.data.vocabulary_file, loaded.vocabulary, loaded.checkpoint)
+        return loaded.vocabulary
+
+    def evaluate_set(
+        self, evaluation: Evaluation[LMExperimentConfig, LoadedLM], name: str, test_set: Any
+    ) -> dict[str, Any]:
+        """Perplexity and the attention per window position; ``<name>.sentences.csv`` (the NLL of
+        every sentence)."""
+        config, (model, vocabulary, _) = evaluation.config, evaluation.loaded
+        streams = streams_for(test_set, vocabulary, config.evaluation.batch_size, config.evaluation.layout)
+        token_nll = torch.full((len(test_set),), float("nan"), dtype=torch.float64)
+        metrics = evaluate_perplexity(
+            model,
+            segments(streams, config.training.bptt),
+            evaluation.device,
+            attention_statistics=True,
+            token_nll=token_nll,
+        )
+        sentences = sentence_losses(token_nll, test_set.tokens, vocabulary.eos_id, test_set.document_starts)
+        path = evaluation.run.evaluation_file(name, SENTENCES_SUFFIX, data_file=evaluation.data_file)
+        write_sentence_losses(path, sentences)
+        return metrics
+
+    def reported_metrics(self, metrics: dict[str, Any]) -> dict[str, float]:
+        return {key: metrics[key] for key in REPORTED_METRICS}
+
+    def finish_evaluation(
+        self, evaluation: Evaluation[LMExperimentConfig, LoadedLM], metrics: dict[str, dict[str, Any]]
+    ) -> dict[str, dict[str, Any]]:
+        """CBT accuracy per word class (returned); ``eval/attention.json`` (Figure 3b) and
+        ``eval/model.json`` (the LSTM size, output parts and parameter count)."""
+        run, (model, vocabulary, _) = evaluation.run, evaluation.loaded
+        cbt = evaluate_cbt(model, vocabulary, load_cbt(evaluation.config.data), evaluation.device)
+        attention = {
+            name: {key: split[key] for key in ("attention_by_position", "attention_steps")}
+            for name, split in metrics.items()
+            if "attention_by_position" in split
+        }
+        if attention:
+            atomic_write_json(run.eval_dir / "attention.json", {"window": model.window, **attention})
+        info = {"hidden_dim": model.hidden_dim, "parts": output_parts(model.variant, model.ngram or 4)}
+        info["parameters_without_embeddings"] = count_parameters(model)
+        atomic_write_json(run.eval_dir / "model.json", info)
+        return dict(cbt)
+
+    def generate_text(self, run_dir: str | Path, request: GenerationRequest) -> dict[str, Any]:
+        return generate_text(run_dir, request)
+
+    def as_text(self, words: list[str]) -> str:
+        return as_text(words)
+
+
+EXPERIMENT = LanguageModelExperiment()

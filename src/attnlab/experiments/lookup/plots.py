@@ -9,7 +9,9 @@ import torch
 
 from attnlab.config import ConfigError
 from attnlab.evaluation.seq2seq import decoding_budget
-from attnlab.experiments import lookup
+from attnlab.experiments.base import PlotRequest
+from attnlab.experiments.driver import load_trained
+from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.models.seq2seq import Seq2SeqOutput
@@ -18,36 +20,26 @@ from attnlab.tasks.batching import collate_examples
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary
-from attnlab.training.trainer import resolve_device
 
 ATTENTION_VARIABLES = ("content_attention", "location_attention")
 
 
-def plot_run(
-    run_dir: str | Path,
-    *,
-    test_set: str | None = None,
-    data_file: str | None = None,
-    indices: list[int] | None = None,
-    device_name: str = "auto",
-) -> list[Path]:
+def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     """Plot the decoded attention of some examples and the training curves; returns the files."""
-    run = RunDirectory(Path(run_dir))
-    config = lookup.parse_config(run.load_config_data(), str(run.config_file))
-    device = resolve_device(device_name)
-    model, source_vocab, target_vocab = lookup.model_from_checkpoint(
-        run.checkpoint(config.evaluation.checkpoint), device, config.model
-    )
-    name, examples = _examples(config, test_set, data_file)
-    chosen = _choose(examples, indices or [0], name)
-    batch = collate_examples(chosen, source_vocab, target_vocab).to(device)
+    trained = load_trained(lookup.EXPERIMENT, run_dir, request.device_name)
+    run, config = trained.run, trained.config
+    model, source_vocab, target_vocab = trained.loaded
+    name, examples = _examples(config, request.test_set, request.data_file)
+    indices = list(request.indices)
+    chosen = _choose(examples, indices, name)
+    batch = collate_examples(chosen, source_vocab, target_vocab).to(trained.device)
     decoded = model.greedy_decode(
         batch.source,
         batch.source_padding_mask,
         decoding_budget(batch.source.size(1), config.evaluation.max_length),
     )
     written = []
-    for row, (index, example) in enumerate(zip(indices or [0], chosen)):
+    for row, (index, example) in enumerate(zip(indices, chosen)):
         written += _plot_example(run, name, index, example, decoded, row, target_vocab)
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
     written += [curves] if curves else []

@@ -42,6 +42,9 @@ from attnlab.reporting.tables import format_table, stats_text
 
 log = logging.getLogger(__name__)
 
+PAPER = "dubois2020"
+"""The recipe's name: ``attnlab reproduce dubois2020``."""
+
 ATTENDERS = ("additive", "multiplicative", "scaled_dot", "transformer", "transformer_xl", "location", "mix")
 TASKS = ("long", "reversed", "noisy")
 TEST_SETS = ("interpolation", "long1", "long2", "long3", "long4", "long5")

@@ -51,6 +51,9 @@ from attnlab.reporting.tables import format_table, stats_text
 
 log = logging.getLogger(__name__)
 
+PAPER = "russin2019"
+"""The recipe's name: ``attnlab reproduce russin2019``."""
+
 SPLITS = ("simple", "length", "addprim_turn_left", "addprim_jump")
 SPLIT_LABELS = {
     "simple": "Simple",
@@ -303,7 +306,7 @@ def _mt_table(out_dir: Path) -> str:
 
 
 def _attention_plots(out_dir: Path) -> list[Path]:
-    from attnlab.experiments.scan_plots import plot_attention
+    from attnlab.experiments.scan.plots import plot_attention
 
     folder = out_dir / "table1" / "addprim_jump" / "syntactic_attention"
     runs = [path.parents[1] for path in sorted(folder.glob("seed*/eval/summary.json"))]

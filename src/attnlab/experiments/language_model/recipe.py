@@ -24,7 +24,7 @@ Writes, under ``out_dir``:
 Finished runs are skipped and interrupted ones resume. ``--quick`` trains tiny models on the first
 tokens of each corpus for one epoch (a smoke test of the whole pipeline, minutes on a CPU).
 
-Usage: ``python -m attnlab.experiments.recipes.daniluk2017 [--quick] [--out runs/daniluk2017]``
+Usage: ``python -m attnlab.experiments.language_model.recipe [--quick] [--out runs/daniluk2017]``
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ import torch
 
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.evaluation.significance import UnitScores
-from attnlab.experiments import language_model as lm
 from attnlab.experiments.compare import compare_runs, read_units
-from attnlab.experiments.language_model_plots import plot_document_attention
+from attnlab.experiments.language_model import experiment as lm
+from attnlab.experiments.language_model.plots import plot_document_attention
 from attnlab.experiments.multiseed import summarize
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.runs import RunDirectory
@@ -54,6 +54,9 @@ from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import markdown_table, stats_text
 
 log = logging.getLogger(__name__)
+
+PAPER = "daniluk2017"
+"""The recipe's name: ``attnlab reproduce daniluk2017``."""
 
 CORPORA = {"wikitext-2": "lm_wikitext2", "ptb": "lm_ptb"}
 WINDOWS = (1, 5, 10, 15)
@@ -358,7 +361,7 @@ def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
     if not names:
         return
     run = RunDirectory(runs[names[-1]]["dir"])
-    config = run.load_config(lm.parse_config)
+    config = run.load_config(lm.EXPERIMENT.parse_config)
     model, vocabulary = lm.model_from_checkpoint(run.checkpoint("best"), torch.device("cpu"), config.model)
     document = lm.load_split(config.data, "test", vocabulary).documents()[0][:steps]
     title = f"Figure 3a: Key-Value-Predict (L={model.window}) on a test document"

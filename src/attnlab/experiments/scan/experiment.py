@@ -41,19 +41,19 @@ from typing import Any, Literal
 
 import torch
 
-from attnlab.config import ConfigError, from_dict
+from attnlab.config import ConfigError
 from attnlab.evaluation.bleu import corpus_bleu
 from attnlab.evaluation.metrics import sequence_correct
 from attnlab.evaluation.seq2seq import ExampleOutcomes, teacher_forced_loss
-from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
+from attnlab.experiments.base import Capability, Evaluation
 from attnlab.experiments.seq2seq_common import (
+    Seq2SeqData,
+    Seq2SeqExperiment,
     TransformerModelConfig,
     build_transformer,
     decoded_attention_samples,
-    seq2seq_from_checkpoint,
-    seq2seq_model_spec,
+    evaluate_with_predictions,
 )
-from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
 from attnlab.models.syntactic_attention import (
     GRUAttentionSeq2Seq,
     StepwiseSeq2Seq,
@@ -69,7 +69,7 @@ from attnlab.tasks.vocab import (
     SOS_TOKEN,
     Vocabulary,
 )
-from attnlab.training.trainer import RunSummary, Trainer, TrainingConfig, resolve_device, seed_everything
+from attnlab.training.trainer import RunSummary, TrainingConfig
 
 SYSTEM = "scan/seq2seq"
 UNK_TOKEN = "<unk>"
@@ -239,10 +239,6 @@ class ScanExperimentConfig:
             raise ValueError(
                 "training.uniform_alignment_epochs applies to model.architecture: syntactic_attention only"
             )
-
-
-def parse_config(data: dict[str, Any], where: str = "config") -> ScanExperimentConfig:
-    return from_dict(ScanExperimentConfig, data, where)
 
 
 # ----------------------------------------------------------------------------------- data
@@ -424,23 +420,11 @@ def describe_model(model: ScanModelConfig) -> str:
     return model.architecture.replace("_", " ")
 
 
-def model_spec(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
-    return seq2seq_model_spec(SYSTEM, model, source, target)
-
-
 def model_from_checkpoint(
     path: Path, device: torch.device, expected: ScanModelConfig | None = None
 ) -> tuple[StepwiseSeq2Seq, Vocabulary, Vocabulary]:
     """Rebuild the model a checkpoint was written for; with ``expected``, it must be that model."""
-    return seq2seq_from_checkpoint(
-        path,
-        device,
-        expected,
-        system=SYSTEM,
-        description="SCAN seq2seq",
-        config_type=ScanModelConfig,
-        build_model=build_model,
-    )
+    return EXPERIMENT.model_from_checkpoint(path, device, expected)
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -566,79 +550,87 @@ class ScanTrainingTask:
         )
 
 
-def train(
-    config: ScanExperimentConfig, run_dir: str | Path, *, resume: bool = False
-) -> dict[str, dict[str, float]]:
-    """Train with early stopping, then evaluate the chosen checkpoint on every test set."""
-    run = RunDirectory(Path(run_dir))
-    changes = run.check_start(config, resume)
-    device = resolve_device(config.training.device, "training.device")
-    splits = load_splits(config.data)
-    source_vocab, target_vocab = build_vocabularies(
-        splits["train"].examples + splits["validation"].examples, config.data.unknown_words
-    )
-    encoded = {name: encode_split(split, source_vocab, target_vocab, name) for name, split in splits.items()}
-    seed_everything(config.training.seed)
-    model = build_model(config.model, source_vocab, target_vocab).to(device)
-    task = ScanTrainingTask(encoded["train"], encoded["validation"], target_vocab, config, device)
-    spec = model_spec(config.model, source_vocab, target_vocab)
-    summary = RunSummary(
-        f"scan on the {config.data.split} split: {describe_model(config.model)}",
-        {name: len(encoded[name].dataset) for name in ("train", "validation")},
-    )
-    trainer = Trainer(model, task, config.training, run.path, spec, summary=summary)
-    run.start_training(config, trainer, changes)
-    trainer.fit()
-    tests = {name: encoded[name] for name in test_set_names(config.data)}
-    return _evaluate_checkpoint(run, config, tests, device)
+# ----------------------------------------------------------------------------- experiment
 
 
-def evaluate(
-    run_dir: str | Path,
-    *,
-    data_files: list[str] | None = None,
-    checkpoint: str | None = None,
-    device_name: str = "auto",
-    data_paths: Sequence[str] = (),
-) -> dict[str, dict[str, float]]:
-    """Evaluate a trained run on its configured test sets (moved by ``data_paths``), or on the
-    given ``IN: … OUT: …`` files."""
-    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint, data_paths)
-    device = resolve_device(device_name)
-    _, source_vocab, target_vocab = model_from_checkpoint(
-        run.checkpoint(config.evaluation.checkpoint), device, config.model
-    )
-    if data_files:
-        splits = {Path(path).stem: Split(scan.read_scan_file(path), path, "line") for path in data_files}
-    else:
-        loaded = load_splits(config.data)
-        splits = {name: loaded[name] for name in test_set_names(config.data)}
-    tests = {name: encode_split(split, source_vocab, target_vocab, name) for name, split in splits.items()}
-    return _evaluate_checkpoint(run, config, tests, device, data_files=bool(data_files))
+ScanData = Seq2SeqData[EncodedSplit]
+"""A training run's data: every split encoded with the vocabularies of train + validation."""
+LoadedScan = tuple[StepwiseSeq2Seq, Vocabulary, Vocabulary]
 
 
-def _evaluate_checkpoint(
-    run: RunDirectory,
-    config: ScanExperimentConfig,
-    tests: dict[str, EncodedSplit],
-    device: torch.device,
-    *,
-    data_files: bool = False,
-) -> dict[str, dict[str, float]]:
-    """Metrics per test set, written to ``eval/`` (``data_files``: ``eval/files/``, no summary)."""
-    path = run.checkpoint(config.evaluation.checkpoint)
-    model, source_vocab, target_vocab = model_from_checkpoint(path, device, config.model)
-    log_evaluation(path, list(tests))
-    results = {}
-    for name, split in tests.items():
-        outcomes = ExampleOutcomes()
-        results[name] = evaluate_split(
-            model, split, target_vocab, config.evaluation, device, outcomes=outcomes
+class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, StepwiseSeq2Seq]):
+    """SCAN splits and English–French with Syntactic Attention, GRU + attention or a Transformer;
+    evaluates on given ``IN: … OUT: …`` files too."""
+
+    name = "scan"
+    label = "SCAN"
+    title = "SCAN and English–French (sequence to sequence)"
+    config_type = ScanExperimentConfig
+    capabilities = frozenset({Capability.EVALUATE_FILES})
+    system = SYSTEM
+    description = "SCAN seq2seq"
+    model_config_type = ScanModelConfig
+
+    def training_data(self, config: ScanExperimentConfig, device: torch.device) -> ScanData:
+        splits = load_splits(config.data)
+        source, target = build_vocabularies(
+            splits["train"].examples + splits["validation"].examples, config.data.unknown_words
         )
-        sources, targets = dataset_texts(split.dataset, source_vocab, target_vocab)
-        predictions = run.evaluation_file(name, PREDICTIONS_SUFFIX, data_file=data_files)
-        write_predictions(predictions, sources, targets, outcomes, target_vocab)
-        run.write_evaluation(name, path, results[name], data_file=data_files)
-    if not data_files:
-        run.write_summary(results)
-    return results
+        encoded = {name: encode_split(split, source, target, name) for name, split in splits.items()}
+        return Seq2SeqData(encoded, source, target)
+
+    def build_seq2seq(
+        self, model: ScanModelConfig, source: Vocabulary, target: Vocabulary
+    ) -> StepwiseSeq2Seq:
+        return build_model(model, source, target)
+
+    def test_set_names(self, config: ScanExperimentConfig) -> list[str]:
+        return test_set_names(config.data)
+
+    def training_task(
+        self, config: ScanExperimentConfig, data: ScanData, device: torch.device
+    ) -> ScanTrainingTask:
+        return ScanTrainingTask(
+            data.encoded["train"], data.encoded["validation"], data.target, config, device
+        )
+
+    def run_summary(self, config: ScanExperimentConfig, data: ScanData) -> RunSummary:
+        return RunSummary(
+            f"scan on the {config.data.split} split: {describe_model(config.model)}",
+            {name: len(data.encoded[name].dataset) for name in ("train", "validation")},
+        )
+
+    def test_sets(
+        self, config: ScanExperimentConfig, loaded: LoadedScan, device: torch.device
+    ) -> dict[str, Any]:
+        splits = load_splits(config.data)
+        return self._encoded({name: splits[name] for name in test_set_names(config.data)}, loaded)
+
+    def file_test_sets(
+        self, config: ScanExperimentConfig, loaded: LoadedScan, files: Sequence[str]
+    ) -> dict[str, Any]:
+        """``IN: … OUT: …`` files, read with the run's vocabularies."""
+        return self._encoded(
+            {Path(path).stem: Split(scan.read_scan_file(path), path, "line") for path in files}, loaded
+        )
+
+    @staticmethod
+    def _encoded(splits: dict[str, Split], loaded: LoadedScan) -> dict[str, Any]:
+        _, source, target = loaded
+        return {name: encode_split(split, source, target, name) for name, split in splits.items()}
+
+    def evaluate_set(
+        self, evaluation: Evaluation[ScanExperimentConfig, LoadedScan], name: str, test_set: Any
+    ) -> dict[str, Any]:
+        """The metrics of :func:`evaluate_split`; ``<name>.predictions.tsv``."""
+        model, _, target = evaluation.loaded
+        options, device = evaluation.config.evaluation, evaluation.device
+        return evaluate_with_predictions(
+            evaluation,
+            name,
+            test_set.dataset,
+            lambda outcomes: evaluate_split(model, test_set, target, options, device, outcomes=outcomes),
+        )
+
+
+EXPERIMENT = ScanExperiment()

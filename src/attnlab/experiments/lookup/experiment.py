@@ -16,20 +16,20 @@ from typing import Any, Literal
 
 import torch
 
-from attnlab.config import ConfigError, from_dict, to_dict
-from attnlab.evaluation.seq2seq import ExampleOutcomes, evaluate_seq2seq, teacher_forced_loss
-from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
+from attnlab.config import ConfigError, to_dict
+from attnlab.evaluation.seq2seq import evaluate_seq2seq, teacher_forced_loss
+from attnlab.experiments.base import Capability, Evaluation
 from attnlab.experiments.seq2seq_common import (
+    Seq2SeqData,
+    Seq2SeqExperiment,
     TransformerModelConfig,
     build_transformer,
     decoded_attention_samples,
-    seq2seq_from_checkpoint,
-    seq2seq_model_spec,
+    evaluate_with_predictions,
 )
-from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
 from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.models.transformer import TransformerSeq2Seq
-from attnlab.tasks.batching import batches, encode_examples
+from attnlab.tasks.batching import EncodedDataset, batches, encode_examples
 from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
 from attnlab.tasks.lookup import VARIANTS, LookupTablesSpec, generate_lookup_tables
 from attnlab.tasks.lookup_machine_tasks import (
@@ -41,7 +41,7 @@ from attnlab.tasks.lookup_machine_tasks import (
 from attnlab.tasks.splits import random_hold_out
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary, build_vocabularies
-from attnlab.training.trainer import RunSummary, Trainer, TrainingConfig, resolve_device, seed_everything
+from attnlab.training.trainer import RunSummary, TrainingConfig
 
 SYSTEM = "lookup/recurrent_seq2seq"
 LookupVariant = Literal["long", "reversed", "noisy", "noisy-single", "noisy-multi", "intermediate-noise"]
@@ -157,10 +157,6 @@ class LookupExperimentConfig:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 
 
-def parse_config(data: dict[str, Any], where: str = "config") -> LookupExperimentConfig:
-    return from_dict(LookupExperimentConfig, data, where)
-
-
 # ----------------------------------------------------------------------------------- data
 
 
@@ -265,23 +261,11 @@ def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabular
         raise ConfigError(f"model: {error}") from None
 
 
-def model_spec(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
-    return seq2seq_model_spec(SYSTEM, model, source, target)
-
-
 def model_from_checkpoint(
     path: Path, device: torch.device, expected: Seq2SeqModelConfig | None = None
 ) -> tuple[LookupModel, Vocabulary, Vocabulary]:
     """Rebuild the model a checkpoint was written for; with ``expected``, it must be that model."""
-    return seq2seq_from_checkpoint(
-        path,
-        device,
-        expected,
-        system=SYSTEM,
-        description="Lookup Tables seq2seq",
-        config_type=Seq2SeqModelConfig,
-        build_model=build_model,
-    )
+    return EXPERIMENT.model_from_checkpoint(path, device, expected)
 
 
 # ------------------------------------------------------------------------------- training
@@ -326,42 +310,6 @@ class LookupTrainingTask:
         )
 
 
-def train(
-    config: LookupExperimentConfig, run_dir: str | Path, *, resume: bool = False
-) -> dict[str, dict[str, float]]:
-    """Train, then evaluate the chosen checkpoint on every test set; returns the test metrics."""
-    run = RunDirectory(Path(run_dir))
-    changes = run.check_start(config, resume)
-    device = resolve_device(config.training.device, "training.device")
-    splits = load_splits(config.data)
-    source_vocab, target_vocab = build_vocabularies(splits["train"])
-    encoded = {
-        name: _encode(config.data, name, examples, source_vocab, target_vocab)
-        for name, examples in splits.items()
-    }
-    if config.training.attention_guidance > 0 and encoded["train"].gold_attention is None:
-        where = config.data.train_file or "the generated training set"
-        raise ConfigError(
-            f"training.attention_guidance={config.training.attention_guidance} needs gold attention, "
-            f"and {where} has none (machine-tasks files give it as a third column)"
-        )
-    seed_everything(config.training.seed)
-    model = build_model(config.model, source_vocab, target_vocab).to(device)
-    task = LookupTrainingTask(encoded["train"], encoded["validation"], config, device)
-    trainer = Trainer(
-        model,
-        task,
-        config.training,
-        run.path,
-        model_spec(config.model, source_vocab, target_vocab),
-        summary=RunSummary(describe(config), {name: len(encoded[name]) for name in ("train", "validation")}),
-    )
-    run.start_training(config, trainer, changes)
-    trainer.fit()
-    test_sets = {name: encoded[name] for name in test_set_names(config.data)}
-    return _evaluate_checkpoint(run, config, test_sets, device)
-
-
 def describe(config: LookupExperimentConfig) -> str:
     """What a run trains, in a few words (the first line of its log)."""
     data = config.data
@@ -385,66 +333,94 @@ def _encode(
     return encode_examples(examples, source, target, where_prefix=origin, item_name=item_name)
 
 
-# ----------------------------------------------------------------------------- evaluation
+# ----------------------------------------------------------------------------- experiment
 
 
-def evaluate(
-    run_dir: str | Path,
-    *,
-    data_files: list[str] | None = None,
-    checkpoint: str | None = None,
-    device_name: str = "auto",
-    data_paths: Sequence[str] = (),
-) -> dict[str, dict[str, float]]:
-    """Evaluate a trained run on its configured test sets (moved by ``data_paths``, see
-    :func:`~attnlab.experiments.runs.load_run_for_evaluation`), or on the given TSV files."""
-    run, config = load_run_for_evaluation(run_dir, parse_config, checkpoint, data_paths)
-    device = resolve_device(device_name)
-    _, source_vocab, target_vocab = model_from_checkpoint(
-        run.checkpoint(config.evaluation.checkpoint), device, config.model
-    )
-    if data_files:
-        test_sets = {
-            Path(path).stem: encode_examples(
-                read_tsv(path), source_vocab, target_vocab, where_prefix=path, item_name="line"
-            )
-            for path in data_files
+LookupData = Seq2SeqData[EncodedDataset]
+"""A training run's data: every split encoded with the training set's vocabularies."""
+LoadedLookup = tuple[LookupModel, Vocabulary, Vocabulary]
+
+
+class LookupExperiment(Seq2SeqExperiment[LookupExperimentConfig, EncodedDataset, LookupModel]):
+    """Lookup Tables (generated or machine-tasks TSV files) with a seq2seq model; evaluates on
+    given TSV files too."""
+
+    name = "lookup"
+    label = "Lookup Tables"
+    title = "Lookup Tables and other machine tasks (sequence to sequence)"
+    config_type = LookupExperimentConfig
+    capabilities = frozenset({Capability.EVALUATE_FILES})
+    system = SYSTEM
+    description = "Lookup Tables seq2seq"
+    model_config_type = Seq2SeqModelConfig
+
+    def training_data(self, config: LookupExperimentConfig, device: torch.device) -> LookupData:
+        splits = load_splits(config.data)
+        source, target = build_vocabularies(splits["train"])
+        encoded = {
+            name: _encode(config.data, name, examples, source, target) for name, examples in splits.items()
         }
-    else:
+        if config.training.attention_guidance > 0 and encoded["train"].gold_attention is None:
+            where = config.data.train_file or "the generated training set"
+            raise ConfigError(
+                f"training.attention_guidance={config.training.attention_guidance} needs gold attention, "
+                f"and {where} has none (machine-tasks files give it as a third column)"
+            )
+        return Seq2SeqData(encoded, source, target)
+
+    def build_seq2seq(self, model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabulary) -> LookupModel:
+        return build_model(model, source, target)
+
+    def test_set_names(self, config: LookupExperimentConfig) -> list[str]:
+        return test_set_names(config.data)
+
+    def training_task(
+        self, config: LookupExperimentConfig, data: LookupData, device: torch.device
+    ) -> LookupTrainingTask:
+        return LookupTrainingTask(data.encoded["train"], data.encoded["validation"], config, device)
+
+    def run_summary(self, config: LookupExperimentConfig, data: LookupData) -> RunSummary:
+        return RunSummary(
+            describe(config), {name: len(data.encoded[name]) for name in ("train", "validation")}
+        )
+
+    def test_sets(
+        self, config: LookupExperimentConfig, loaded: LoadedLookup, device: torch.device
+    ) -> dict[str, Any]:
+        _, source, target = loaded
         splits = load_splits(config.data)
         names = test_set_names(config.data)
-        test_sets = {
-            name: _encode(config.data, name, splits[name], source_vocab, target_vocab) for name in names
+        return {name: _encode(config.data, name, splits[name], source, target) for name in names}
+
+    def file_test_sets(
+        self, config: LookupExperimentConfig, loaded: LoadedLookup, files: Sequence[str]
+    ) -> dict[str, Any]:
+        """Machine-tasks TSV files, read with the run's vocabularies."""
+        _, source, target = loaded
+        return {
+            Path(path).stem: encode_examples(
+                read_tsv(path), source, target, where_prefix=path, item_name="line"
+            )
+            for path in files
         }
-    return _evaluate_checkpoint(run, config, test_sets, device, data_files=bool(data_files))
 
-
-def _evaluate_checkpoint(
-    run: RunDirectory,
-    config: LookupExperimentConfig,
-    test_sets: dict[str, Any],
-    device: torch.device,
-    *,
-    data_files: bool = False,
-) -> dict[str, dict[str, float]]:
-    """Metrics per test set, written to ``eval/`` (``data_files``: ``eval/files/``, no summary)."""
-    path = run.checkpoint(config.evaluation.checkpoint)
-    model, source_vocab, target_vocab = model_from_checkpoint(path, device, config.model)
-    log_evaluation(path, list(test_sets))
-    results = {}
-    for name, dataset in test_sets.items():
-        outcomes = ExampleOutcomes()
-        results[name] = evaluate_seq2seq(
-            model,
-            batches(dataset, config.evaluation.batch_size, shuffle=False),
-            device,
-            max_length=config.evaluation.max_length,
-            outcomes=outcomes,
+    def evaluate_set(
+        self, evaluation: Evaluation[LookupExperimentConfig, LoadedLookup], name: str, test_set: Any
+    ) -> dict[str, Any]:
+        """seqAcc, seqAccBE, loss (and attnLoss with gold attention); ``<name>.predictions.tsv``."""
+        options = evaluation.config.evaluation
+        return evaluate_with_predictions(
+            evaluation,
+            name,
+            test_set,
+            lambda outcomes: evaluate_seq2seq(
+                evaluation.loaded[0],
+                batches(test_set, options.batch_size, shuffle=False),
+                evaluation.device,
+                max_length=options.max_length,
+                outcomes=outcomes,
+            ),
         )
-        sources, targets = dataset_texts(dataset, source_vocab, target_vocab)
-        predictions = run.evaluation_file(name, PREDICTIONS_SUFFIX, data_file=data_files)
-        write_predictions(predictions, sources, targets, outcomes, target_vocab)
-        run.write_evaluation(name, path, results[name], data_file=data_files)
-    if not data_files:
-        run.write_summary(results)
-    return results
+
+
+EXPERIMENT = LookupExperiment()

@@ -27,7 +27,7 @@ symbols are equal and on those where only their order tells the classes apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.config import ConfigError, from_dict, to_dict
-from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
+from attnlab.experiments.base import Evaluation, Experiment
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.tasks.memory_problems import (
     MIN_LENGTH,
@@ -58,7 +58,7 @@ from attnlab.training.checkpoint import (
     load_model_weights,
     load_system_checkpoint,
 )
-from attnlab.training.trainer import RunSummary, Trainer, TrainingConfig, resolve_device, seed_everything
+from attnlab.training.trainer import RunSummary, TrainingConfig
 
 SYSTEM = "memory/feedforward_attention"
 TEST_SET = "test"
@@ -148,10 +148,6 @@ class MemoryExperimentConfig:
     data: MemoryDataConfig = field(default_factory=MemoryDataConfig)
     model: PoolingModelConfig = field(default_factory=PoolingModelConfig)
     training: MemoryTrainingConfig = field(default_factory=MemoryTrainingConfig)
-
-
-def parse_config(data: dict[str, Any], where: str = "config") -> MemoryExperimentConfig:
-    return from_dict(MemoryExperimentConfig, data, where)
 
 
 # ----------------------------------------------------------------------------------- data
@@ -313,58 +309,65 @@ def _summary(config: MemoryExperimentConfig) -> RunSummary:
     )
 
 
-def train(
-    config: MemoryExperimentConfig, run_dir: str | Path, *, resume: bool = False
-) -> dict[str, dict[str, float]]:
-    """Train, then evaluate the last checkpoint on the held-out test set; returns its metrics."""
-    run = RunDirectory(Path(run_dir))
-    changes = run.check_start(config, resume)
-    device = resolve_device(config.training.device, "training.device")
-    test = test_set(config.data, device)
-    seed_everything(config.training.seed)
-    model = build_model(config.model, config.data.problem).to(device)
-    task = MemoryTrainingTask(config, test, device)
-    trainer = Trainer(
-        model,
-        task,
-        config.training,
-        run.path,
-        model_spec(config.model, config.data.problem),
-        summary=_summary(config),
-    )
-    run.start_training(config, trainer, changes)
-    trainer.fit()
-    return _evaluate_checkpoint(run, config, "last", test, device)
+# ----------------------------------------------------------------------------- experiment
 
 
-# ----------------------------------------------------------------------------- evaluation
+class MemoryExperiment(Experiment[MemoryExperimentConfig, list[MemoryBatch], FeedForwardAttentionNetwork]):
+    """The memory problems: one generated held-out test set, which also validates; the *last*
+    checkpoint is the run's result (see the module docstring)."""
+
+    name = "memory"
+    label = "memory-problem"
+    title = "Memory problems (addition, multiplication, temporal order)"
+    config_type = MemoryExperimentConfig
+    percent_metrics = frozenset({"accuracy", "accuracy_XX_YY", "accuracy_XY_YX"})
+
+    def training_data(self, config: MemoryExperimentConfig, device: torch.device) -> list[MemoryBatch]:
+        """The held-out test set (training batches are generated fresh in every epoch)."""
+        return test_set(config.data, device)
+
+    def build_model(
+        self, config: MemoryExperimentConfig, data: list[MemoryBatch]
+    ) -> FeedForwardAttentionNetwork:
+        return build_model(config.model, config.data.problem)
+
+    def model_spec(self, config: MemoryExperimentConfig, data: list[MemoryBatch]) -> dict[str, Any]:
+        return model_spec(config.model, config.data.problem)
+
+    def training_task(
+        self, config: MemoryExperimentConfig, data: list[MemoryBatch], device: torch.device
+    ) -> MemoryTrainingTask:
+        return MemoryTrainingTask(config, data, device)
+
+    def run_summary(self, config: MemoryExperimentConfig, data: list[MemoryBatch]) -> RunSummary:
+        return _summary(config)
+
+    def evaluation_checkpoint(self, config: MemoryExperimentConfig) -> str:
+        return "last"
+
+    def load_model(
+        self, path: Path, device: torch.device, config: MemoryExperimentConfig
+    ) -> FeedForwardAttentionNetwork:
+        return model_from_checkpoint(path, device, config.model)
+
+    def trained_test_sets(
+        self, config: MemoryExperimentConfig, data: list[MemoryBatch], loaded: FeedForwardAttentionNetwork
+    ) -> dict[str, Any]:
+        return {TEST_SET: data}
+
+    def test_sets(
+        self, config: MemoryExperimentConfig, loaded: FeedForwardAttentionNetwork, device: torch.device
+    ) -> dict[str, Any]:
+        """The generated test set (the problems read no data, so nothing can have moved)."""
+        return {TEST_SET: test_set(config.data, device)}
+
+    def evaluate_set(
+        self,
+        evaluation: Evaluation[MemoryExperimentConfig, FeedForwardAttentionNetwork],
+        name: str,
+        test_set: Any,
+    ) -> dict[str, Any]:
+        return evaluate_memory(evaluation.loaded, test_set)
 
 
-def evaluate(
-    run_dir: str | Path,
-    *,
-    checkpoint: str | None = None,
-    device_name: str = "auto",
-    data_paths: Sequence[str] = (),
-) -> dict[str, dict[str, float]]:
-    """Evaluate a trained run's checkpoint (default ``last``, see the module docstring) on its test
-    set (generated: the problems read no data, so ``data_paths`` has nothing to move)."""
-    run, config = load_run_for_evaluation(run_dir, parse_config, None, data_paths)
-    device = resolve_device(device_name)
-    return _evaluate_checkpoint(run, config, checkpoint or "last", test_set(config.data, device), device)
-
-
-def _evaluate_checkpoint(
-    run: RunDirectory,
-    config: MemoryExperimentConfig,
-    which: str,
-    test: list[MemoryBatch],
-    device: torch.device,
-) -> dict[str, dict[str, float]]:
-    path = run.checkpoint(which)
-    model = model_from_checkpoint(path, device, config.model)
-    log_evaluation(path, [TEST_SET])
-    results = {TEST_SET: evaluate_memory(model, test)}
-    run.write_evaluation(TEST_SET, path, results[TEST_SET])
-    run.write_summary(results)
-    return results
+EXPERIMENT = MemoryExperiment()

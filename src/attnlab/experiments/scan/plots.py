@@ -10,16 +10,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attnlab.config import ConfigError
-from attnlab.experiments import scan as experiment
+from attnlab.experiments.base import PlotRequest
+from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
+from attnlab.experiments.scan import experiment
 from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 from attnlab.plotting import plot_attention_heatmap, plot_run_history
 from attnlab.tasks import scan
 from attnlab.tasks.batching import collate
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.vocab import Vocabulary
-from attnlab.training.trainer import resolve_device
 
 END_MARKER_LABEL = "<end>"
 """The heatmap column of the end-of-command position (``model.end_marker: true``)."""
@@ -45,20 +46,13 @@ def plot_attention(
     ]
 
 
-def plot_run(
-    run_dir: str | Path,
-    *,
-    test_set: str | None = None,
-    data_file: str | None = None,
-    indices: list[int] | None = None,
-    device_name: str = "auto",
-) -> list[Path]:
-    """Heatmaps for examples ``indices`` of a test set (default: the run's first) or of an
+def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
+    """Heatmaps for examples ``request.indices`` of a test set (default: the run's first) or of an
     ``IN: … OUT: …`` file, and the training curves; returns the files written."""
-    run, config, model, vocabularies = _load(run_dir, device_name)
-    name, examples = _examples(config, test_set, data_file)
+    run, config, model, vocabularies = _load(run_dir, request.device_name)
+    name, examples = _examples(config, request.test_set, request.data_file)
     written = []
-    for index in check_plot_indices(indices or [0], len(examples), name):
+    for index in check_plot_indices(list(request.indices), len(examples), name):
         path = run.plots_dir / f"attention_{name}_{index}.png"
         written.append(_plot_command(model, vocabularies, config, examples[index].source, path))
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
@@ -69,12 +63,9 @@ def plot_run(
 def _load(
     run_dir: str | Path, device_name: str
 ) -> tuple[RunDirectory, experiment.ScanExperimentConfig, StepwiseSeq2Seq, tuple[Vocabulary, Vocabulary]]:
-    run = RunDirectory(Path(run_dir))
-    config = run.load_config(experiment.parse_config)
-    model, source_vocab, target_vocab = experiment.model_from_checkpoint(
-        run.checkpoint(config.evaluation.checkpoint), resolve_device(device_name), config.model
-    )
-    return run, config, model, (source_vocab, target_vocab)
+    trained = load_trained(experiment.EXPERIMENT, run_dir, device_name)
+    model, source_vocab, target_vocab = trained.loaded
+    return trained.run, trained.config, model, (source_vocab, target_vocab)
 
 
 def _examples(

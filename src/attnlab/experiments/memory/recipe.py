@@ -48,6 +48,9 @@ from attnlab.tasks.memory_problems import MIN_LENGTH, PADDINGS
 
 log = logging.getLogger(__name__)
 
+PAPER = "raffel2015"
+"""The recipe's name: ``attnlab reproduce raffel2015``."""
+
 PROBLEMS = ("addition", "multiplication")
 PAPER_TEXT_ADDITION = "addition_paper_text"
 """The addition problem as Raffel & Ellis's §2 text states it (values U(0, 1), target x1 + x2), beside

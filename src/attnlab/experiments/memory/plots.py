@@ -12,35 +12,26 @@ from pathlib import Path
 import torch
 
 from attnlab.config import ConfigError
-from attnlab.experiments import memory
+from attnlab.experiments.base import PlotRequest
+from attnlab.experiments.driver import load_trained
+from attnlab.experiments.memory import experiment as memory
 from attnlab.experiments.registry import check_plot_indices
-from attnlab.experiments.runs import RunDirectory
 from attnlab.models.pooling_network import FeedForwardAttentionNetwork
 from attnlab.plotting import plot_attention_over_time, plot_run_history
 from attnlab.tasks.memory_problems import MemoryBatch
-from attnlab.training.trainer import resolve_device
 
 
 @torch.no_grad()
-def plot_run(
-    run_dir: str | Path,
-    *,
-    test_set: str | None = None,
-    data_file: str | None = None,
-    indices: list[int] | None = None,
-    device_name: str = "auto",
-) -> list[Path]:
-    """Attention over time for test sequences ``indices``, and the training curves."""
-    if test_set is not None or data_file is not None:
+def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
+    """Attention over time for test sequences ``request.indices``, and the training curves."""
+    if request.test_set is not None or request.data_file is not None:
         raise ConfigError("--test-set and --data do not apply to memory runs (one generated test set)")
-    run = RunDirectory(Path(run_dir))
-    config = run.load_config(memory.parse_config)
-    device = resolve_device(device_name)
-    model = memory.model_from_checkpoint(run.checkpoint("last"), device, config.model)  # as evaluated
-    batches = memory.test_set(config.data, device)
+    trained = load_trained(memory.EXPERIMENT, run_dir, request.device_name)  # the model evaluated: last
+    run, config, model = trained.run, trained.config, trained.loaded
+    batches = memory.test_set(config.data, trained.device)
     size = sum(len(batch.targets) for batch in batches)
     written = []
-    for index in check_plot_indices(indices or [0], size, "the test set", "sequences"):
+    for index in check_plot_indices(list(request.indices), size, "the test set", "sequences"):
         batch = batches[index // config.data.eval_batch_size]
         path = run.plots_dir / f"attention_test_{index}.png"
         written.append(_plot_sequence(model, batch, index % config.data.eval_batch_size, index, path))

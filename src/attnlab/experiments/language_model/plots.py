@@ -16,13 +16,13 @@ from pathlib import Path
 import torch
 
 from attnlab.config import ConfigError
-from attnlab.experiments import language_model as lm
+from attnlab.experiments.base import PlotRequest
+from attnlab.experiments.driver import load_trained
+from attnlab.experiments.language_model import experiment as lm
 from attnlab.experiments.registry import check_plot_indices
-from attnlab.experiments.runs import RunDirectory
 from attnlab.models.language_model import LanguageModel
 from attnlab.plotting import plot_attention_heatmap, plot_metric_by_test_set, plot_run_history
 from attnlab.tasks.vocab import Vocabulary
-from attnlab.training.trainer import resolve_device
 
 
 @torch.no_grad()
@@ -52,29 +52,24 @@ def plot_document_attention(
     return plot_attention_heatmap(weights.numpy(), positions, words, path, title=title, axis_labels=labels)
 
 
-def plot_run(
-    run_dir: str | Path,
-    *,
-    test_set: str | None = None,
-    data_file: str | None = None,
-    indices: list[int] | None = None,
-    device_name: str = "auto",
-    steps: int = 40,
-) -> list[Path]:
-    """Figure 3a for documents ``indices`` of ``test_set`` (``valid`` / ``test``, default ``test``)
-    or of ``data_file`` (a corpus file), their first ``steps`` words; Figure 3b if the run was
-    evaluated; the training curves. Returns the files written."""
+DEFAULT_STEPS = 40
+"""Words per Figure 3a heatmap unless ``--steps`` says otherwise."""
+
+
+def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
+    """Figure 3a for documents ``request.indices`` of its test set (``valid`` / ``test``, default
+    ``test``) or of its data file (a corpus file), their first ``request.steps`` words; Figure 3b
+    if the run was evaluated; the training curves. Returns the files written."""
+    steps = DEFAULT_STEPS if request.steps is None else request.steps
     if steps < 2:
         raise ConfigError(f"--steps must be >= 2, got {steps}")
-    run = RunDirectory(Path(run_dir))
-    config = run.load_config(lm.parse_config)
+    trained = load_trained(lm.EXPERIMENT, run_dir, request.device_name)
+    run, config = trained.run, trained.config
+    model, vocabulary, _ = trained.loaded
     written = []
-    model, vocabulary = lm.model_from_checkpoint(
-        run.checkpoint(config.evaluation.checkpoint), resolve_device(device_name), config.model
-    )
     if model.attention is not None:
-        name, documents = _documents(config, vocabulary, test_set, data_file)
-        for index in check_plot_indices(indices or [0], len(documents), name, "documents"):
+        name, documents = _documents(config, vocabulary, request.test_set, request.data_file)
+        for index in check_plot_indices(list(request.indices), len(documents), name, "documents"):
             path = run.plots_dir / f"attention_{name}_{index}.png"
             title = f"{model.variant} (L={model.window}), {name} document {index}"
             written.append(plot_document_attention(model, vocabulary, documents[index][:steps], path, title))
