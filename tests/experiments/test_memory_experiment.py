@@ -86,9 +86,9 @@ def test_pooled_padding_is_the_authors_width_and_learns_what_the_masked_problem_
     pooled = _config(**budget, **{"data.padding": "pooled"})
     test = memory.test_set(pooled.data, torch.device("cpu"))
     assert {chunk.inputs.size(1) for chunk in test} == {55} and not any(c.padding_mask.any() for c in test)
-    assert memory.train(pooled, tmp_path / "pooled")["test"]["accuracy"] == 100.0
+    assert memory.EXPERIMENT.train(pooled, tmp_path / "pooled")["test"]["accuracy"] == 100.0
     assert len(_history(tmp_path / "pooled")) < 8
-    memory.train(_config(**budget), tmp_path / "masked")
+    memory.EXPERIMENT.train(_config(**budget), tmp_path / "masked")
     assert max(r["validation_accuracy"] for r in _history(tmp_path / "masked")) < 100.0
 
 
