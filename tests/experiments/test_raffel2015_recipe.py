@@ -24,11 +24,14 @@ def test_best_result_prefers_fewest_epochs_then_highest_accuracy(tmp_path):
     _write_run(cell, 1e-3, [95.0, 100.0])
     _write_run(cell, 3e-4, [99.9])
     best = raffel2015.best_result(cell)
-    assert (best.epochs, best.learning_rate, best.table_cell()) == (2, 1e-3, "2")
+    assert (best.epochs, best.learning_rate, best.table_cell()) == (2, 1e-3, "2, unfinished")
+    raffel2015.race_record(cell, 0).write_text("{}")  # the race has ended: the result is final
+    assert raffel2015.best_result(cell).table_cell() == "2"
 
     failing = tmp_path / "failing"
     _write_run(failing, 1e-2, [50.0, 80.0])
     _write_run(failing, 1e-3, [60.0, 85.5])
+    raffel2015.race_record(failing, 0).write_text("{}")
     best = raffel2015.best_result(failing)
     assert best.epochs is None and best.table_cell() == "85.5% (2 ep.)"
     assert raffel2015.best_result(tmp_path / "missing") is None
@@ -38,6 +41,8 @@ def test_report_puts_results_beside_the_papers_values(tmp_path):
     _write_run(Cell("addition", 50, "attention").path(tmp_path), 1e-2, [100.0])
     _write_run(Cell("multiplication", 10_000, "mean").path(tmp_path), 1e-3, [40.0, 70.25])
     _write_run(Cell("addition", None, "attention").path(tmp_path), 1e-2, [97.0, 99.5])
+    for cell in tmp_path.glob("*/*/*"):
+        raffel2015.race_record(cell, 0).write_text("{}")
     text = raffel2015.report(tmp_path)
     assert "| addition / attention | 1 (1) | – (1) |" in text
     assert "70.2% (2 ep.) (80.8%) |" in text

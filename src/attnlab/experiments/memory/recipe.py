@@ -184,6 +184,14 @@ def _race_learning_rates(
             epochs = epochs_to_goal(_history(run_dir), cell.goal)
             if epochs is not None:
                 cap = min(cap, epochs)
+    race = {"learning_rates": learning_rates, "max_epochs": max_epochs, "cap": cap}
+    atomic_write_text(race_record(cell.path(out_dir), seed), json.dumps(race, indent=2) + "\n")
+
+
+def race_record(cell_dir: Path, seed: int) -> Path:
+    """The file a finished race writes; until it exists the cell's result is provisional (a later
+    round can still lower the epochs, or raise the accuracy)."""
+    return cell_dir / f"race_seed{seed}.json"
 
 
 RACE_ROUNDS = (5, 10, 20, 40)
@@ -235,11 +243,13 @@ class CellResult:
     epochs_run: int
     learning_rate: float
     history: list[dict[str, Any]]
+    finished: bool = True
+    """Whether the cell's race has ended (:func:`race_record`); otherwise the result is provisional."""
 
     def table_cell(self) -> str:
-        if self.epochs is not None:
-            return str(self.epochs)
-        return f"{self.accuracy:.1f}% ({self.epochs_run} ep.)"
+        reached = self.epochs is not None
+        text = str(self.epochs) if reached else f"{self.accuracy:.1f}% ({self.epochs_run} ep.)"
+        return text if self.finished else f"{text}, unfinished"
 
 
 def best_result(cell_dir: Path, seed: int = 0, goal: float = 100.0) -> CellResult | None:
@@ -254,7 +264,9 @@ def best_result(cell_dir: Path, seed: int = 0, goal: float = 100.0) -> CellResul
             candidates.append(CellResult(epochs, accuracy, len(history), float(lr_dir.name[2:]), history))
     if not candidates:
         return None
-    return min(candidates, key=lambda c: (c.epochs is None, c.epochs or 0, -c.accuracy, -c.epochs_run))
+    best = min(candidates, key=lambda c: (c.epochs is None, c.epochs or 0, -c.accuracy, -c.epochs_run))
+    best.finished = race_record(cell_dir, seed).is_file()
+    return best
 
 
 def report(out_dir: Path, seed: int = 0) -> str:
@@ -316,7 +328,7 @@ def _variable_table(out_dir: Path, seed: int) -> str:
             result = best_result(cell.path(out_dir), seed, cell.goal)
             rows[f"{problem} / {_pooling_name(pooling)}"] = {
                 "accuracy (%)": "–" if result is None else f"{result.accuracy:.1f}",
-                "epochs": "–" if result is None else str(result.epochs_run),
+                "epochs": "–" if result is None else _epochs_run(result),
                 "learning rate": "–" if result is None else f"{result.learning_rate:g}",
                 "paper (100 epochs)": f"{PAPER_VARIABLE[(_paper_key(problem), pooling)]:.1f}",
             }
@@ -324,6 +336,10 @@ def _variable_table(out_dir: Path, seed: int) -> str:
     return header + format_table(
         rows, ["accuracy (%)", "epochs", "learning rate", "paper (100 epochs)"], markdown=True
     )
+
+
+def _epochs_run(result: CellResult) -> str:
+    return str(result.epochs_run) if result.finished else f"{result.epochs_run}, unfinished"
 
 
 def _pooling_name(pooling: str) -> str:
