@@ -13,7 +13,7 @@ from attnlab.experiments.memory.recipe import Cell
 def _write_run(cell_dir, learning_rate, accuracies):
     run = cell_dir / f"lr{learning_rate:g}" / "seed0"
     (run / "eval").mkdir(parents=True)
-    records = [{"epoch": i + 1, "validation_accuracy": a} for i, a in enumerate(accuracies)]
+    records = [{"epoch": i + 1, "validation_accuracy": a, "seconds": 30.0} for i, a in enumerate(accuracies)]
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     (run / "eval" / "summary.json").write_text(json.dumps({"test": {"accuracy": accuracies[-1]}}))
 
@@ -255,3 +255,11 @@ def test_the_authors_padding_is_a_recipe_option_named_in_the_report(tmp_path, ca
     run = Cell("addition", 20, "mean").path(out) / "lr0.01" / "seed0"
     assert load_yaml(run / "config.yaml")["data"]["padding"] == "pooled"
     assert "Padding: pooled (zero padding to ceil(1.1 T0) pooled too" in (out / "table1.md").read_text()
+
+
+def test_a_t0_past_the_papers_gets_its_own_table(tmp_path):
+    _write_run(Cell("addition", 100_000, "attention").path(tmp_path), 1e-2, [60.0, 100.0])
+    assert "T0=100000" not in raffel2015._table1(tmp_path, 0)
+    text = raffel2015.report(tmp_path)
+    assert "| addition / attention, T0=100000 | 2, unfinished | 100.0 | 0.01 | 30 |" in text
+    assert (tmp_path / "longer_t0.md").is_file()

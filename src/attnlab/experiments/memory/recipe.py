@@ -277,8 +277,41 @@ def report(out_dir: Path, seed: int = 0) -> str:
     for problem in _reported_problems(out_dir):
         _plot_accuracy(out_dir, problem, seed)
     text = table1 + "\n\n" + variable
+    longer = _longer_table(out_dir, seed)
+    if longer:
+        atomic_write_text(out_dir / "longer_t0.md", longer + "\n")
+        text += "\n\n" + longer
     atomic_write_text(out_dir / "results.md", text + "\n")
     return text
+
+
+def _longer_t0s(out_dir: Path) -> list[int]:
+    """T0s run beyond the paper's (``--t0 100000``), from the run tree."""
+    found = {int(path.name[3:]) for path in out_dir.glob("*/t0_*") if path.name[3:].isdigit()}
+    return sorted(t0 for t0 in found if t0 > max(T0S))
+
+
+def _longer_table(out_dir: Path, seed: int) -> str:
+    """Cells at T0s past the paper's largest (issue 22, part 4): epochs, accuracy, seconds per epoch."""
+    rows: dict[str, dict[str, object]] = {}
+    for t0 in _longer_t0s(out_dir):
+        for problem in _reported_problems(out_dir):
+            for pooling in POOLINGS:
+                result = best_result(Cell(problem, t0, pooling).path(out_dir), seed)
+                if result is None:
+                    continue
+                seconds = sorted(record["seconds"] for record in result.history)
+                rows[f"{problem} / {_pooling_name(pooling)}, T0={t0}"] = {
+                    "result": result.table_cell(),
+                    "best accuracy (%)": f"{max(r['validation_accuracy'] for r in result.history):.1f}",
+                    "learning rate": f"{result.learning_rate:g}",
+                    "s / epoch (median)": f"{seconds[len(seconds) // 2]:.0f}",
+                }
+    if not rows:
+        return ""
+    header = "#### Past the paper's lengths: epochs to 100% test accuracy (or accuracy at the cap)\n\n"
+    columns = ["result", "best accuracy (%)", "learning rate", "s / epoch (median)"]
+    return header + format_table(rows, columns, markdown=True)
 
 
 def _reported_problems(out_dir: Path) -> list[str]:
