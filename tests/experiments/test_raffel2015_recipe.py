@@ -263,3 +263,21 @@ def test_a_t0_past_the_papers_gets_its_own_table(tmp_path):
     text = raffel2015.report(tmp_path)
     assert "| addition / attention, T0=100000 | 2, unfinished | 100.0 | 0.01 | 30 |" in text
     assert (tmp_path / "longer_t0.md").is_file()
+
+
+def test_an_interrupted_run_past_the_cap_is_evaluated_in_the_last_round_not_trained_further(
+    tmp_path, monkeypatch
+):
+    cell = Cell("addition", 10_000, "attention")
+    interrupted = cell.path(tmp_path) / "lr0.01" / "seed0"
+    interrupted.mkdir(parents=True)  # 7 epochs logged, killed before its evaluation
+    records = [{"epoch": i + 1, "validation_accuracy": 90.0} for i in range(7)]
+    (interrupted / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    calls: list = []
+    curves = {1e-2: [90.0] * 7, 1e-3: [50.0, 100.0]}
+    monkeypatch.setattr(raffel2015, "train_or_resume", _scripted_trainer(curves, calls))
+    raffel2015._race_learning_rates(tmp_path, cell, 100, [1e-2, 1e-3], 0, False, [])
+    # Round 1 skips the 7-epoch run; lr 0.001 reaches 100% at 2 (cap 2); the last round evaluates
+    # the interrupted run as it stands (a target of 2 trains nothing more).
+    assert calls == [(1e-3, 5), (1e-2, 2)]
+    assert len(raffel2015._history(interrupted)) == 7

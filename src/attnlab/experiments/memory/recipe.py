@@ -166,8 +166,9 @@ def _race_learning_rates(
     for budget in race_budgets(max_epochs):
         for learning_rate, run_dir in run_dirs.items():
             target = min(budget, cap)
-            if epochs_to_goal(_history(run_dir), cell.goal) is not None or _finished_at_least(
-                run_dir, target
+            last_round = budget == max_epochs
+            if epochs_to_goal(_history(run_dir), cell.goal) is not None or _trained_enough(
+                run_dir, target, last_round
             ):
                 continue
             log.info(
@@ -203,13 +204,16 @@ def race_budgets(max_epochs: int) -> list[int]:
     return [budget for budget in RACE_ROUNDS if budget < max_epochs] + [max_epochs]
 
 
-def _finished_at_least(run_dir: Path, epochs: int) -> bool:
-    """Whether the run has trained ``epochs`` epochs: finished ones by their history, interrupted ones
-    (no evaluation yet) by their log of epochs, so that a round never shortens a run."""
+def _trained_enough(run_dir: Path, epochs: int, last_round: bool) -> bool:
+    """Whether the run needs no training call for a target of ``epochs``: it has trained at least that
+    many (by its log of epochs, so that a round never shortens a run) and, in the last round, also
+    been evaluated (an interrupted run past the cap is then evaluated as it stands)."""
     metrics = run_dir / "metrics.jsonl"
     if not metrics.is_file():
         return False
-    return sum(1 for line in metrics.read_text().splitlines() if line.strip()) >= epochs
+    done = sum(1 for line in metrics.read_text().splitlines() if line.strip())
+    evaluated = (run_dir / "eval" / "summary.json").is_file()
+    return done >= epochs and (evaluated or not last_round)
 
 
 def _lr_folder(learning_rate: float) -> str:
