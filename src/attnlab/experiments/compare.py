@@ -14,7 +14,9 @@ set, beyond the noise of the test set's sample? A paired bootstrap over the test
 
 See :mod:`attnlab.experiments.unit_scores` for the files.
 
-The runs must have been evaluated on the same data (the same units, in the same order).
+The runs must have been evaluated on the same data (the same units, in the same order). The
+table and ``--out`` name the metric compared in the vocabulary of :mod:`attnlab.metric_names`
+(``test/<test set>/<metric>``: ``test/test/perplexity``, ``test/long3/seq_acc``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from attnlab.evaluation.significance import PairedComparison, paired_bootstrap
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import UNIT_READERS, Units
 from attnlab.io import atomic_write_json
+from attnlab.metric_names import eval_name
 from attnlab.reporting.tables import format_table
 
 
@@ -51,10 +54,8 @@ def compare_runs(
 ) -> PairedComparison:
     """:func:`paired_bootstrap` of ``other`` against ``baseline``, after checking that both were
     scored on the same units."""
-    if other.statistic != baseline.statistic:
-        raise ConfigError(
-            f"{other.path} scores {other.statistic.name}, {baseline.path} {baseline.statistic.name}"
-        )
+    if (other.statistic, other.metric) != (baseline.statistic, baseline.metric):
+        raise ConfigError(f"{other.path} scores {other.metric}, {baseline.path} {baseline.metric}")
     if other.identity != baseline.identity:
         difference = _first_difference(baseline, other)
         raise ConfigError(f"{other.path} and {baseline.path} were evaluated on different data ({difference})")
@@ -113,13 +114,15 @@ def main(args: argparse.Namespace) -> str:
         )
         for run_dir in others
     }
-    text = _comparison_table(baseline_dir, baseline, comparisons, args.confidence)
+    metric = eval_name(args.test_set, baseline.metric)
+    text = _comparison_table(baseline_dir, baseline, comparisons, args.confidence, metric)
     if args.out:
         atomic_write_json(
             args.out,
             {
                 "baseline": baseline_dir,
                 "test_set": args.test_set,
+                "metric": metric,
                 "unit": baseline.unit,
                 "comparisons": {run_dir: result.as_dict() for run_dir, result in comparisons.items()},
             },
@@ -129,9 +132,14 @@ def main(args: argparse.Namespace) -> str:
 
 
 def _comparison_table(
-    baseline_dir: str, baseline: Units, comparisons: dict[str, PairedComparison], confidence: float
+    baseline_dir: str,
+    baseline: Units,
+    comparisons: dict[str, PairedComparison],
+    confidence: float,
+    name: str,
 ) -> str:
-    name = baseline.statistic.name
+    """The baseline's and each run's ``name`` (``test/<test set>/<metric>``), the difference, its
+    interval, p-value and verdict."""
     interval = f"{round(100 * confidence)}% CI"
     first = next(iter(comparisons.values()))
     rows: dict[str, dict[str, object]] = {f"{baseline_dir} (baseline)": {name: first.a}}

@@ -32,7 +32,6 @@ tables and figures from the run directories alone.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from attnlab.config import ConfigError, apply_overrides, load_yaml
 from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.io import atomic_write_text
+from attnlab.metric_names import read_metrics, valid_name
 from attnlab.reporting.tables import format_table
 from attnlab.tasks.memory_problems import MIN_LENGTH, PADDINGS
 
@@ -212,16 +212,22 @@ def _lr_folder(learning_rate: float) -> str:
 
 
 def _history(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
+    """A finished run's epochs (``metrics.jsonl``, in current names also when an earlier version
+    wrote it); ``[]`` for a run not finished."""
     if not (run_dir / "eval" / "summary.json").is_file():
         return []  # not finished
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_metrics(run_dir / "metrics.jsonl")
+
+
+VALID_ACCURACY = valid_name("accuracy")
+"""The accuracy on the validation set, which is the test set here (fresh problems of the same
+generator): what the race and Table 1 go by."""
 
 
 def epochs_to_goal(history: Sequence[dict[str, Any]], goal: float = 100.0) -> int | None:
     """The first epoch whose test accuracy reached ``goal`` (%), or ``None``."""
     for record in history:
-        if record["validation_accuracy"] >= goal:
+        if record[VALID_ACCURACY] >= goal:
             return int(record["epoch"])
     return None
 
@@ -250,7 +256,7 @@ def best_result(cell_dir: Path, seed: int = 0, goal: float = 100.0) -> CellResul
         history = _history(lr_dir / f"seed{seed}")
         if history:
             epochs = epochs_to_goal(history, goal)
-            accuracy = history[-1]["validation_accuracy"]
+            accuracy = history[-1][VALID_ACCURACY]
             candidates.append(CellResult(epochs, accuracy, len(history), float(lr_dir.name[2:]), history))
     if not candidates:
         return None
@@ -338,7 +344,7 @@ def _plot_accuracy(out_dir: Path, problem: str, seed: int) -> Path | None:
             result = best_result(Cell(problem, t0, pooling).path(out_dir), seed)
             if result is not None:
                 label = f"{_pooling_name(pooling)} (lr {result.learning_rate:g})"
-                curves[label] = [record["validation_accuracy"] for record in result.history]
+                curves[label] = [record[VALID_ACCURACY] for record in result.history]
         if curves:
             panels.append(("variable [50, 10000]" if t0 is None else f"T0 = {t0}", curves))
     if not panels:
