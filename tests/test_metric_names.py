@@ -43,6 +43,9 @@ def test_a_record_keeps_its_order_and_values():
 def test_full_names_are_built_and_read_back():
     assert names.valid_name("seq_acc") == "valid/seq_acc" and names.TRAIN_LOSS == "train/loss"
     assert names.eval_name("long3", "seq_acc") == "test/long3/seq_acc"
+    assert names.split_eval_name("test/long3/seq_acc") == ("long3", "seq_acc")
+    for other in ("test/long3", "valid/seq_acc", "test//seq_acc", "test/a/b/c"):
+        assert names.split_eval_name(other) is None
     assert names.validation_metric("valid/perplexity") == "perplexity"
     assert names.validation_metric("train/loss") is None and names.validation_metric("valid/") is None
 

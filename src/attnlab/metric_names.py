@@ -138,6 +138,14 @@ def eval_name(test_set: str, metric: str) -> str:
     return f"{TEST}/{test_set}/{metric}"
 
 
+def split_eval_name(name: str) -> tuple[str, str] | None:
+    """The test set and ``<metric>`` of a ``test/<set>/<metric>`` name (``None`` for any other)."""
+    parts = name.split("/")
+    if len(parts) != 3 or parts[0] != TEST or not all(parts[1:]):
+        return None
+    return parts[1], parts[2]
+
+
 def validation_metric(name: str) -> str | None:
     """The ``<metric>`` of a ``valid/<metric>`` name (``None`` for any other name)."""
     prefix = f"{VALID}/"

@@ -151,6 +151,11 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert comparison["units"] == 200 and comparison["statistic"] == "accuracy"
     assert json.loads(out.read_text())["metric"] == "test/test/seq_acc_given_length"
     assert "test/test/seq_acc_given_length" in capsys.readouterr().out  # the table names the metric
+    full_name = ["compare", str(after_one_epoch), str(run_dir), "--metric", "test/test/seq_acc_given_length"]
+    assert main([*full_name, "--samples", "200", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["comparisons"][str(run_dir)] == comparison
+    assert main([*full_name, "--test-set", "small"]) == 2
+    assert "names test set 'test', --test-set 'small'" in capsys.readouterr().err
     assert main(["compare", str(after_one_epoch), str(run_dir), "--metric", "bleu"]) == 2
     assert "has the metrics seq_acc, seq_acc_given_length" in capsys.readouterr().err
     assert main(["compare", str(run_dir), str(run_dir), "--test-set", "small"]) == 0
