@@ -64,12 +64,12 @@ def test_addition_reaches_perfect_test_accuracy_and_stops(tmp_path):
     )
     results = memory.EXPERIMENT.train(config, tmp_path / "run")
     history = _history(tmp_path / "run")
-    assert history[-1]["validation_accuracy"] == 100.0
+    assert history[-1]["valid/accuracy"] == 100.0
     assert len(history) < 30  # stopped early, as soon as 100% was reached
-    assert all(record["validation_accuracy"] < 100.0 for record in history[:-1])
+    assert all(record["valid/accuracy"] < 100.0 for record in history[:-1])
     # The results describe the model training stopped with (the last checkpoint), as in the paper.
     assert results["test"]["accuracy"] == 100.0 and results["test"]["examples"] == 500
-    assert results["test"]["mse"] == pytest.approx(history[-1]["validation_loss"], rel=1e-5)
+    assert results["test"]["mse"] == pytest.approx(history[-1]["valid/loss"], rel=1e-5)
     assert json.loads((tmp_path / "run" / "eval" / "summary.json").read_text()) == results
 
     # Resuming a run that already stopped trains no further.
@@ -89,7 +89,7 @@ def test_pooled_padding_is_the_authors_width_and_learns_what_the_masked_problem_
     assert memory.EXPERIMENT.train(pooled, tmp_path / "pooled")["test"]["accuracy"] == 100.0
     assert len(_history(tmp_path / "pooled")) < 8
     memory.EXPERIMENT.train(_config(**budget), tmp_path / "masked")
-    assert max(r["validation_accuracy"] for r in _history(tmp_path / "masked")) < 100.0
+    assert max(r["valid/accuracy"] for r in _history(tmp_path / "masked")) < 100.0
 
 
 def test_test_set_is_fixed_by_data_seed_only():

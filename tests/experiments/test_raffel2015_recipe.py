@@ -10,37 +10,44 @@ from attnlab.experiments.memory import recipe as raffel2015
 from attnlab.experiments.memory.recipe import Cell
 
 
-def _write_run(cell_dir, learning_rate, accuracies):
+def _write_run(cell_dir, learning_rate, accuracies, accuracy_key="valid/accuracy"):
+    """A finished run; ``accuracy_key="validation_accuracy"``: as versions before issue 24 wrote it."""
     run = cell_dir / f"lr{learning_rate:g}" / "seed0"
     (run / "eval").mkdir(parents=True)
-    records = [{"epoch": i + 1, "validation_accuracy": a, "seconds": 30.0} for i, a in enumerate(accuracies)]
+    records = [{"epoch": i + 1, accuracy_key: a, "seconds": 30.0} for i, a in enumerate(accuracies)]
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     (run / "eval" / "summary.json").write_text(json.dumps({"test": {"accuracy": accuracies[-1]}}))
 
 
-def test_best_result_prefers_fewest_epochs_then_highest_accuracy(tmp_path):
+ACCURACY_KEYS = pytest.mark.parametrize("key", ["valid/accuracy", "validation_accuracy"])
+"""Runs of this version and of versions before issue 24 (its legacy metric names)."""
+
+
+@ACCURACY_KEYS
+def test_best_result_prefers_fewest_epochs_then_highest_accuracy(tmp_path, key):
     cell = tmp_path / "cell"
-    _write_run(cell, 1e-2, [90.0, 99.0, 100.0])
-    _write_run(cell, 1e-3, [95.0, 100.0])
-    _write_run(cell, 3e-4, [99.9])
+    _write_run(cell, 1e-2, [90.0, 99.0, 100.0], key)
+    _write_run(cell, 1e-3, [95.0, 100.0], key)
+    _write_run(cell, 3e-4, [99.9], key)
     best = raffel2015.best_result(cell)
     assert (best.epochs, best.learning_rate, best.table_cell()) == (2, 1e-3, "2, unfinished")
     raffel2015.race_record(cell, 0).write_text("{}")  # the race has ended: the result is final
     assert raffel2015.best_result(cell).table_cell() == "2"
 
     failing = tmp_path / "failing"
-    _write_run(failing, 1e-2, [50.0, 80.0])
-    _write_run(failing, 1e-3, [60.0, 85.5])
+    _write_run(failing, 1e-2, [50.0, 80.0], key)
+    _write_run(failing, 1e-3, [60.0, 85.5], key)
     raffel2015.race_record(failing, 0).write_text("{}")
     best = raffel2015.best_result(failing)
     assert best.epochs is None and best.table_cell() == "85.5% (2 ep.)"
     assert raffel2015.best_result(tmp_path / "missing") is None
 
 
-def test_report_puts_results_beside_the_papers_values(tmp_path):
-    _write_run(Cell("addition", 50, "attention").path(tmp_path), 1e-2, [100.0])
-    _write_run(Cell("multiplication", 10_000, "mean").path(tmp_path), 1e-3, [40.0, 70.25])
-    _write_run(Cell("addition", None, "attention").path(tmp_path), 1e-2, [97.0, 99.5])
+@ACCURACY_KEYS
+def test_report_puts_results_beside_the_papers_values(tmp_path, key):
+    _write_run(Cell("addition", 50, "attention").path(tmp_path), 1e-2, [100.0], key)
+    _write_run(Cell("multiplication", 10_000, "mean").path(tmp_path), 1e-3, [40.0, 70.25], key)
+    _write_run(Cell("addition", None, "attention").path(tmp_path), 1e-2, [97.0, 99.5], key)
     for cell in tmp_path.glob("*/*/*"):
         raffel2015.race_record(cell, 0).write_text("{}")
     text = raffel2015.report(tmp_path)
@@ -92,8 +99,8 @@ def _scripted_trainer(accuracies_by_rate, calls):
         metrics = run_dir / "metrics.jsonl"
         done = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.is_file() else []
         curve = accuracies_by_rate[rate]
-        while len(done) < target and not (done and done[-1]["validation_accuracy"] >= goal):
-            done.append({"epoch": len(done) + 1, "validation_accuracy": curve[len(done)]})
+        while len(done) < target and not (done and done[-1]["valid/accuracy"] >= goal):
+            done.append({"epoch": len(done) + 1, "valid/accuracy": curve[len(done)]})
         (run_dir / "eval").mkdir(parents=True, exist_ok=True)
         metrics.write_text("".join(json.dumps(record) + "\n" for record in done))
         (run_dir / "eval" / "summary.json").write_text("{}")
@@ -144,9 +151,7 @@ def test_a_run_extended_round_by_round_equals_one_trained_straight_to_its_cap(tm
     raffel2015.train_or_resume(raffel2015.cell_config(cell, 3e-4, 7, False, quick), straight)
     rounds = raffel2015._history(cell.path(tmp_path / "rounds") / "lr0.0003" / "seed0")
     assert [r["epoch"] for r in rounds] == list(range(1, 8))
-    assert [r["validation_loss"] for r in rounds] == [
-        r["validation_loss"] for r in raffel2015._history(straight)
-    ]
+    assert [r["valid/loss"] for r in rounds] == [r["valid/loss"] for r in raffel2015._history(straight)]
 
 
 def test_every_papers_recipe_is_a_reproduce_subcommand(capsys):

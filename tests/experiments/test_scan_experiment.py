@@ -86,7 +86,7 @@ def test_small_syntactic_attention_learns_a_slice_of_scan(scan_slice, tmp_path):
     assert results["test"]["seq_acc"] >= 95.0
     assert results["test"]["seq_acc_given_length"] >= results["test"]["seq_acc"]
     history = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert history[-1]["validation_seq_acc"] >= 90.0
+    assert history[-1]["valid/seq_acc"] >= 90.0
 
 
 def test_stopping_from_the_end_marker_learns_when_to_stop_on_a_tiny_add_jump(add_jump_slice, tmp_path):
@@ -149,7 +149,13 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert comparison["a"] == pytest.approx(first["test"]["seq_acc_given_length"])
     assert comparison["b"] == pytest.approx(again["test"]["seq_acc_given_length"])
     assert comparison["units"] == 200 and comparison["statistic"] == "accuracy"
-    assert "accuracy" in capsys.readouterr().out
+    assert json.loads(out.read_text())["metric"] == "test/test/seq_acc_given_length"
+    assert "test/test/seq_acc_given_length" in capsys.readouterr().out  # the table names the metric
+    full_name = ["compare", str(after_one_epoch), str(run_dir), "--metric", "test/test/seq_acc_given_length"]
+    assert main([*full_name, "--samples", "200", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["comparisons"][str(run_dir)] == comparison
+    assert main([*full_name, "--test-set", "small"]) == 2
+    assert "names test set 'test', --test-set 'small'" in capsys.readouterr().err
     assert main(["compare", str(after_one_epoch), str(run_dir), "--metric", "bleu"]) == 2
     assert "has the metrics seq_acc, seq_acc_given_length" in capsys.readouterr().err
     assert main(["compare", str(run_dir), str(run_dir), "--test-set", "small"]) == 0

@@ -29,7 +29,7 @@ def test_run_directory_holds_config_metrics_checkpoints_and_evaluation(
     assert set(results) == {"interpolation", "long1"}
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [record["epoch"] for record in records] == [1, 2, 3]
-    assert all("validation_loss" in record and "train_loss" in record for record in records)
+    assert all("valid/loss" in record and "train/loss" in record for record in records)
     assert (run / "checkpoints" / "best.pt").is_file() and (run / "config.yaml").is_file()
     summary = json.loads((run / "eval" / "summary.json").read_text())
     assert summary["long1"]["examples"] == 60

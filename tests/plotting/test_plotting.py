@@ -118,12 +118,12 @@ def test_metric_by_test_set_writes_png(tmp_path: Path) -> None:
 def test_training_curves_writes_png(tmp_path: Path) -> None:
     history: list[dict[str, float]] = []
     for epoch in range(1, 11):
-        history.append({"epoch": epoch, "train_loss": 1.0 / epoch})
+        history.append({"epoch": epoch, "train/loss": 1.0 / epoch})
         if epoch % 2 == 0:
-            history.append({"epoch": epoch, "validation_loss": 1.2 / epoch})
+            history.append({"epoch": epoch, "valid/loss": 1.2 / epoch})
     history.append({"step": 3})  # lacks every key: skipped
     out = plot_training_curves(
-        history, tmp_path / "curves.png", keys=["train_loss", "validation_loss"], dpi=DPI
+        history, tmp_path / "curves.png", keys=["train/loss", "valid/loss"], dpi=DPI
     )
     _assert_png(out)
 
@@ -243,8 +243,8 @@ def test_curve_errors(tmp_path: Path) -> None:
         )
     with pytest.raises(ValueError, match="test_sets"):
         plot_metric_by_test_set({"m": {}}, target, metric_label="x", test_sets=[], dpi=DPI)
-    with pytest.raises(ValueError, match="validation_loss"):
-        plot_training_curves([{"epoch": 1, "train_loss": 1.0}], target, keys=["validation_loss"], dpi=DPI)
+    with pytest.raises(ValueError, match="valid/loss"):
+        plot_training_curves([{"epoch": 1, "train/loss": 1.0}], target, keys=["valid/loss"], dpi=DPI)
     assert not target.exists()
 
 

@@ -24,11 +24,11 @@ class ScriptedValidation:
     def validate(self, model):
         loss = self.losses[self.epoch]
         self.epoch += 1
-        return {"validation_loss": loss}
+        return {"loss": loss}
 
 
 def test_patience_counts_epochs_since_the_best_validation_loss():
-    history = [{"validation_loss": loss} for loss in (3.0, 2.0, 2.5, 2.1)]
+    history = [{"valid/loss": loss} for loss in (3.0, 2.0, 2.5, 2.1)]
     assert not patience_exhausted(history, 3)
     assert patience_exhausted(history, 2)
     assert not patience_exhausted(history, None)
@@ -74,23 +74,31 @@ class ScriptedAccuracy(ScriptedValidation):
     def validate(self, model):
         accuracy = self.losses[self.epoch]
         self.epoch += 1
-        return {"validation_loss": 1.0, "validation_accuracy": accuracy}
+        return {"loss": 1.0, "accuracy": accuracy}
 
 
-@pytest.mark.parametrize("setting", [{"stop_at": {"validation_accuracy": 90.0}}, {"stop_at_accuracy": 90.0}])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"stop_at": {"valid/accuracy": 90.0}},
+        {"stop_at": {"validation_accuracy": 90.0}},  # the name before issue 24, mapped
+        {"stop_at_accuracy": 90.0},
+    ],
+)
 def test_training_stops_at_the_first_epoch_reaching_the_target(tmp_path, toy_task, setting):
     task = ScriptedAccuracy(toy_task, [50.0, 89.9, 90.0, 95.0, 99.0])
     config = TrainingConfig(epochs=5, progress=False, device="cpu", **setting)
+    assert config.stop_targets() == {"valid/accuracy": 90.0}
     history = Trainer(nn.Linear(1, 1), task, config, tmp_path, {}).fit()
-    assert [record["validation_accuracy"] for record in history] == [50.0, 89.9, 90.0]
+    assert [record["valid/accuracy"] for record in history] == [50.0, 89.9, 90.0]
     resumed = Trainer(nn.Linear(1, 1), ScriptedAccuracy(toy_task, [0.0] * 5), config, tmp_path, {})
     resumed.resume()
     assert len(resumed.fit()) == 3  # a run that had reached its target trains no further
 
 
 def test_a_target_on_a_metric_the_task_does_not_report_is_a_config_error(tmp_path, toy_task):
-    config = TrainingConfig(epochs=2, progress=False, device="cpu", stop_at={"validation_seq_acc": 100.0})
-    with pytest.raises(ConfigError, match="training.stop_at: the validation reports no validation_seq_acc"):
+    config = TrainingConfig(epochs=2, progress=False, device="cpu", stop_at={"valid/seq_acc": 100.0})
+    with pytest.raises(ConfigError, match="training.stop_at: the validation reports no valid/seq_acc"):
         Trainer(nn.Linear(1, 1), toy_task, config, tmp_path, {}).fit()
 
 
@@ -99,9 +107,33 @@ def test_a_target_on_a_metric_the_task_does_not_report_is_a_config_error(tmp_pat
     [
         {"stop_at": {}},
         {"stop_at": {"accuracy": 1.0}},
+        {"stop_at": {"train/loss": 1.0}},
+        {"stop_at": {"train_loss": 1.0}},
+        {"stop_at": {"valid/": 1.0}},
+        {"stop_at": {"valid/accuracy": 1.0}, "stop_at_accuracy": 1.0},
         {"stop_at": {"validation_accuracy": 1.0}, "stop_at_accuracy": 1.0},
     ],
 )
 def test_bad_stopping_targets_are_refused(setting):
     with pytest.raises(ValueError, match="stop_at"):
         TrainingConfig(**setting)
+
+
+def test_a_stopping_target_under_its_old_name_is_read_under_the_new_one_with_a_warning(caplog):
+    with caplog.at_level("WARNING", logger="attnlab.metric_names"):
+        config = TrainingConfig(stop_at={"validation_seq_acc_be": 99.0})
+    assert config.stop_at == {"valid/seq_acc_be": 99.0}
+    assert "'validation_seq_acc_be' is the old name of 'valid/seq_acc_be'" in caplog.text
+    with pytest.raises(ValueError, match=r"'seq_acc' is not a validation metric \(valid/<metric>"):
+        TrainingConfig(stop_at={"seq_acc": 99.0})
+
+
+@pytest.mark.parametrize("metrics", [{"validation_loss": 1.0}, {"valid/loss": 1.0}, {"accuracy": 1.0}])
+def test_a_task_whose_validation_does_not_name_its_metrics_as_the_trainer_expects_is_refused(
+    tmp_path, toy_task, metrics
+):
+    task = ScriptedValidation(toy_task, [])
+    task.validate = lambda model: metrics
+    config = TrainingConfig(epochs=1, progress=False, device="cpu")
+    with pytest.raises(TypeError, match="without a prefix, 'loss' among them"):
+        Trainer(nn.Linear(1, 1), task, config, tmp_path, {}).fit()

@@ -25,7 +25,7 @@ requires_tensorboard = pytest.mark.skipif(
     reason="tensorboard is not installed (pip install 'attnlab[tensorboard]')",
 )
 
-SCALARS = {"train_loss", "validation_loss", "validation_seq_acc", "seconds"}
+SCALARS = {"train/loss", "valid/loss", "valid/seq_acc", "seconds"}
 
 
 @pytest.fixture(scope="module")
@@ -127,12 +127,12 @@ def test_resume_replaces_the_interrupted_epoch_without_duplicate_steps(scan_file
     monkeypatch.setattr(Trainer, "_save", crash_in_epoch_two)
     with pytest.raises(KeyboardInterrupt):
         experiment.EXPERIMENT.train(config, run_dir)
-    assert [event.step for event in read_events(run_dir).Scalars("train_loss")] == [1, 2]
+    assert [event.step for event in read_events(run_dir).Scalars("train/loss")] == [1, 2]
     monkeypatch.setattr(Trainer, "_save", original)
     experiment.EXPERIMENT.train(config, run_dir, resume=True)
 
     events, records = read_events(run_dir), history(run_dir)
-    for tag in ("train_loss", "validation_loss"):
+    for tag in ("train/loss", "valid/loss"):
         logged = events.Scalars(tag)
         assert [event.step for event in logged] == [1, 2, 3]
         assert [event.value for event in logged] == pytest.approx([r[tag] for r in records], rel=1e-6)
@@ -167,7 +167,7 @@ def test_language_model_logs_its_window_attention(tmp_path):
     )
     lm.EXPERIMENT.train(config, tmp_path / "run")
     events = read_events(tmp_path / "run")
-    assert {"train_loss", "validation_loss", "validation_perplexity", "seconds"} <= set(
+    assert {"train/loss", "valid/loss", "valid/perplexity", "seconds"} <= set(
         events.Tags()["scalars"]
     )
     (image,) = events.Images("attention/validation_stream_0")
@@ -179,7 +179,7 @@ def test_task_without_attention_hook_logs_scalars_only(tmp_path, toy_task):
     config = TrainingConfig(epochs=2, progress=False, device="cpu", tensorboard=True)
     Trainer(nn.Linear(1, 1), toy_task, config, tmp_path, {"toy": 1}).fit()
     tags = read_events(tmp_path).Tags()
-    assert set(tags["scalars"]) == {"train_loss", "validation_loss", "seconds"}
+    assert set(tags["scalars"]) == {"train/loss", "valid/loss", "seconds"}
     assert tags["images"] == []
 
 

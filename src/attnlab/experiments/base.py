@@ -35,7 +35,8 @@ DataT = TypeVar("DataT")
 LoadedT = TypeVar("LoadedT")
 
 Results = dict[str, dict[str, float]]
-"""Test set → metrics: what training and evaluation return (and ``eval/summary.json`` holds)."""
+"""Test set → metrics: what training and evaluation return (and ``eval/summary.json`` holds); the
+nested form of the ``test/<test set>/<metric>`` names of :mod:`attnlab.metric_names`."""
 
 
 class Capability(enum.Enum):
@@ -123,7 +124,9 @@ class Experiment(ABC, Generic[ConfigT, DataT, LoadedT]):
     capabilities: ClassVar[frozenset[Capability]] = frozenset()
     """The optional features it has (see :class:`Capability`)."""
     percent_metrics: ClassVar[frozenset[str]] = frozenset()
-    """Metrics that are percentages beyond the shared ones (``seq_acc`` …), for tables."""
+    """Metrics that are percentages beyond the shared ones
+    (:data:`attnlab.metric_names.PERCENT_METRICS`: ``seq_acc`` …), for tables and the report's
+    accuracy curves."""
 
     def supports(self, capability: Capability) -> bool:
         """Whether the experiment declares ``capability``."""
@@ -198,7 +201,9 @@ class Experiment(ABC, Generic[ConfigT, DataT, LoadedT]):
     def evaluate_set(
         self, evaluation: Evaluation[ConfigT, LoadedT], name: str, test_set: Any
     ) -> dict[str, Any]:
-        """The metrics of one test set (written to ``eval/<name>.json`` by the driver). May write
+        """The metrics of one test set by their names in :data:`attnlab.metric_names.METRICS`
+        (``seq_acc``, ``perplexity``, …; the ``<metric>`` of ``test/<name>/<metric>``), written to
+        ``eval/<name>.json`` by the driver. May write
         per-unit files next to it
         (``evaluation.run.evaluation_file(name, suffix, data_file=evaluation.data_file)``)."""
 

@@ -14,7 +14,9 @@ set, beyond the noise of the test set's sample? A paired bootstrap over the test
 
 See :mod:`attnlab.experiments.unit_scores` for the files.
 
-The runs must have been evaluated on the same data (the same units, in the same order).
+The runs must have been evaluated on the same data (the same units, in the same order). The
+table and ``--out`` name the metric compared in the vocabulary of :mod:`attnlab.metric_names`
+(``test/<test set>/<metric>``: ``test/test/perplexity``, ``test/long3/seq_acc``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from attnlab.evaluation.significance import PairedComparison, paired_bootstrap
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import UNIT_READERS, Units
 from attnlab.io import atomic_write_json
+from attnlab.metric_names import eval_name, split_eval_name
 from attnlab.reporting.tables import format_table
 
 
@@ -51,10 +54,8 @@ def compare_runs(
 ) -> PairedComparison:
     """:func:`paired_bootstrap` of ``other`` against ``baseline``, after checking that both were
     scored on the same units."""
-    if other.statistic != baseline.statistic:
-        raise ConfigError(
-            f"{other.path} scores {other.statistic.name}, {baseline.path} {baseline.statistic.name}"
-        )
+    if (other.statistic, other.metric) != (baseline.statistic, baseline.metric):
+        raise ConfigError(f"{other.path} scores {other.metric}, {baseline.path} {baseline.metric}")
     if other.identity != baseline.identity:
         difference = _first_difference(baseline, other)
         raise ConfigError(f"{other.path} and {baseline.path} were evaluated on different data ({difference})")
@@ -75,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs", nargs="+", metavar="RUN_DIR", help="the baseline run, then the runs to compare with it"
     )
     parser.add_argument(
-        "--test-set", default="test", help="a test set the runs were evaluated on (default: test)"
+        "--test-set", default=None, help="a test set the runs were evaluated on (default: test)"
     )
     parser.add_argument(
         "--unit",
@@ -85,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metric",
         help="perplexity for language models; seq_acc (default), seq_acc_be or seq_acc_given_length "
-        "for sequence-to-sequence runs",
+        "for sequence-to-sequence runs; or a full name test/<test set>/<metric>, e.g. test/long3/seq_acc",
     )
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap samples (default 1000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="of the interval (default 0.95)")
@@ -101,25 +102,28 @@ def main(args: argparse.Namespace) -> str:
         raise ConfigError(f"--samples must be >= 1, got {args.samples}")
     if not 0.0 < args.confidence < 1.0:
         raise ConfigError(f"--confidence must be between 0 and 1, got {args.confidence}")
+    test_set, metric_name = _test_set_and_metric(args.test_set, args.metric)
     baseline_dir, *others = args.runs
-    baseline = read_units(baseline_dir, args.test_set, args.unit, args.metric)
+    baseline = read_units(baseline_dir, test_set, args.unit, metric_name)
     comparisons = {
         run_dir: compare_runs(
             baseline,
-            read_units(run_dir, args.test_set, args.unit, args.metric),
+            read_units(run_dir, test_set, args.unit, metric_name),
             samples=args.samples,
             confidence=args.confidence,
             seed=args.seed,
         )
         for run_dir in others
     }
-    text = _comparison_table(baseline_dir, baseline, comparisons, args.confidence)
+    metric = eval_name(test_set, baseline.metric)
+    text = _comparison_table(baseline_dir, baseline, comparisons, args.confidence, metric)
     if args.out:
         atomic_write_json(
             args.out,
             {
                 "baseline": baseline_dir,
-                "test_set": args.test_set,
+                "test_set": test_set,
+                "metric": metric,
                 "unit": baseline.unit,
                 "comparisons": {run_dir: result.as_dict() for run_dir, result in comparisons.items()},
             },
@@ -128,10 +132,28 @@ def main(args: argparse.Namespace) -> str:
     return text
 
 
+def _test_set_and_metric(test_set: str | None, metric: str | None) -> tuple[str, str | None]:
+    """``--test-set`` (default ``test``) and ``--metric``, which may also be a full name
+    ``test/<test set>/<metric>`` (then a ``--test-set`` given must be the same)."""
+    if metric is None or not metric.startswith("test/"):
+        return test_set or "test", metric
+    parts = split_eval_name(metric)
+    if parts is None:
+        raise ConfigError(f"--metric {metric}: a full name is test/<test set>/<metric>")
+    if test_set is not None and test_set != parts[0]:
+        raise ConfigError(f"--metric {metric} names test set {parts[0]!r}, --test-set {test_set!r}")
+    return parts
+
+
 def _comparison_table(
-    baseline_dir: str, baseline: Units, comparisons: dict[str, PairedComparison], confidence: float
+    baseline_dir: str,
+    baseline: Units,
+    comparisons: dict[str, PairedComparison],
+    confidence: float,
+    name: str,
 ) -> str:
-    name = baseline.statistic.name
+    """The baseline's and each run's ``name`` (``test/<test set>/<metric>``), the difference, its
+    interval, p-value and verdict."""
     interval = f"{round(100 * confidence)}% CI"
     first = next(iter(comparisons.values()))
     rows: dict[str, dict[str, object]] = {f"{baseline_dir} (baseline)": {name: first.a}}

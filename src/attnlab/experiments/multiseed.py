@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.io import atomic_write_json, atomic_write_text
 from attnlab.logs import show_logs_in_worker
+from attnlab.metric_names import read_summary
 from attnlab.reporting.tables import format_table, stats_text
 
 Results = dict[str, dict[str, float]]
@@ -39,7 +39,7 @@ def run_seeds(
         run_dir = out_dir / f"seed{seed}"
         summary = run_dir / "eval" / "summary.json"
         if summary.is_file():
-            per_seed[seed] = json.loads(summary.read_text())
+            per_seed[seed] = read_summary(summary)
             continue
         seeded = apply_overrides(config_data, [f"training.seed={seed}"])
         per_seed[seed] = train(seeded, run_dir)

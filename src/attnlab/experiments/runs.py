@@ -7,12 +7,16 @@ Layout::
       train.log              what training logged (appended to on each resume)
       resumes.jsonl          one record per resume: the epoch it resumed after and the config
                              keys it changed (only those of :data:`RESUMABLE_KEYS`)
-      metrics.jsonl          one record per finished epoch
+      metrics.jsonl          one record per finished epoch: ``epoch``, ``train/loss``, the
+                             ``valid/<metric>`` metrics, ``seconds`` (:mod:`attnlab.metric_names`;
+                             read with :func:`~attnlab.metric_names.read_metrics`, which maps the
+                             names of earlier versions)
       checkpoints/best.pt    lowest validation loss      (atomic writes)
       checkpoints/last.pt    end of the last epoch, with optimizer and RNG state, for resume
-      eval/<test set>.json   metrics of one evaluation
+      eval/<test set>.json   metrics of one evaluation (the ``test/<test set>/<metric>`` names)
       eval/summary.json      all test sets of the last ``train``/``evaluate`` call on the run's own
-                             test sets (what multiseed, sweeps, recipes and reports read)
+                             test sets, test set → metric → value (what multiseed, sweeps, recipes
+                             and reports read, with :func:`~attnlab.metric_names.read_summary`)
       eval/files/<name>.json metrics on a file given to ``attnlab evaluate --data`` (it leaves
                              the run's own results alone)
       plots/*.png            attention heatmaps, interpretable-variable views, curves
@@ -31,6 +35,7 @@ from typing import Any, TypeVar
 
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
 from attnlab.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from attnlab.metric_names import VALID_LOSS, current_history
 from attnlab.training.checkpoint import load_checkpoint
 from attnlab.training.trainer import Trainer
 
@@ -194,10 +199,8 @@ def config_items(config: Any, prefix: str = "") -> dict[str, Any]:
 def log_evaluation(checkpoint: Path, test_sets: list[str]) -> None:
     """Say which checkpoint is evaluated (its epoch and validation loss) on which test sets."""
     saved = load_checkpoint(checkpoint)
-    history = saved.get("history") or []
-    validation = (
-        history[saved["epoch"] - 1]["validation_loss"] if 0 < saved["epoch"] <= len(history) else None
-    )
+    history = current_history(saved.get("history") or [])
+    validation = history[saved["epoch"] - 1].get(VALID_LOSS) if 0 < saved["epoch"] <= len(history) else None
     loss = f", validation loss {validation:.4f}" if isinstance(validation, float) else ""
     log.info("evaluating %s (epoch %d%s) on %s", checkpoint, saved["epoch"], loss, ", ".join(test_sets))
 

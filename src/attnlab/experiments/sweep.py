@@ -58,6 +58,7 @@ from attnlab.experiments.multiseed import aggregate_results, write_aggregate
 from attnlab.experiments.multiseed import single_thread as use_one_thread
 from attnlab.experiments.registry import experiment_for, resolve_config, train_or_resume
 from attnlab.io import atomic_write_json, atomic_write_text
+from attnlab.metric_names import read_summary
 from attnlab.reporting.tables import format_table, stats_text
 
 logger = logging.getLogger(__name__)
@@ -710,7 +711,7 @@ def collect_results(runs: Sequence[SweepRun], out_dir: Path) -> dict[str, dict[i
     for run in runs:
         summary = run.run_dir(out_dir) / SUMMARY_FILE
         if summary.is_file():
-            collected.setdefault(run.cell, {})[run.seed] = json.loads(summary.read_text())
+            collected.setdefault(run.cell, {})[run.seed] = read_summary(summary)
     return collected
 
 

@@ -39,13 +39,15 @@ MIN_UNITS = 10
 @dataclass(frozen=True)
 class Units:
     """A run's per-unit scores on one test set, what identifies each unit, what a unit is
-    (``sentence``, ``document``, ``example``), the statistic and the file they come from."""
+    (``sentence``, ``document``, ``example``), the statistic, the file they come from and the
+    metric they give (``perplexity``, ``seq_acc``, … of :mod:`attnlab.metric_names`)."""
 
     scores: UnitScores
     identity: list[tuple[Any, ...]]
     unit: str
     statistic: RatioStatistic
     path: Path
+    metric: str
 
 
 # ----------------------------------------------------------------------------- language models
@@ -89,7 +91,7 @@ def read_sentence_units(path: Path, unit: str | None = None, metric: str | None 
         tokens, nll = np.bincount(inverse, weights=tokens), np.bincount(inverse, weights=nll)
     _check_enough(path, tokens.size, unit)
     identity = [(int(first), int(count)) for first, count in zip(firsts, tokens)]
-    return Units(UnitScores(nll, tokens), identity, unit, PERPLEXITY, path)
+    return Units(UnitScores(nll, tokens), identity, unit, PERPLEXITY, path, "perplexity")
 
 
 # ----------------------------------------------------------------------------- sequence to sequence
@@ -139,7 +141,7 @@ def read_prediction_units(path: Path, unit: str | None = None, metric: str | Non
         correct[line - 2] = float(row[column])
         identity.append((row[1], row[2]))
     _check_enough(path, correct.size, "example")
-    return Units(UnitScores(correct, np.ones_like(correct)), identity, "example", ACCURACY, path)
+    return Units(UnitScores(correct, np.ones_like(correct)), identity, "example", ACCURACY, path, metric)
 
 
 # ----------------------------------------------------------------------------- shared

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from attnlab.io import read_jsonl
+from attnlab.metric_names import PERCENT_METRICS, TRAIN_LOSS, VALID_LOSS, read_metrics, validation_metric
 from attnlab.plotting.attention import (
     PathLike,
     _new_figure,
@@ -38,6 +38,7 @@ from attnlab.reporting.tables import mean_std_text
 
 __all__ = [
     "format_mean_std",
+    "learning_curve_panels",
     "learning_curves_png",
     "plot_accuracy_panels",
     "plot_metric_by_test_set",
@@ -189,12 +190,13 @@ def plot_metric_by_test_set(
 
 
 def plot_run_history(metrics_file: PathLike, path: PathLike) -> Path | None:
-    """:func:`plot_training_curves` of a run's ``metrics.jsonl`` (training and validation loss
-    per epoch); ``None`` when the run has no epochs yet."""
-    history = read_jsonl(metrics_file) if Path(metrics_file).is_file() else []
+    """:func:`plot_training_curves` of a run's ``metrics.jsonl`` (``train/loss`` and ``valid/loss``
+    per epoch; a file of an earlier version is read in these names); ``None`` when the run has no
+    epochs yet."""
+    history = read_metrics(metrics_file)
     if not history:
         return None
-    keys = [key for key in ("train_loss", "validation_loss") if key in history[0]]
+    keys = [key for key in (TRAIN_LOSS, VALID_LOSS) if key in history[0]]
     return plot_training_curves(history, path, keys=keys)
 
 
@@ -208,7 +210,7 @@ def plot_training_curves(
     logy: bool = False,
     dpi: float = 150,
 ) -> Path:
-    """Plot training curves, e.g. ``train_loss`` and ``validation_loss`` per epoch.
+    """Plot training curves, e.g. ``train/loss`` and ``valid/loss`` per epoch.
 
     Training follows §6.3 of Dubois et al. (2020) (50 epochs of Adam); these curves are the
     diagnostics behind Figures 6–8 rather than a figure of the paper.
@@ -276,25 +278,39 @@ def plot_training_curves(
     return _save_figure(fig, path, dpi=dpi)
 
 
-def learning_curves_png(history: Sequence[dict[str, Any]]) -> bytes:
+def learning_curve_panels(
+    history: Sequence[dict[str, Any]], percent_metrics: frozenset[str] = PERCENT_METRICS
+) -> dict[str, list[str]]:
+    """What :func:`learning_curves_png` draws from ``metrics.jsonl`` records (in the names of
+    :mod:`attnlab.metric_names`): panel title → record keys. ``loss``: ``train/loss`` and
+    ``valid/loss``; ``accuracy (%)``: the validation metrics in ``percent_metrics``
+    (``valid/seq_acc``, ``valid/accuracy``), or, for a run without any, its other validation
+    metrics under their own title (``valid/perplexity``)."""
+    numeric = _numeric_keys(history)
+    losses = [key for key in (TRAIN_LOSS, VALID_LOSS) if key in numeric]
+    validation = [key for key in numeric if validation_metric(key) not in (None, "loss")]
+    percent = [key for key in validation if validation_metric(key) in percent_metrics]
+    if percent or not validation:
+        return {"loss": losses, "accuracy (%)": percent}
+    return {"loss": losses, ", ".join(validation): validation}
+
+
+def learning_curves_png(
+    history: Sequence[dict[str, Any]], percent_metrics: frozenset[str] = PERCENT_METRICS
+) -> bytes:
     """A run's learning curves as PNG bytes (the HTML report's, :mod:`attnlab.reporting.html`):
-    training and validation loss (left) and any accuracy (right) against epochs, from
-    ``metrics.jsonl`` records."""
+    training and validation loss (left) and the validation accuracy (right) against epochs, from
+    ``metrics.jsonl`` records (:func:`learning_curve_panels`; ``percent_metrics``: the run's
+    percentages)."""
     epochs = [record.get("epoch", number + 1) for number, record in enumerate(history)]
     figure = Figure(figsize=(6.4, 2.6), dpi=80)
-    loss_axes, accuracy_axes = figure.subplots(1, 2)
-    for key in ("train_loss", "validation_loss"):
-        values = [record.get(key) for record in history]
-        if any(isinstance(value, (int, float)) for value in values):
-            loss_axes.plot(epochs, values, marker=".", label=key.replace("_", " "))
-    loss_axes.set(xlabel="epoch", title="loss")
-    loss_axes.legend(fontsize=7)
-    for key in _numeric_keys(history):
-        if "accuracy" in key:
-            accuracy_axes.plot(epochs, [record.get(key) for record in history], marker=".", label=key)
-    accuracy_axes.set(xlabel="epoch", title="accuracy")
-    if accuracy_axes.lines:
-        accuracy_axes.legend(fontsize=7)
+    panels = learning_curve_panels(history, percent_metrics)
+    for axes, (title, keys) in zip(figure.subplots(1, 2), panels.items()):
+        for key in keys:
+            axes.plot(epochs, [record.get(key) for record in history], marker=".", label=key)
+        axes.set(xlabel="epoch", title=title)
+        if axes.lines:
+            axes.legend(fontsize=7)
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

@@ -11,7 +11,10 @@ paper's recipe output, a sweep):
 and, for every run directory (a folder with ``config.yaml``): its status (done / failed /
 missing), its test metrics, a learning curve drawn from ``metrics.jsonl`` and the images in its
 ``plots/`` folder (attention heatmaps and interpretable-variable views written by
-``attnlab plot``), in a collapsed ``<details>`` block.
+``attnlab plot``), in a collapsed ``<details>`` block. The learning curve shows ``train/loss`` and
+``valid/loss``, and the validation accuracy (``valid/seq_acc``, ``valid/accuracy``) or, for
+language models, ``valid/perplexity``: the names of :mod:`attnlab.metric_names`, in which runs of
+earlier versions are read too.
 
 Runs are grouped by experiment (their config's ``experiment``: Lookup Tables, memory problems,
 SCAN / English–French, language models): one table per experiment, with a row per run and test
@@ -24,7 +27,6 @@ from __future__ import annotations
 import argparse
 import base64
 import html
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from typing import Any
 
 from attnlab.config import ConfigError, load_yaml
 from attnlab.io import atomic_write_text
+from attnlab.metric_names import PERCENT_METRICS, read_metrics, read_summary
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; color: #222; }
@@ -179,7 +182,7 @@ def _section_html(section: Section) -> str:
     return "\n".join(parts)
 
 
-COUNT_METRICS = frozenset({"examples"})
+OMITTED_METRICS = frozenset({"examples"})
 """Metrics left out of the tables: how many test examples, not how well the run did."""
 
 
@@ -189,6 +192,15 @@ def experiment_title(name: str) -> str:
     from attnlab.experiments.registry import EXPERIMENTS, get_experiment
 
     return get_experiment(name).title if name in EXPERIMENTS else name
+
+
+def experiment_percent_metrics(name: str) -> frozenset[str]:
+    """The metrics that are percentages in an experiment's runs: the shared ones and its
+    :attr:`~attnlab.experiments.base.Experiment.percent_metrics` (an unknown experiment: the shared
+    ones)."""
+    from attnlab.experiments.registry import EXPERIMENTS, get_experiment
+
+    return PERCENT_METRICS | (get_experiment(name).percent_metrics if name in EXPERIMENTS else frozenset())
 
 
 def run_experiment(run_dir: Path) -> str:
@@ -217,8 +229,9 @@ def _runs_html(runs_dir: Path, run_dirs: Sequence[Path], max_curves: int) -> str
         title = experiment_title(experiment)
         parts.append(f"<h3>{_escape(title)}: {len(runs)} run(s)</h3>")
         parts.append(_runs_table(runs_dir, experiment, runs))
+        percent = experiment_percent_metrics(experiment)
         for run_dir in runs:
-            parts.append(_run_details(runs_dir, run_dir, curve=curves_left > 0))
+            parts.append(_run_details(runs_dir, run_dir, curve=curves_left > 0, percent_metrics=percent))
             curves_left -= 1
     parts.append("</section>")
     return "\n".join(parts)
@@ -237,7 +250,7 @@ def _runs_table(runs_dir: Path, experiment: str, run_dirs: Sequence[Path]) -> st
             for values in summary.values()
             if isinstance(values, dict)
             for metric in values
-            if metric not in COUNT_METRICS
+            if metric not in OMITTED_METRICS
         )
     )
     head = "".join(
@@ -274,18 +287,18 @@ def _breakable(text: str, after: str) -> str:
     return f"{_escape(after)}<wbr>".join(_escape(part) for part in text.split(after))
 
 
-def _run_details(runs_dir: Path, run_dir: Path, curve: bool) -> str:
+def _run_details(runs_dir: Path, run_dir: Path, curve: bool, percent_metrics: frozenset[str]) -> str:
     name = _escape(str(run_dir.relative_to(runs_dir)))
     parts = [f"<details class='run'><summary>{name}</summary>"]
     error = run_dir / "error.txt"
     if error.is_file():
         parts.append(f"<pre>{_escape(error.read_text(errors='replace')[-4000:])}</pre>")
-    history = _history(run_dir / "metrics.jsonl")
+    history = read_metrics(run_dir / "metrics.jsonl", skip_bad_lines=True)  # a line cut by an interruption
     figures = []
     if curve and history:
         from attnlab.plotting.curves import learning_curves_png
 
-        figures.append(_figure(learning_curves_png(history), "learning curve"))
+        figures.append(_figure(learning_curves_png(history, percent_metrics), "learning curve"))
     plots = run_dir / "plots"
     if plots.is_dir():
         figures.extend(_figure(path.read_bytes(), path.name) for path in sorted(plots.glob("*.png")))
@@ -299,21 +312,9 @@ def _run_details(runs_dir: Path, run_dir: Path, curve: bool) -> str:
 def _summary(run_dir: Path) -> dict[str, dict[str, Any]]:
     path = run_dir / "eval" / "summary.json"
     try:
-        return json.loads(path.read_text()) if path.is_file() else {}
-    except json.JSONDecodeError:
+        return read_summary(path) if path.is_file() else {}
+    except ConfigError:
         return {}
-
-
-def _history(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut by an interruption
-    return records
 
 
 def _figure(png: bytes, caption: str) -> str:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from attnlab.training.trainer import PERCENT_METRICS, metric_label
-
-COUNT_METRICS = frozenset({"examples", "tokens", "questions", "unknown_source_words", "unknown_target_words"})
-"""Metrics that count something: shown as integers."""
+from attnlab.metric_names import COUNT_METRICS, PERCENT_METRICS, metric_label
 
 
 def format_table(
@@ -72,7 +69,7 @@ def results_table(
     """Test set → metrics as the CLI prints them: the papers' metric names (``seqAcc``,
     ``seqAccBE``, ``attnLoss``), percentages marked ``(%)`` and counts as integers.
     ``percent_metrics``: the experiment's percentages beyond
-    :data:`~attnlab.training.trainer.PERCENT_METRICS` (its
+    :data:`~attnlab.metric_names.PERCENT_METRICS` (its
     :attr:`~attnlab.experiments.base.Experiment.percent_metrics`)."""
     percent = PERCENT_METRICS | percent_metrics
     columns = list(dict.fromkeys(metric for metrics in results.values() for metric in metrics))

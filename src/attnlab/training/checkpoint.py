@@ -7,7 +7,8 @@ A checkpoint is a plain dict of tensors and Python data:
   checkpoint is only loaded into a model built from an equal spec;
 * ``model``: the state dict; ``optimizer``: the optimizer's state dict (``last`` only);
 * ``epoch``: the number of finished epochs; ``best_validation_loss``; ``history``: one metrics
-  record per finished epoch;
+  record per finished epoch, as in ``metrics.jsonl`` (checkpoints of earlier versions hold the
+  legacy names, ``validation_loss``; readers map them, :func:`attnlab.metric_names.current_history`);
 * ``rng``: the global torch (and CUDA) random states at the end of that epoch, so a resumed run
   draws the same dropout masks as an uninterrupted one.
 * ``within_epoch`` (``last`` only, when written within an epoch, ``training.checkpoint_every``):

@@ -4,7 +4,8 @@
 when logging is on, so the ``tensorboard`` package stays an extra (``pip install
 'attnlab[tensorboard]'``). The trainer writes, with global step = epoch (1 for the first):
 
-* one scalar per ``metrics.jsonl`` key (``train_loss``, every validation metric, ``seconds``);
+* one scalar per ``metrics.jsonl`` key (``train/loss``, every ``valid/<metric>``, ``seconds``; the
+  names of :mod:`attnlab.metric_names`, so TensorBoard shows a ``train`` and a ``valid`` group);
 * ``attention/<name>``: one grey-scale image per attention map the task's optional
   ``attention_samples(model)`` hook returns (rows: output steps, columns: source positions).
 

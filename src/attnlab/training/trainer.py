@@ -14,6 +14,11 @@ CLI shows it on stderr and writes it to ``RUN_DIR/train.log``): one line at the 
 trained on what data, parameter count, device, run directory), progress within an epoch (a tqdm
 bar with a total on a terminal, a log line every :data:`PROGRESS_LOG_SECONDS` otherwise) and one
 line per epoch with the training loss, the validation metrics and the best checkpoint.
+
+Metrics are named in the vocabulary of :mod:`attnlab.metric_names`: a task's validation returns
+``loss`` and its other metrics, which the trainer records as ``valid/<metric>`` next to
+``train/loss``; a checkpoint of an earlier version (``validation_*`` names) resumes with its history
+mapped to these names.
 """
 
 from __future__ import annotations
@@ -36,6 +41,16 @@ from tqdm.auto import tqdm
 
 from attnlab.config import ConfigError
 from attnlab.io import atomic_write_jsonl
+from attnlab.metric_names import (
+    PERCENT_METRICS,
+    TRAIN_LOSS,
+    VALID_LOSS,
+    current_history,
+    metric_label,
+    stop_target,
+    valid_name,
+    validation_metric,
+)
 from attnlab.tasks.batching import epoch_generator
 from attnlab.training.checkpoint import (
     CheckpointError,
@@ -52,23 +67,6 @@ log = logging.getLogger(__name__)
 
 PROGRESS_LOG_SECONDS = 30.0
 """Off a terminal (a log file, CI, a cluster job), a progress line at most this often."""
-
-PERCENT_METRICS = frozenset({"seq_acc", "seq_acc_be", "seq_acc_given_length"})
-"""Metrics (and ``validation_`` metrics) that are percentages."""
-
-METRIC_NAMES = {
-    "seq_acc": "seqAcc",
-    "seq_acc_be": "seqAccBE",
-    "seq_acc_given_length": "seqAcc given length",
-    "attn_loss": "attnLoss",
-}
-"""The papers' names of metrics (README, docs/results.md) for what is shown to the user."""
-
-
-def metric_label(name: str) -> str:
-    """The user-facing name of a metric key (``seq_acc`` → ``seqAcc``; others unchanged)."""
-    return METRIC_NAMES.get(name, name)
-
 
 @dataclass
 class TrainingConfig:
@@ -97,9 +95,10 @@ class TrainingConfig:
     far, multiply the learning rate by this factor in (0, 1) (null: a constant learning rate)."""
     stop_at: dict[str, float] | None = None
     """Stopping at a target: stop after the first epoch whose validation metrics reach every value
-    given (metric → threshold, ``>=``), e.g. ``{validation_seq_acc: 100.0}`` (null: never)."""
+    given (metric → threshold, ``>=``), e.g. ``{valid/seq_acc: 100.0}`` (null: never). The names
+    before issue 24 (``validation_seq_acc``) are read as the current ones, with a warning."""
     stop_at_accuracy: float | None = None
-    """``stop_at: {validation_accuracy: X}`` in one key: stop after the first epoch whose validation
+    """``stop_at: {valid/accuracy: X}`` in one key: stop after the first epoch whose validation
     accuracy (percent) reaches this (the memory problems' rule, Raffel & Ellis §2.2; null: never)."""
 
     def __post_init__(self) -> None:
@@ -121,17 +120,14 @@ class TrainingConfig:
             raise ValueError("give stop_at or stop_at_accuracy, not both")
         if self.stop_at is not None and not self.stop_at:
             raise ValueError("stop_at must name at least one validation metric (or be null)")
-        for metric in self.stop_at or {}:
-            if not str(metric).startswith("validation_"):
-                raise ValueError(
-                    f"stop_at: {metric!r} is not a validation metric (validation_<name>, e.g. "
-                    "validation_accuracy, validation_seq_acc)"
-                )
+        if self.stop_at is not None:
+            self.stop_at = {stop_target(str(name), "stop_at"): value for name, value in self.stop_at.items()}
 
     def stop_targets(self) -> dict[str, float]:
-        """Validation metric → the value that ends training (``stop_at`` / ``stop_at_accuracy``)."""
+        """Validation metric (``valid/<metric>``) → the value that ends training (``stop_at`` /
+        ``stop_at_accuracy``)."""
         if self.stop_at_accuracy is not None:
-            return {"validation_accuracy": self.stop_at_accuracy}
+            return {valid_name("accuracy"): self.stop_at_accuracy}
         return dict(self.stop_at or {})
 
     def stop_key(self) -> str:
@@ -159,7 +155,9 @@ class TrainingTask(Protocol):
         :class:`~torch.nn.Module`."""
 
     def validate(self, model: Any) -> dict[str, float]:
-        """Validation metrics; must contain ``validation_loss``."""
+        """Validation metrics by their names in :data:`attnlab.metric_names.METRICS`, without a
+        prefix (``loss``, ``seq_acc``, …); must contain ``loss``. The trainer records them as
+        ``valid/<metric>``."""
 
 
 class UpdateCounter(Protocol):
@@ -315,11 +313,25 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def validation_record(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A task's validation metrics (``loss``, ``seq_acc``, …) under their ``valid/`` names.
+
+    A name with a prefix (``validation_loss``, ``valid/loss``) or without ``loss`` is a
+    :class:`TypeError`: the task does not follow :meth:`TrainingTask.validate`."""
+    prefixed = [name for name in metrics if "/" in name or name.startswith("validation_")]
+    if prefixed or "loss" not in metrics:
+        raise TypeError(
+            "TrainingTask.validate must return its metrics without a prefix, 'loss' among them "
+            f"(the trainer records them as valid/<metric>); got {', '.join(map(repr, metrics))}"
+        )
+    return {valid_name(name): value for name, value in metrics.items()}
+
+
 def patience_exhausted(history: list[dict[str, Any]], patience: int | None) -> bool:
     """Whether the lowest validation loss of ``history`` is at least ``patience`` epochs old."""
     if patience is None or not history:
         return False
-    best = min(range(len(history)), key=lambda i: history[i]["validation_loss"])
+    best = min(range(len(history)), key=lambda i: history[i][VALID_LOSS])
     return len(history) - 1 - best >= patience
 
 
@@ -390,7 +402,7 @@ class Trainer:
         check_model_spec(self.last_checkpoint, checkpoint, self.model_spec)
         load_model_weights(self.last_checkpoint, self.model, checkpoint)
         self.optimizer.load_state_dict(checkpoint["optimizer"])
-        self.history = list(checkpoint["history"])
+        self.history = current_history(checkpoint["history"])
         self.best_validation_loss = float(checkpoint["best_validation_loss"])
         self.start_epoch = int(checkpoint["epoch"])
         within = checkpoint.get("within_epoch")
@@ -418,11 +430,11 @@ class Trainer:
                 started = time.perf_counter()
                 train_loss = self._train_epoch(epoch)
                 self.model.eval()
-                validation = self.task.validate(self.model)
+                validation = validation_record(self.task.validate(self.model))
                 self._check_stop_targets(validation)
                 record = {
                     "epoch": epoch + 1,
-                    "train_loss": train_loss,
+                    TRAIN_LOSS: train_loss,
                     **validation,
                     "seconds": round(time.perf_counter() - started, 3),
                 }
@@ -432,7 +444,7 @@ class Trainer:
                         # Steps from this epoch on replace what an interrupted attempt logged.
                         logger = TensorBoardLogger(self.tensorboard_dir, purge_step=epoch + 1)
                     self._log_tensorboard(logger, record)
-                improved = validation["validation_loss"] < self.best_validation_loss
+                improved = validation[VALID_LOSS] < self.best_validation_loss
                 if not improved and self.config.lr_decay is not None:
                     for group in self.optimizer.param_groups:
                         group["lr"] *= self.config.lr_decay
@@ -467,21 +479,21 @@ class Trainer:
     def _log_epoch(self, record: dict[str, Any], improved: bool) -> None:
         """One line per epoch: train loss, validation metrics, time, and the best checkpoint."""
         validation = "".join(
-            f", {format_metric(key.removeprefix('validation_'), value)}"
+            f", {format_metric(metric, value)}"
             for key, value in record.items()
-            if key.startswith("validation_") and key != "validation_loss"
+            if (metric := validation_metric(key)) is not None and key != VALID_LOSS
         )
         if improved:
             best = f"new best, saved {self.best_checkpoint}"
         else:
-            best_epoch = min(self.history, key=lambda r: r["validation_loss"])["epoch"]
+            best_epoch = min(self.history, key=lambda r: r[VALID_LOSS])["epoch"]
             best = f"best: epoch {best_epoch} ({self.best_checkpoint.name})"
         log.info(
             "epoch %d/%d: train loss %.4f; validation loss %.4f%s; %.1f s; %s",
             record["epoch"],
             self.config.epochs,
-            record["train_loss"],
-            record["validation_loss"],
+            record[TRAIN_LOSS],
+            record[VALID_LOSS],
             validation,
             record["seconds"],
             best,
@@ -510,7 +522,7 @@ class Trainer:
         :class:`~attnlab.config.ConfigError` (it would never stop training)."""
         missing = [metric for metric in self.config.stop_targets() if metric not in validation]
         if missing:
-            reported = ", ".join(key for key in validation if key.startswith("validation_"))
+            reported = ", ".join(validation)
             raise ConfigError(
                 f"{self.config.stop_key()}: the validation reports no {', '.join(missing)}; "
                 f"it reports {reported}"
@@ -606,7 +618,7 @@ class Trainer:
         self._save_last(self._checkpoint(epoch), within_epoch=within)
 
     def _save(self, epochs_done: int, improved: bool) -> None:
-        validation_loss = self.history[-1]["validation_loss"]
+        validation_loss = self.history[-1][VALID_LOSS]
         if improved:
             self.best_validation_loss = validation_loss
         checkpoint = self._checkpoint(epochs_done)

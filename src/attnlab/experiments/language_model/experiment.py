@@ -317,8 +317,8 @@ class LMTrainingTask:
     def validate(self, model: torch.nn.Module) -> dict[str, float]:
         metrics = evaluate_perplexity(model, segments(self.valid, self.config.training.bptt), self.device)  # type: ignore[arg-type]
         return {
-            "validation_loss": float(metrics["loss"]),
-            "validation_perplexity": float(metrics["perplexity"]),
+            "loss": float(metrics["loss"]),
+            "perplexity": float(metrics["perplexity"]),
         }
 
     def attention_samples(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -50,6 +50,7 @@ from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import Units
 from attnlab.io import atomic_write_text
+from attnlab.metric_names import read_summary
 from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import markdown_table, stats_text
 
@@ -158,7 +159,7 @@ def _load(run_dir: Path) -> dict[str, Any] | None:
     summary = run_dir / "eval" / "summary.json"
     if not summary.is_file():
         return None
-    result = {"summary": json.loads(summary.read_text()), "dir": run_dir}
+    result = {"summary": read_summary(summary), "dir": run_dir}
     for name in ("attention", "model"):
         path = run_dir / "eval" / f"{name}.json"
         result[name] = json.loads(path.read_text()) if path.is_file() else {}
@@ -310,7 +311,7 @@ def _mean_units(runs: Sequence[dict[str, Any]], unit: str | None = None) -> Unit
         first = per_seed[0]
         numerator = np.mean([units.scores.numerator for units in per_seed], axis=0)
         scores = UnitScores(numerator, first.scores.denominator)
-        return Units(scores, first.identity, first.unit, first.statistic, first.path)
+        return Units(scores, first.identity, first.unit, first.statistic, first.path, first.metric)
     return None
 
 

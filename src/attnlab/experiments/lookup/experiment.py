@@ -298,9 +298,9 @@ class LookupTrainingTask:
             max_length=self.config.evaluation.max_length,
         )
         return {
-            "validation_loss": metrics["loss"],
-            "validation_seq_acc": metrics["seq_acc"],
-            **({"validation_attn_loss": metrics["attn_loss"]} if "attn_loss" in metrics else {}),
+            "loss": metrics["loss"],
+            "seq_acc": metrics["seq_acc"],
+            **({"attn_loss": metrics["attn_loss"]} if "attn_loss" in metrics else {}),
         }
 
     def attention_samples(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:

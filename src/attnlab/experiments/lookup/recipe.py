@@ -19,7 +19,6 @@ started again. ``report`` rebuilds the figures and tables from the run directori
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from attnlab.experiments.multiseed import (
 )
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.io import atomic_write_text
+from attnlab.metric_names import read_summary
 from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import format_table, stats_text
 
@@ -161,7 +161,7 @@ def collect(out_dir: Path) -> dict[str, dict[str, list[dict[str, dict[str, float
     found: dict[str, dict[str, list[dict[str, dict[str, float]]]]] = {}
     for summary in sorted(out_dir.glob("*/*/seed*/eval/summary.json")):
         task, attender = summary.parts[-5], summary.parts[-4]
-        found.setdefault(task, {}).setdefault(attender, []).append(json.loads(summary.read_text()))
+        found.setdefault(task, {}).setdefault(attender, []).append(read_summary(summary))
     return found
 
 

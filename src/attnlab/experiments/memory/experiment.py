@@ -291,7 +291,7 @@ class MemoryTrainingTask:
     def validate(self, model: FeedForwardAttentionNetwork) -> dict[str, float]:
         metrics = evaluate_memory(model, self.test)
         loss = metrics["cross_entropy"] if model.num_classes is not None else metrics["mse"]
-        return {"validation_loss": loss, "validation_accuracy": metrics["accuracy"]}
+        return {"loss": loss, "accuracy": metrics["accuracy"]}
 
 
 def _summary(config: MemoryExperimentConfig) -> RunSummary:

@@ -43,6 +43,7 @@ from attnlab.config import ConfigError, apply_overrides, load_yaml
 from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.io import atomic_write_text
+from attnlab.metric_names import read_metrics, valid_name
 from attnlab.reporting.tables import format_table
 from attnlab.tasks.memory_problems import MIN_LENGTH, PADDINGS
 
@@ -224,16 +225,22 @@ def _lr_folder(learning_rate: float) -> str:
 
 
 def _history(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
+    """A finished run's epochs (``metrics.jsonl``, in current names also when an earlier version
+    wrote it); ``[]`` for a run not finished."""
     if not (run_dir / "eval" / "summary.json").is_file():
         return []  # not finished
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_metrics(run_dir / "metrics.jsonl")
+
+
+VALID_ACCURACY = valid_name("accuracy")
+"""The accuracy on the validation set, which is the test set here (fresh problems of the same
+generator): what the race and Table 1 go by."""
 
 
 def epochs_to_goal(history: Sequence[dict[str, Any]], goal: float = 100.0) -> int | None:
     """The first epoch whose test accuracy reached ``goal`` (%), or ``None``."""
     for record in history:
-        if record["validation_accuracy"] >= goal:
+        if record[VALID_ACCURACY] >= goal:
             return int(record["epoch"])
     return None
 
@@ -264,7 +271,7 @@ def best_result(cell_dir: Path, seed: int = 0, goal: float = 100.0) -> CellResul
         history = _history(lr_dir / f"seed{seed}")
         if history:
             epochs = epochs_to_goal(history, goal)
-            accuracy = history[-1]["validation_accuracy"]
+            accuracy = history[-1][VALID_ACCURACY]
             candidates.append(CellResult(epochs, accuracy, len(history), float(lr_dir.name[2:]), history))
     if not candidates:
         return None
@@ -307,7 +314,7 @@ def _longer_table(out_dir: Path, seed: int) -> str:
                 seconds = sorted(record["seconds"] for record in result.history)
                 rows[f"{problem} / {_pooling_name(pooling)}, T0={t0}"] = {
                     "result": result.table_cell(),
-                    "best accuracy (%)": f"{max(r['validation_accuracy'] for r in result.history):.1f}",
+                    "best accuracy (%)": f"{max(r[VALID_ACCURACY] for r in result.history):.1f}",
                     "learning rate": f"{result.learning_rate:g}",
                     "s / epoch (median)": f"{seconds[len(seconds) // 2]:.0f}",
                 }
@@ -391,7 +398,7 @@ def _plot_accuracy(out_dir: Path, problem: str, seed: int) -> Path | None:
             result = best_result(Cell(problem, t0, pooling).path(out_dir), seed)
             if result is not None:
                 label = f"{_pooling_name(pooling)} (lr {result.learning_rate:g})"
-                curves[label] = [record["validation_accuracy"] for record in result.history]
+                curves[label] = [record[VALID_ACCURACY] for record in result.history]
         if curves:
             panels.append(("variable [50, 10000]" if t0 is None else f"T0 = {t0}", curves))
     if not panels:

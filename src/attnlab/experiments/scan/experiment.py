@@ -541,7 +541,7 @@ class ScanTrainingTask:
         finally:
             if uniform:
                 model.uniform_alignment = True  # type: ignore[assignment]
-        return {"validation_loss": metrics["loss"], "validation_seq_acc": metrics["seq_acc"]}
+        return {"loss": metrics["loss"], "seq_acc": metrics["seq_acc"]}
 
     def attention_samples(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
         """The decoded attention of the first validation examples (TensorBoard images)."""

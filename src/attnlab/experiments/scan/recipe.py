@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -47,6 +46,7 @@ from attnlab.experiments.multiseed import (
 )
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.io import atomic_write_text
+from attnlab.metric_names import read_summary
 from attnlab.reporting.tables import format_table, stats_text
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ def _run_cell(
 
 def collect(folder: Path) -> list[dict[str, dict[str, float]]]:
     """One test-set summary per finished seed under ``folder``."""
-    return [json.loads(path.read_text()) for path in sorted(folder.glob("seed*/eval/summary.json"))]
+    return [read_summary(path) for path in sorted(folder.glob("seed*/eval/summary.json"))]
 
 
 def cell_text(results: list[dict[str, dict[str, float]]], test_set: str, metric: str) -> str:

@@ -71,7 +71,7 @@ class ToyTask:
         return nn.functional.mse_loss(model(batch[0]), batch[1])
 
     def validate(self, model: nn.Module) -> dict[str, float]:
-        return {"validation_loss": mse(model, self.test)}
+        return {"loss": mse(model, self.test)}
 
 
 class ToyExperiment(Experiment[ToyConfig, Batch, nn.Linear]):
