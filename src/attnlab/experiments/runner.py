@@ -47,8 +47,8 @@ DEFAULT_CONNECT_TIMEOUT_S = 5.0
 
 
 class RunnerError(ConfigError):
-    """Bad runner input (backend, ``--jobs``, unreachable cluster, a sweep spec): reported by the
-    CLI as one line. ``sweep.SweepError`` is this class."""
+    """Bad runner input (backend, ``--jobs``, unreachable cluster, a sweep spec), or runs of a
+    recipe's grid that failed: reported by the CLI as one line. ``sweep.SweepError`` is this class."""
 
 
 def single_thread() -> None:
