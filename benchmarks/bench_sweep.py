@@ -20,7 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from attnlab.experiments.sweep import LocalBackend, RayBackend, load_spec, run_sweep
+from attnlab.experiments.runner import LocalBackend, RayBackend
+from attnlab.experiments.sweep import load_spec, run_sweep
 
 TINY = [
     "data.t0=20",

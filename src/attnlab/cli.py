@@ -144,7 +144,7 @@ def _check_sampling_options(args: argparse.Namespace) -> None:
 def run_sweep_command(args: argparse.Namespace) -> int:
     """``attnlab sweep``: progress and the aggregate on stdout, failed runs on stderr; returns 0
     when every run is done, 1 when some failed or are missing."""
-    from attnlab.experiments import sweep
+    from attnlab.experiments import runner, sweep
 
     spec = sweep.load_spec(args.spec)
     out_dir = Path(args.out) if args.out else Path("runs") / Path(args.spec).stem
@@ -153,7 +153,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         print(sweep.sweep_markdown(summary["cells"]))
         print(f"\naggregate.{{json,csv,md}} in {out_dir}")
         return 0
-    backend = sweep.make_backend(args.backend, args.jobs, args.address, args.connect_timeout)
+    backend = runner.make_backend(args.backend, args.jobs, args.address, args.connect_timeout)
     report = sweep.run_sweep(
         spec, out_dir, backend, retry_failed=args.retry_failed, only=args.only, log=print
     )
@@ -166,7 +166,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     )
     if report.failures:
         print(
-            f"failed runs (tracebacks in <run>/{sweep.ERROR_FILE}, list in {out_dir / 'failures.json'}):",
+            f"failed runs (tracebacks in <run>/{runner.ERROR_FILE}, list in {out_dir / 'failures.json'}):",
             file=sys.stderr,
         )
         for name, error in report.failures.items():
@@ -183,7 +183,8 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 
 def cmd_multiseed(args: argparse.Namespace) -> None:
-    from attnlab.experiments.multiseed import markdown_summary, run_seeds
+    from attnlab.experiments.aggregate import markdown_summary
+    from attnlab.experiments.runner import run_seeds
 
     data = resolve_config(args.config, args.overrides)
     experiment_for(data).parse_config(data)  # fail on a bad config before the first seed runs

@@ -2,7 +2,7 @@
 
 import logging
 
-from attnlab.experiments.multiseed import run_parallel
+from attnlab.experiments.runner import run_parallel
 
 
 def _log_a_line(text: str) -> None:

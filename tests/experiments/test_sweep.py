@@ -18,17 +18,9 @@ import yaml
 
 from attnlab.cli import run_sweep_command
 from attnlab.errors import USER_ERRORS
-from attnlab.experiments import sweep
-from attnlab.experiments.sweep import (
-    LocalBackend,
-    RayBackend,
-    RunTask,
-    SweepError,
-    expand,
-    load_spec,
-    run_status,
-    run_sweep,
-)
+from attnlab.experiments import runner, sweep
+from attnlab.experiments.runner import LocalBackend, RayBackend, RunTask, run_status
+from attnlab.experiments.sweep import SweepError, expand, load_spec, run_sweep
 
 
 @pytest.fixture
@@ -234,14 +226,14 @@ def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsy
     path = make_spec({"training.learning_rate": [0.01, 0.02]})
     out = tmp_path / "out"
     bad = "training.learning_rate=0.02/seed0"
-    real_train = sweep.train_or_resume
+    real_train = runner.train_or_resume
 
     def flaky(config, run_dir):
         if config["training"]["learning_rate"] == 0.02:
             raise RuntimeError("simulated failure in the data loader")
         return real_train(config, run_dir)
 
-    monkeypatch.setattr(sweep, "train_or_resume", flaky)
+    monkeypatch.setattr(runner, "train_or_resume", flaky)
     assert _cli([str(path), "--out", str(out)]) == 1
     captured = capsys.readouterr()
     assert f"{bad}: RuntimeError: simulated failure in the data loader" in captured.err
@@ -256,7 +248,7 @@ def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsy
     assert "skipping failed run" in capsys.readouterr().out
 
     # Fixed: retry it alone.
-    monkeypatch.setattr(sweep, "train_or_resume", real_train)
+    monkeypatch.setattr(runner, "train_or_resume", real_train)
     backend = RecordingBackend()
     report = run_sweep(load_spec(path), out, backend, only=[bad], log=lambda line: None)
     assert backend.names == [bad] and report.ok
@@ -270,7 +262,7 @@ def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsy
 def test_retry_failed_flag(tmp_path, monkeypatch, make_spec):
     path = make_spec(seeds=[0, 1])
     out = tmp_path / "out"
-    monkeypatch.setattr(sweep, "train_or_resume", lambda config, run_dir: 1 / 0)
+    monkeypatch.setattr(runner, "train_or_resume", lambda config, run_dir: 1 / 0)
     assert _cli([str(path), "--out", str(out)]) == 1
     assert run_status(out / "base/seed0") == run_status(out / "base/seed1") == "failed"
     monkeypatch.undo()

@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from attnlab.config import ConfigError
-from attnlab.experiments.sweep import LocalBackend, load_spec, run_sweep
+from attnlab.experiments.runner import LocalBackend
+from attnlab.experiments.sweep import load_spec, run_sweep
 from attnlab.plotting.attention import plot_attention_heatmap
 from attnlab.reporting.html import build_report, markdown_to_html
 

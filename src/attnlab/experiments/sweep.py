@@ -22,11 +22,9 @@ by naming them with ``only``. The results are aggregated per cell (mean, std, me
 seeds) into ``OUT/<cell>/aggregate.{json,csv,md}`` and over the whole grid into
 ``OUT/aggregate.{json,csv,md}``; failures are listed in ``OUT/failures.json``.
 
-Backends: :class:`LocalBackend` (in this process when ``jobs == 1``, else a pool of single-threaded
-worker processes) and :class:`RayBackend` (a local Ray instance on the available cores, or an
-existing cluster given its address; needs ``pip install 'attnlab[ray]'``). On a multi-node Ray
-cluster, ``OUT`` must be on a file system every node sees at the same path, and attnlab must be
-installed on every node.
+The runs are executed by :mod:`attnlab.experiments.runner` (local processes or Ray); this module
+holds what is a sweep's own: the spec, its expansion into runs, the selection of what to run, and
+the files of the whole grid.
 """
 
 from __future__ import annotations
@@ -39,46 +37,45 @@ import json
 import logging
 import os
 import re
-import socket
 import sys
-import threading
-import time
-import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import yaml
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
-from attnlab.experiments.multiseed import aggregate_results, write_aggregate
-from attnlab.experiments.multiseed import single_thread as use_one_thread
-from attnlab.experiments.registry import experiment_for, resolve_config, train_or_resume
+from attnlab.experiments.aggregate import STAT_KEYS, Results, aggregate_results, write_aggregate
+from attnlab.experiments.registry import experiment_for, resolve_config
+from attnlab.experiments.runner import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    ERROR_FILE,
+    SUMMARY_FILE,
+    Backend,
+    RunnerError,
+    RunTask,
+    Status,
+    run_status,
+    run_tasks,
+)
 from attnlab.io import atomic_write_json, atomic_write_text
 from attnlab.metric_names import read_summary
 from attnlab.reporting.tables import format_table, stats_text
 
 logger = logging.getLogger(__name__)
 
-Status = Literal["done", "failed", "missing"]
-Results = dict[str, dict[str, float]]
-
 SPEC_KEYS = ("config", "overrides", "grid", "seeds")
 BASE_CELL = "base"
 """Cell name of a sweep with an empty grid."""
-ERROR_FILE = "error.txt"
-SUMMARY_FILE = Path("eval") / "summary.json"
-DEFAULT_CONNECT_TIMEOUT_S = 5.0
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+\-]")
 _MAX_PART = 120
 
 
-class SweepError(ConfigError):
-    """Bad sweep input (spec, run name, unreachable cluster): reported by the CLI as one line."""
+SweepError = RunnerError
+"""Bad sweep input (spec, run name, unreachable cluster): reported by the CLI as one line."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -268,279 +265,6 @@ def _override(key: str, value: Any) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# Run status and execution of one run
-
-
-def run_status(run_dir: Path) -> Status:
-    """``done`` when the run finished, ``failed`` when its last attempt raised, else ``missing``."""
-    run_dir = Path(run_dir)
-    if (run_dir / SUMMARY_FILE).is_file():
-        return "done"
-    if (run_dir / ERROR_FILE).is_file():
-        return "failed"
-    return "missing"
-
-
-@dataclass(frozen=True)
-class RunTask:
-    """What a backend executes: a run's name, config data and directory."""
-
-    name: str
-    config: dict[str, Any]
-    run_dir: str
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    name: str
-    status: Literal["done", "failed"]
-    seconds: float
-    error: str | None = None
-    """The last line of the error, when the run failed (the traceback is in ``error.txt``)."""
-
-
-def execute_run(task: RunTask, single_thread: bool = False) -> RunOutcome:
-    """Train (or resume) one run; an exception is recorded in ``run_dir/error.txt``, not raised."""
-    if single_thread:
-        use_one_thread()
-    run_dir = Path(task.run_dir)
-    error_file = run_dir / ERROR_FILE
-    start = time.perf_counter()
-    try:
-        train_or_resume(task.config, run_dir)
-    except Exception as error:  # a failed run is recorded and reported; the sweep goes on
-        atomic_write_text(error_file, traceback.format_exc())
-        return RunOutcome(task.name, "failed", time.perf_counter() - start, _one_line(error))
-    error_file.unlink(missing_ok=True)
-    return RunOutcome(task.name, "done", time.perf_counter() - start)
-
-
-def _record_crash(task: RunTask, error: BaseException) -> RunOutcome:
-    """A worker died without returning (killed, out of memory): record it as a failure."""
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    atomic_write_text(Path(task.run_dir) / ERROR_FILE, f"the worker running this run died:\n{text}")
-    return RunOutcome(task.name, "failed", 0.0, f"worker died: {_one_line(error)}")
-
-
-def _one_line(error: BaseException) -> str:
-    lines = [line for line in str(error).strip().splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
-
-
-def _call_single_threaded(function: Callable[..., Any], argument: tuple) -> Any:
-    use_one_thread()
-    return function(*argument)
-
-
-# --------------------------------------------------------------------------------------------------
-# Backends
-
-
-class SweepBackend(Protocol):
-    """Executes run tasks, calling ``on_result`` in this process as each one finishes."""
-
-    name: str
-
-    def run(self, tasks: Sequence[RunTask], on_result: Callable[[RunOutcome], None]) -> None: ...
-
-
-class LocalBackend:
-    """Runs in this process one after the other (``jobs == 1``), or in ``jobs`` worker processes."""
-
-    name = "local"
-
-    def __init__(self, jobs: int = 1) -> None:
-        if jobs < 1:
-            raise SweepError(f"--jobs must be at least 1, got {jobs}")
-        self.jobs = jobs
-
-    def run(self, tasks: Sequence[RunTask], on_result: Callable[[RunOutcome], None]) -> None:
-        if self.jobs == 1 or len(tasks) <= 1:
-            for task in tasks:
-                on_result(execute_run(task))
-            return
-        with ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), initializer=use_one_thread) as pool:
-            pending = {pool.submit(execute_run, task): task for task in tasks}
-            try:
-                while pending:
-                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        task = pending.pop(future)
-                        error = future.exception()
-                        on_result(_record_crash(task, error) if error is not None else future.result())
-            except BaseException:
-                for future in pending:
-                    future.cancel()
-                raise
-
-
-class RayBackend:
-    """Runs each task as a one-CPU Ray task: on a local Ray instance (``address=None``, using
-    ``num_cpus`` cores, default all) or on the running cluster at ``address``.
-
-    An address that cannot be reached within ``connect_timeout_s`` is a :class:`SweepError`. A Ray
-    instance already initialised in this process (e.g. by a test) is used as it is and left running.
-    """
-
-    name = "ray"
-
-    def __init__(
-        self,
-        address: str | None = None,
-        num_cpus: int | None = None,
-        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-    ) -> None:
-        if num_cpus is not None and num_cpus < 1:
-            raise SweepError(f"--jobs must be at least 1, got {num_cpus}")
-        self.address = address
-        self.num_cpus = num_cpus
-        self.connect_timeout_s = connect_timeout_s
-
-    def run(self, tasks: Sequence[RunTask], on_result: Callable[[RunOutcome], None]) -> None:
-        if not tasks:  # only check the address: starting Ray for nothing takes seconds
-            if self.address not in (None, "", "local", "auto"):
-                check_reachable(self.address, self.connect_timeout_s)
-            return
-        ray = self._connect()
-        started_here = self._started_here
-        try:
-            remote = ray.remote(num_cpus=1, max_retries=0)(execute_run)
-            pending = {remote.remote(task, True): task for task in tasks}
-            try:
-                while pending:
-                    finished, _ = ray.wait(list(pending), num_returns=1)
-                    for ref in finished:
-                        task = pending.pop(ref)
-                        try:
-                            outcome = ray.get(ref)
-                        except Exception as error:  # the worker died (RayTaskError, WorkerCrashedError)
-                            outcome = _record_crash(task, error)
-                        on_result(outcome)
-            except BaseException:
-                for ref in pending:
-                    ray.cancel(ref, force=True)
-                raise
-        finally:
-            if started_here:
-                ray.shutdown()
-
-    def call_all(self, function: Callable[..., Any], arguments: Sequence[tuple]) -> None:
-        """Call ``function(*argument)`` for every argument as one-CPU Ray tasks (a recipe's cells);
-        once all have ended, raise the first failure."""
-        if not arguments:
-            return
-        ray = self._connect()
-        started_here = self._started_here
-        try:
-            remote = ray.remote(num_cpus=1, max_retries=0)(_call_single_threaded)
-            refs = [remote.remote(function, argument) for argument in arguments]
-            errors = []
-            try:
-                for ref in refs:
-                    try:
-                        ray.get(ref)
-                    except Exception as error:  # RayTaskError wraps the worker's exception
-                        errors.append(error)
-            except BaseException:
-                for ref in refs:
-                    ray.cancel(ref, force=True)
-                raise
-            if errors:
-                raise errors[0]
-        finally:
-            if started_here:
-                ray.shutdown()
-
-    def _connect(self) -> Any:
-        self._started_here = False
-        try:
-            import ray
-        except ImportError:
-            raise SweepError(
-                "the ray backend needs Ray: pip install 'attnlab[ray]' (or use --backend local)"
-            ) from None
-        if self.address not in (None, "", "local", "auto"):
-            check_reachable(self.address, self.connect_timeout_s)
-        if ray.is_initialized():
-            return ray
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if self.address in (None, "", "local"):
-            if self.num_cpus is not None:
-                options["num_cpus"] = self.num_cpus
-        else:
-            options["address"] = self.address
-        try:
-            ray.init(**options)
-        except (ConnectionError, RuntimeError, ValueError) as error:
-            where = f"at {self.address}" if self.address else "locally"
-            raise SweepError(f"cannot start or reach a Ray cluster {where}: {_one_line(error)}") from None
-        self._started_here = True
-        return ray
-
-
-def check_reachable(address: str, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
-    """Raise :class:`SweepError` unless a TCP connection to ``[ray://]host:port`` opens in time."""
-    target = address.removeprefix("ray://")
-    host, _, port_text = target.rpartition(":")
-    if not host or not port_text.isdigit():
-        raise SweepError(f"Ray address {address!r} is not of the form host:port (or ray://host:port)")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
-            pass
-    except OSError as error:
-        reason = "timed out" if isinstance(error, TimeoutError) else str(error) or type(error).__name__
-        raise SweepError(
-            f"cannot reach the Ray cluster at {address} ({reason} after ≤{timeout_s:g} s)"
-        ) from None
-    if not address.startswith("ray://"):
-        _probe_gcs(address, timeout_s)
-
-
-def _probe_gcs(address: str, timeout_s: float) -> None:
-    """Ask the Ray GCS at ``address`` for its cluster id, within ``timeout_s``.
-
-    A port that accepts TCP connections is not necessarily a Ray head (a proxy, another service);
-    ``ray.init`` would then retry for about 20 s before failing, so this asks first.
-    """
-    try:
-        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # private, not in its stubs
-    except ImportError:  # a Ray without this (private) client: let ray.init find out
-        return
-    outcome: list[BaseException | None] = []
-
-    def probe() -> None:
-        try:
-            GcsClient(address=address).cluster_id  # noqa: B018 (the request is the point)
-            outcome.append(None)
-        except Exception as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=probe, name="ray-gcs-probe", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if not outcome:
-        raise SweepError(f"cannot reach the Ray cluster at {address} (no answer within {timeout_s:g} s)")
-    if outcome[0] is not None:
-        raise SweepError(
-            f"cannot reach the Ray cluster at {address}: it answers, but not as a Ray head node "
-            f"({_one_line(outcome[0])})"
-        )
-
-
-def make_backend(
-    kind: str, jobs: int | None = None, address: str | None = None, connect_timeout_s: float = 5.0
-) -> SweepBackend:
-    """``local`` → :class:`LocalBackend` (``jobs`` default 1); ``ray`` → :class:`RayBackend`."""
-    if kind == "local":
-        if address:
-            raise SweepError("--address applies to --backend ray only")
-        return LocalBackend(jobs or 1)
-    if kind == "ray":
-        return RayBackend(address=address, num_cpus=jobs, connect_timeout_s=connect_timeout_s)
-    raise SweepError(f"unknown backend {kind!r}; choose 'local' or 'ray'")
-
-
-# --------------------------------------------------------------------------------------------------
 # The sweep
 
 
@@ -567,7 +291,7 @@ class SweepReport:
 def run_sweep(
     spec: SweepSpec,
     out_dir: str | Path,
-    backend: SweepBackend,
+    backend: Backend,
     *,
     retry_failed: bool = False,
     only: Iterable[str] | None = None,
@@ -599,14 +323,7 @@ def run_sweep(
         log(f"  skipping failed run {name} (rerun it with --retry-failed or --only {name})")
 
     tasks = [RunTask(name, by_name[name].config, str(by_name[name].run_dir(out_dir))) for name in todo]
-    executed: list[str] = []
-
-    def on_result(outcome: RunOutcome) -> None:
-        executed.append(outcome.name)
-        detail = f"{outcome.seconds:.1f} s" if outcome.status == "done" else outcome.error
-        log(f"  [{len(executed)}/{len(tasks)}] {outcome.status:6s} {outcome.name} ({detail})")
-
-    backend.run(tasks, on_result)  # even with nothing to run: a bad --address is reported
+    executed = [outcome.name for outcome in run_tasks(tasks, backend, log)]
 
     statuses = {name: run_status(run.run_dir(out_dir)) for name, run in by_name.items()}
     failures = {
@@ -700,9 +417,6 @@ def _write_failures(out_dir: Path, failures: Mapping[str, str], by_name: Mapping
 
 # --------------------------------------------------------------------------------------------------
 # Aggregation
-
-
-STAT_KEYS = ("mean", "std", "median", "min", "max", "n")
 
 
 def collect_results(runs: Sequence[SweepRun], out_dir: Path) -> dict[str, dict[int, Results]]:

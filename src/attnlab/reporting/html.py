@@ -240,7 +240,7 @@ def _runs_html(runs_dir: Path, run_dirs: Sequence[Path], max_curves: int) -> str
 def _runs_table(runs_dir: Path, experiment: str, run_dirs: Sequence[Path]) -> str:
     """A row per run and test set (``run`` and ``status`` span a run's rows); a column per metric
     of these runs, so the table is as narrow as one experiment's metrics allow."""
-    from attnlab.experiments.sweep import run_status
+    from attnlab.experiments.runner import run_status
 
     summaries = {run_dir: _summary(run_dir) for run_dir in run_dirs}
     metrics = list(

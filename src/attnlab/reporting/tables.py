@@ -47,7 +47,7 @@ def mean_std_text(mean: float, std: float, *, decimals: int = 1) -> str:
 
 
 def stats_text(stats: Mapping[str, float], *, median: bool = False, count: bool = False) -> str:
-    """The ``mean`` ± ``std`` of a summary over runs (:func:`attnlab.experiments.multiseed.summarize`),
+    """The ``mean`` ± ``std`` of a summary over runs (:func:`attnlab.experiments.aggregate.summarize`),
     followed by ``(median m; n=k)`` with ``median``, or by ``(n=k)`` with ``count``."""
     text = mean_std_text(stats["mean"], stats["std"])
     if median:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -42,19 +41,18 @@ import torch
 
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.evaluation.significance import UnitScores
+from attnlab.experiments.aggregate import summarize
 from attnlab.experiments.compare import compare_runs, read_units
 from attnlab.experiments.language_model import experiment as lm
 from attnlab.experiments.language_model.plots import plot_document_attention
-from attnlab.experiments.multiseed import summarize
-from attnlab.experiments.registry import resolve_config, train_or_resume
+from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.runner import Grid, run_grid
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import Units
 from attnlab.io import atomic_write_text
 from attnlab.metric_names import read_summary
 from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import markdown_table, stats_text
-
-log = logging.getLogger(__name__)
 
 PAPER = "daniluk2017"
 """The recipe's name: ``attnlab reproduce daniluk2017``."""
@@ -132,16 +130,12 @@ def reproduce(
     if unknown:
         raise ConfigError(f"--models: unknown model(s) {unknown}; choose from {list(grid)}")
     chosen = {name: grid[name] for name in models} if models else grid
+    configs: dict[str, dict[str, Any]] = {}
     for corpus in corpora:
         extra = [*overrides, *([f"data.corpus={data_root / corpus}"] if data_root else [])]
         for name, model in chosen.items():
-            for seed in seeds:
-                run_dir = seed_run_dir(out_dir / corpus / name, seed)
-                if (run_dir / "eval" / "summary.json").is_file():
-                    continue
-                log.info("training %s/%s seed %d", corpus, name, seed)
-                config = cell_config(corpus, [*model, f"training.seed={seed}"], quick, lstm_hidden, extra)
-                train_or_resume(config, run_dir)
+            configs[f"{corpus}/{name}"] = cell_config(corpus, model, quick, lstm_hidden, extra)
+    run_grid(Grid(out_dir, configs, tuple(seeds), aggregate=False, run_dir=seed_run_dir))
     return report(out_dir, corpora)
 
 

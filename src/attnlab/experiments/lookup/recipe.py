@@ -19,28 +19,18 @@ started again. ``report`` rebuilds the figures and tables from the run directori
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from attnlab.config import apply_overrides
-from attnlab.experiments.multiseed import (
-    add_parallel_arguments,
-    aggregate_results,
-    parallel_options,
-    run_parallel,
-    run_seeds,
-    summarize,
-    write_aggregate,
-)
-from attnlab.experiments.registry import resolve_config, train_or_resume
+from attnlab.experiments.aggregate import aggregate_results, summarize, write_aggregate
+from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.runner import Grid, add_parallel_arguments, parallel_options, run_grid
 from attnlab.io import atomic_write_text
 from attnlab.metric_names import read_summary
 from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import format_table, stats_text
-
-log = logging.getLogger(__name__)
 
 PAPER = "dubois2020"
 """The recipe's name: ``attnlab reproduce dubois2020``."""
@@ -139,18 +129,27 @@ def reproduce(
     overrides: Sequence[str] = (),
 ) -> str:
     """Train every missing run of the grid, then write the figures and tables; return the report."""
-    cells = [(task, attender) for task in (tasks or TASKS) for attender in (attenders or ATTENDERS)]
-    arguments = [(out_dir, task, attender, list(seeds), quick, list(overrides)) for task, attender in cells]
-    run_parallel(_run_cell, arguments, jobs, backend=backend, address=address)
+    run_grid(
+        grid(out_dir, seeds, quick, attenders, tasks, overrides), jobs=jobs, backend=backend, address=address
+    )
     return report(out_dir)
 
 
-def _run_cell(
-    out_dir: Path, task: str, attender: str, seeds: list[int], quick: bool, overrides: list[str]
-) -> None:
-    config = cell_config(task, attender, quick, overrides)
-    log.info("== %s / %s: seeds %s", task, attender, seeds)
-    run_seeds(config, seeds, out_dir / task / attender, train_or_resume)
+def grid(
+    out_dir: Path,
+    seeds: Sequence[int],
+    quick: bool = False,
+    attenders: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    overrides: Sequence[str] = (),
+) -> Grid:
+    """Tasks × attenders × seeds: ``<task>/<attender>/seed<N>`` (and ``aggregate.*`` per cell)."""
+    cells = {
+        f"{task}/{attender}": cell_config(task, attender, quick, overrides)
+        for task in (tasks or TASKS)
+        for attender in (attenders or ATTENDERS)
+    }
+    return Grid(out_dir, cells, tuple(seeds))
 
 
 # ---------------------------------------------------------------------------------- report

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
-from attnlab.experiments.multiseed import add_parallel_arguments, parallel_options, run_parallel
 from attnlab.experiments.registry import resolve_config, train_or_resume
+from attnlab.experiments.runner import add_parallel_arguments, parallel_options, run_parallel
 from attnlab.io import atomic_write_text
 from attnlab.metric_names import read_metrics, valid_name
 from attnlab.reporting.tables import format_table

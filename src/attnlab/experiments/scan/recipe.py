@@ -30,26 +30,18 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides
-from attnlab.experiments.multiseed import (
-    add_parallel_arguments,
-    parallel_options,
-    run_parallel,
-    run_seeds,
-    summarize,
-)
-from attnlab.experiments.registry import resolve_config, train_or_resume
+from attnlab.experiments.aggregate import summarize
+from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.runner import Grid, add_parallel_arguments, parallel_options, run_grid
 from attnlab.io import atomic_write_text
 from attnlab.metric_names import read_summary
 from attnlab.reporting.tables import format_table, stats_text
-
-log = logging.getLogger(__name__)
 
 PAPER = "russin2019"
 """The recipe's name: ``attnlab reproduce russin2019``."""
@@ -196,25 +188,30 @@ def reproduce(
     ``only`` (shell-style patterns on the cell folders, e.g. ``table1/*/syntactic_attention``) limits
     training to the matching cells, in the patterns' order; the report covers every finished run.
     """
-    arguments = [
-        (out_dir / folder, config, list(cell), list(seeds), quick, shared_data, list(overrides))
-        for folder, config, cell in select_cells(cells(tables), only)
-    ]
-    run_parallel(_run_cell, arguments, jobs, backend=backend, address=address)
+    chosen = select_cells(cells(tables), only)
+    run_grid(
+        grid(out_dir, seeds, chosen, quick, shared_data, overrides),
+        jobs=jobs,
+        backend=backend,
+        address=address,
+    )
     return report(out_dir)
 
 
-def _run_cell(
-    folder: Path,
-    config: str,
-    cell: list[str],
-    seeds: list[int],
-    quick: bool,
-    shared_data: Path,
-    overrides: list[str],
-) -> None:
-    log.info("== %s: seeds %s", folder, seeds)
-    run_seeds(cell_config(config, cell, quick, shared_data, overrides), seeds, folder, train_or_resume)
+def grid(
+    out_dir: Path,
+    seeds: Sequence[int],
+    chosen: Sequence[tuple[str, str, tuple[str, ...]]],
+    quick: bool = False,
+    shared_data: Path = Path("../shared/data"),
+    overrides: Sequence[str] = (),
+) -> Grid:
+    """The ``chosen`` cells (as :func:`cells` gives them) × seeds: ``<folder>/seed<N>`` (and
+    ``aggregate.*`` per cell)."""
+    configs = {
+        folder: cell_config(config, cell, quick, shared_data, overrides) for folder, config, cell in chosen
+    }
+    return Grid(out_dir, configs, tuple(seeds))
 
 
 # ---------------------------------------------------------------------------------- report
