@@ -101,6 +101,12 @@ def test_without_content_move_there_is_no_content_attender(source, make_queries)
         ({"choice": "sample"}, "choice must be one of"),
         ({"content": "cosine"}, "content must be one of"),
         ({"hidden_dim": 0}, "hidden_dim must be > 0"),
+        ({"content_strength": 0.0}, "content_strength must be > 0"),
+        (
+            {"content_strength": 5.0, "moves": ("forward", "stay")},
+            "content_strength needs the 'content' move",
+        ),
+        ({"content_strength": 5.0, "content": "additive"}, "content_strength needs multiplicative"),
     ],
 )
 def test_bad_options_raise_clear_errors(options, message):
@@ -125,3 +131,44 @@ def test_gumbel_choice_samples_moves_in_training_and_takes_the_best_in_evaluatio
     best = attender.eval()(queries, source.keys, source.values, source.mask)
     assert torch.all(best.variables["move_forward"] == 1)
     assert ShiftAttender(QUERY_DIM, KEY_DIM).choice == "gumbel"  # the default
+
+
+def saturated_content_attender(content_strength: float | None) -> ShiftAttender:
+    """A content-only attender whose multiplicative scores are huge (differences in the
+    hundreds), as a trained model's become: its softmax sits on one word."""
+    attender = only_move("content")
+    attender.content_strength = content_strength
+    with torch.no_grad():
+        attender.content.query_layer.weight.copy_(100.0 * torch.eye(QUERY_DIM, dtype=torch.float64))
+    return attender
+
+
+def test_content_strength_keeps_a_saturated_content_attention_trainable(make_source, make_queries):
+    """Issue 26: a content attention that settled on a wrong word has no gradient toward the
+    others (a loss on what it reads scales with their weights) unless its scores are bounded;
+    with ``content_strength=beta`` (cosine scores) every real word keeps at least
+    ``exp(-2 beta)`` times the largest weight and a gradient toward it, and the attended word is
+    the same."""
+    source = make_source(lengths=(7, 5, 3))
+    queries = make_queries(3, 1)
+    strength = 5.0
+    outputs = {}
+    for name, content_strength in (("unbounded", None), ("bounded", strength)):
+        attender = saturated_content_attender(content_strength)
+        keys = source.keys.clone().requires_grad_(True)
+        output = attender(queries, keys, source.values, source.mask)
+        # the loss asks to read the value of the word the attention puts the least weight on
+        weights = output.weights[:, 0]
+        least = weights.masked_fill(source.mask, 2.0).argmin(-1)
+        wanted = source.values[torch.arange(3), least]
+        ((output.glimpse[:, 0] - wanted) ** 2).sum().backward()
+        outputs[name] = (weights.detach(), keys.grad[torch.arange(3), least].abs().sum(-1))
+    (unbounded, unbounded_grad), (bounded, bounded_grad) = outputs["unbounded"], outputs["bounded"]
+    assert torch.equal(unbounded.argmax(-1), bounded.argmax(-1))
+    assert torch.all(unbounded.masked_fill(source.mask, 1.0).min(-1).values < 1e-30)
+    assert torch.all(unbounded_grad < 1e-20)
+    real = ~source.mask
+    floor = bounded.max(-1, keepdim=True).values * torch.exp(torch.tensor(-2 * strength))
+    assert torch.all(bounded[real] >= floor.expand_as(bounded)[real] * (1 - 1e-9))
+    assert torch.all(bounded_grad > 1e-3)
+    assert ShiftAttender(QUERY_DIM, KEY_DIM).content_strength is None  # the default

@@ -26,6 +26,11 @@ attention would read, so the choice gets a useful gradient wherever the attentio
 of a location attention restricted to steps of one word is that of the OneStep attention of Ray
 Chowdhury & Caragea (2023, "Monotonic Location Attention for Length Generalization", ICML);
 this attender is our own formulation of it as a choice among moves of the previous attention.
+
+Option ``content_strength`` (issue 26) bounds the content move's scores (cosine similarity times
+a fixed strength, Graves et al. 2014): with unbounded scores, a content attention that settles on
+a wrong word keeps no gradient toward the right one, which is how some training seeds leave every
+Noisy-start example of one input value failing (docs/results.md).
 """
 
 from __future__ import annotations
@@ -41,12 +46,14 @@ from attnlab.attention.base import (
     AttentionOutput,
     AttentionState,
     construct,
+    masked_softmax,
     prefixed_state,
     unprefixed_state,
     weighted_sum,
 )
 from attnlab.attention.content import (
     CONTENT_ATTENDERS,
+    MultiplicativeAttender,
     ScoringAttender,
     advance_state,
     check_choice,
@@ -124,6 +131,17 @@ class ShiftAttender(Attender):
         content: the content attender, ``"additive"``, ``"multiplicative"`` (default) or
             ``"scaled_dot"``.
         content_options: keyword options of the content attender.
+        content_strength: if set (a positive float ``beta``), the content scores are
+            ``beta * cos(W q, k)`` (multiplicative content) or ``beta * cos(q, k)`` (scaled dot):
+            the content addressing of Graves et al. (2014, Neural Turing Machines) with a fixed key
+            strength. The scores then lie in ``[-beta, beta]``, so every word keeps at least
+            ``exp(-2 beta)`` times the largest weight, and the gradient does not vanish with the
+            scores' size. Without it the dot-product scores grow without limit and a content
+            attention that settles on a wrong word (e.g. at the first step after the input, where
+            the stateless decoder's query depends on the input value only) has weights of 1e-20
+            elsewhere and no gradient toward the right word (issue 26, docs/results.md). Default
+            ``None``: the content attender's own scores. Not with ``content="additive"`` (whose
+            scores are already bounded by its output layer).
     """
 
     stateful = True
@@ -139,6 +157,7 @@ class ShiftAttender(Attender):
         hidden_dim: int = 64,
         content: str = "multiplicative",
         content_options: dict[str, Any] | None = None,
+        content_strength: float | None = None,
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
@@ -152,6 +171,15 @@ class ShiftAttender(Attender):
         check_choice(name, "choice", choice, CHOICES)
         check_choice(name, "content", content, CONTENT_ATTENDERS)
         check_positive(name, hidden_dim=hidden_dim)
+        if content_strength is not None:
+            check_positive(name, content_strength=content_strength)
+            if "content" not in moves:
+                raise ValueError(f"{name}: option content_strength needs the 'content' move")
+            if content == "additive":
+                raise ValueError(
+                    f"{name}: option content_strength needs multiplicative or scaled_dot content"
+                )
+        self.content_strength = None if content_strength is None else float(content_strength)
         self.moves = moves
         self.choice = choice
         self.content: ScoringAttender | None = (
@@ -194,7 +222,7 @@ class ShiftAttender(Attender):
         content_attention = None
         if self.content is not None:
             content_state = unprefixed_state("content", state)
-            content_attention = self.content.attention(query, keys, key_padding_mask, content_state)
+            content_attention = self._content_attention(query, keys, key_padding_mask, content_state)
         previous = state["previous_attention"]
         finals: list[torch.Tensor] = []
         for i, pi in enumerate(pis.unbind(1)):
@@ -212,6 +240,23 @@ class ShiftAttender(Attender):
             state=advance_state(state, query.size(1), previous_attention=previous),
             variables=variables,
         )
+
+    def _content_attention(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        content_state: AttentionState,
+    ) -> torch.Tensor:
+        """The content move's attention ``[batch, steps, source_len]`` (cosine scores times
+        ``content_strength`` when it is set)."""
+        assert self.content is not None
+        if self.content_strength is None:
+            return self.content.attention(query, keys, key_padding_mask, content_state)
+        if isinstance(self.content, MultiplicativeAttender):
+            query = self.content.query_layer(query)
+        cosine = torch.bmm(F.normalize(query, dim=-1), F.normalize(keys, dim=-1).transpose(1, 2))
+        return masked_softmax(self.content_strength * cosine, key_padding_mask)
 
     def _choose(self, logits: torch.Tensor) -> torch.Tensor:
         """The weights ``pi`` of the moves from their logits ``[batch, steps, moves]``."""
