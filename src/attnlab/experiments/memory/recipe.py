@@ -162,15 +162,16 @@ def _race_learning_rates(
     overrides: list[str],
 ) -> None:
     run_dirs = {rate: cell.path(out_dir) / _lr_folder(rate) / f"seed{seed}" for rate in learning_rates}
-    reached = [epochs_to_goal(_history(run_dir), cell.goal) for run_dir in run_dirs.values()]
-    cap = min([max_epochs, *(epochs for epochs in reached if epochs is not None)])
+    reached = {rate: epochs_to_goal(_history(run_dir), cell.goal) for rate, run_dir in run_dirs.items()}
+
+    def cap() -> int:
+        """The cap so far: the fewest epochs any rate took to the goal, or ``max_epochs``."""
+        return min([max_epochs, *(epochs for epochs in reached.values() if epochs is not None)])
+
     for budget in race_budgets(max_epochs):
         for learning_rate, run_dir in run_dirs.items():
-            target = min(budget, cap)
-            last_round = budget == max_epochs
-            if epochs_to_goal(_history(run_dir), cell.goal) is not None or _trained_enough(
-                run_dir, target, last_round
-            ):
+            target = min(budget, cap())
+            if reached[learning_rate] is not None or _trained_enough(run_dir, target, budget == max_epochs):
                 continue
             log.info(
                 "== %s %s %s lr=%g: to epoch %d (cap %d)",
@@ -179,14 +180,12 @@ def _race_learning_rates(
                 cell.pooling,
                 learning_rate,
                 target,
-                cap,
+                cap(),
             )
             config = cell_config(cell, learning_rate, target, quick, [*overrides, f"training.seed={seed}"])
             train_or_resume(config, run_dir)
-            epochs = epochs_to_goal(_history(run_dir), cell.goal)
-            if epochs is not None:
-                cap = min(cap, epochs)
-    race = {"learning_rates": learning_rates, "max_epochs": max_epochs, "cap": cap}
+            reached[learning_rate] = epochs_to_goal(_history(run_dir), cell.goal)
+    race = {"learning_rates": learning_rates, "max_epochs": max_epochs, "cap": cap()}
     atomic_write_text(race_record(cell.path(out_dir), seed), json.dumps(race, indent=2) + "\n")
 
 
