@@ -355,13 +355,14 @@ def test_halving_survivors_are_the_better_half_and_ties_keep_the_earlier_grid_ra
     assert survivors({3e-4: 20.0}) == [3e-4]
 
 
+def _lr_0_003_solves_at(epoch: int, flat: dict[float, float]) -> dict[float, list[float]]:
+    """Curves of 100 epochs: lr 0.003 at 70% until 100% from ``epoch`` on, the others flat at ``flat``."""
+    solving = [70.0] * (epoch - 1) + [100.0] * (101 - epoch)
+    return {**{rate: [accuracy] * 100 for rate, accuracy in flat.items()}, 3e-3: solving}
+
+
 def test_once_a_rate_reaches_the_goal_the_halving_race_caps_the_rest_as_the_exact_race(tmp_path, monkeypatch):
-    curves = {
-        1e-2: [60.0] * 100,
-        3e-3: [70.0] * 6 + [100.0] * 94,  # 100% at epoch 7, in round 2
-        1e-3: [65.0] * 100,
-        3e-4: [40.0] * 100,
-    }
+    curves = _lr_0_003_solves_at(7, {1e-2: 60.0, 1e-3: 65.0, 3e-4: 40.0})  # in round 2
     rates = list(raffel2015.LEARNING_RATES)
     cell = Cell("multiplication", 10_000, "mean")
     calls: dict[str, list] = {"exact": [], "halving": []}
@@ -412,12 +413,7 @@ class _Killed(Exception):
 
 
 def test_a_halving_race_resumed_after_an_interruption_decides_as_an_uninterrupted_one(tmp_path, monkeypatch):
-    curves = {
-        1e-2: [60.0] * 100,
-        3e-3: [70.0] * 7 + [100.0] * 93,  # 100% at epoch 8, in round 2
-        1e-3: [40.0] * 100,
-        3e-4: [65.0] * 100,
-    }
+    curves = _lr_0_003_solves_at(8, {1e-2: 60.0, 1e-3: 40.0, 3e-4: 65.0})  # in round 2
     rates = list(raffel2015.LEARNING_RATES)
     cell = Cell("multiplication", 10_000, "mean")
     straight: list = []
