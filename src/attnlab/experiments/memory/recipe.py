@@ -17,6 +17,23 @@ never reaches 100% no longer makes the slower ones wait for its 100 epochs. ``ma
 100) caps every run; a cell that never reaches 100% shows its best accuracy and the cap, so that a
 lower cap is never mistaken for the paper's setting.
 
+That exact race (``race="exact"``, ``--race exact``, the default) still trains every rate for the
+full 100 epochs in a cell that no rate solves (the cells the paper greys out, and most
+variable-length mean cells): 400 epochs, hours of CPU. ``race="halving"`` (``--race halving``)
+races by successive halving instead: after each round but the last in which no rate has reached
+the goal, only the better half (``ceil(n / 2)``) of the rates still racing goes on, ranked by their
+best test accuracy within the round's budget of epochs (ties keep the rate earlier in
+:data:`LEARNING_RATES`); the others are not trained further (their runs stay, and count in the
+report). Once a rate reaches the goal the race goes on exactly as the exact one, for the rates
+still in it. With four rates a cell that nobody solves then costs 4·5 + 2·5 + 1·90 = 120 epochs
+instead of 400. This deviates from the paper's exhaustive grid (§2.2: "the best result achieved
+using any learning rate"): it can in principle drop a rate that starts slow and wins late. That is
+why it is an option, stated in each cell's race record (mode, and which rate was dropped after
+which round) and marked "†" in the report's tables, with the dropped rates in a footnote. The
+decisions are read from the runs' logs of epochs (the first ``budget`` epochs of each), so a race
+resumed after an interruption decides as the first one did; a cell whose race was finished in the
+other mode is left as it is (logged), not raced again.
+
 Writes, under ``out_dir``:
 
 * ``<problem>/<t0_N | variable>/<pooling>/lr<LR>/seed<S>/``: one run directory per run;
@@ -34,8 +51,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +79,13 @@ T0S = (50, 100, 500, 1000, 5000, 10_000)
 POOLINGS = ("attention", "mean")
 LEARNING_RATES = (1e-2, 3e-3, 1e-3, 3e-4)
 """The paper's grid, in the order they are raced (fast rates first: they usually win)."""
+EXACT, HALVING = "exact", "halving"
+RACES = (EXACT, HALVING)
+"""How a cell's learning rates are raced (``--race``; the module docstring): ``exact``, every rate
+until the best one's epochs to the goal (the paper's grid, for less compute); ``halving``,
+successive halving (only the better half goes on after each round nobody reached the goal)."""
+HALVING_MARK = "†"
+"""The report's mark on a cell whose learning rates were raced by successive halving."""
 VARIABLE = "variable"
 
 PAPER_TABLE1: dict[tuple[str, str], tuple[str, ...]] = {
@@ -94,6 +119,11 @@ class Cell:
 
     def path(self, out_dir: Path) -> Path:
         return out_dir / self.problem / self.folder / self.pooling
+
+    @property
+    def label(self) -> str:
+        """The cell in log messages: problem, setting and pooling."""
+        return f"{self.problem} {self.folder} {self.pooling}"
 
     @property
     def goal(self) -> float:
@@ -136,17 +166,20 @@ def reproduce(
     variable_epochs: int = 100,
     seed: int = 0,
     quick: bool = False,
+    race: str = EXACT,
     jobs: int = 1,
     backend: str = "local",
     address: str | None = None,
     overrides: Sequence[str] = (),
 ) -> str:
-    """Train every missing run (learning rates raced within a cell), then write the report."""
+    """Train every missing run (learning rates raced within a cell, as ``race`` says: one of
+    :data:`RACES`), then write the report."""
     cells = [(Cell(p, t0, pool), max_epochs) for p in problems for t0 in t0s for pool in poolings]
     if variable:
         cells += [(Cell(p, None, pool), variable_epochs) for p in problems for pool in poolings]
     arguments = [
-        (out_dir, cell, epochs, list(learning_rates), seed, quick, list(overrides)) for cell, epochs in cells
+        (out_dir, cell, epochs, list(learning_rates), seed, quick, list(overrides), race)
+        for cell, epochs in cells
     ]
     run_parallel(_race_learning_rates, arguments, jobs, backend=backend, address=address)
     return report(out_dir, seed)
@@ -160,39 +193,113 @@ def _race_learning_rates(
     seed: int,
     quick: bool,
     overrides: list[str],
+    race: str = EXACT,
 ) -> None:
+    """Race the cell's learning rates round by round (:func:`race_budgets`), exactly or by
+    successive halving (``race``, one of :data:`RACES`), and write its :func:`race_record`; a cell
+    whose race ended in the other mode is left as it is."""
+    previous = read_race(cell.path(out_dir), seed)
+    if previous is not None and race_mode(previous) != race:
+        log.warning(
+            "== %s: its race ended in %s mode (%s), which stands; not raced again in %s mode",
+            cell.label,
+            race_mode(previous),
+            race_record(cell.path(out_dir), seed),
+            race,
+        )
+        return
     run_dirs = {rate: cell.path(out_dir) / _lr_folder(rate) / f"seed{seed}" for rate in learning_rates}
     reached = {rate: epochs_to_goal(_history(run_dir), cell.goal) for rate, run_dir in run_dirs.items()}
+    limits = dict.fromkeys(learning_rates, max_epochs)  # a dropped rate's: the round it was dropped after
+    racing = list(learning_rates)
+    dropped: list[dict[str, Any]] = []
 
     def cap() -> int:
         """The cap so far: the fewest epochs any rate took to the goal, or ``max_epochs``."""
         return min([max_epochs, *(epochs for epochs in reached.values() if epochs is not None)])
 
     for budget in race_budgets(max_epochs):
+        last_round = budget == max_epochs
         for learning_rate, run_dir in run_dirs.items():
-            target = min(budget, cap())
-            if reached[learning_rate] is not None or _trained_enough(run_dir, target, budget == max_epochs):
+            target = min(budget, cap(), limits[learning_rate])
+            if reached[learning_rate] is not None or _trained_enough(run_dir, target, last_round):
                 continue
-            log.info(
-                "== %s %s %s lr=%g: to epoch %d (cap %d)",
-                cell.problem,
-                cell.folder,
-                cell.pooling,
-                learning_rate,
-                target,
-                cap(),
-            )
+            log.info("== %s lr=%g: to epoch %d (cap %d)", cell.label, learning_rate, target, cap())
             config = cell_config(cell, learning_rate, target, quick, [*overrides, f"training.seed={seed}"])
             train_or_resume(config, run_dir)
             reached[learning_rate] = epochs_to_goal(_history(run_dir), cell.goal)
-    race = {"learning_rates": learning_rates, "max_epochs": max_epochs, "cap": cap()}
-    atomic_write_text(race_record(cell.path(out_dir), seed), json.dumps(race, indent=2) + "\n")
+        if race == HALVING and not last_round:
+            for entry in _worse_half(cell, run_dirs, racing, budget):
+                limits[entry["learning_rate"]] = budget
+                racing.remove(entry["learning_rate"])
+                dropped.append(entry)
+    record: dict[str, Any] = {"race": race, "learning_rates": learning_rates, "max_epochs": max_epochs}
+    record["cap"] = cap()
+    if race == HALVING:
+        record["dropped"] = dropped
+    atomic_write_text(race_record(cell.path(out_dir), seed), json.dumps(record, indent=2) + "\n")
+
+
+def _worse_half(
+    cell: Cell, run_dirs: dict[float, Path], racing: list[float], budget: int
+) -> list[dict[str, Any]]:
+    """After a round of ``budget`` epochs of a halving race, the rates of ``racing`` it drops, as
+    entries of the race record's ``dropped``: all but :func:`halving_survivors`, or none when a
+    rate has reached the cell's goal within the round."""
+    best = {rate: best_accuracy_within(run_dir, budget) for rate, run_dir in run_dirs.items()}
+    if max(best.values()) >= cell.goal:
+        return []
+    survivors = halving_survivors({rate: best[rate] for rate in racing})
+    entries: list[dict[str, Any]] = []
+    for rate in racing:
+        if rate not in survivors:
+            log.info(
+                "== %s lr=%g: dropped after %d epochs (best %.2f%%)", cell.label, rate, budget, best[rate]
+            )
+            entries.append({"learning_rate": rate, "after_round": budget, "best_accuracy": best[rate]})
+    return entries
+
+
+def best_accuracy_within(run_dir: Path, epochs: int) -> float:
+    """The run's best test accuracy (%) in its first ``epochs`` epochs (``-inf``: none logged), read
+    from its log of epochs: also when it has trained past them or was stopped before its evaluation,
+    so that a resumed halving race decides as the first one did."""
+    history = read_metrics(run_dir / "metrics.jsonl")
+    return max((record[VALID_ACCURACY] for record in history if record["epoch"] <= epochs), default=-math.inf)
+
+
+def halving_survivors(best: dict[float, float]) -> list[float]:
+    """The better half (``ceil(n / 2)``) of the rates still racing, by their best test accuracy
+    (``best``: rate → accuracy); ties keep the rate earlier in :data:`LEARNING_RATES`. In the order
+    of ``best``."""
+    ranked = sorted(best, key=lambda rate: (-best[rate], _grid_position(rate)))
+    kept = set(ranked[: math.ceil(len(ranked) / 2)])
+    return [rate for rate in best if rate in kept]
+
+
+def _grid_position(learning_rate: float) -> int:
+    """The rate's place in :data:`LEARNING_RATES` (after them all when it is not one of them)."""
+    return LEARNING_RATES.index(learning_rate) if learning_rate in LEARNING_RATES else len(LEARNING_RATES)
 
 
 def race_record(cell_dir: Path, seed: int) -> Path:
     """The file a finished race writes; until it exists the cell's result is provisional (a later
     round can still lower the epochs, or raise the accuracy)."""
     return cell_dir / f"race_seed{seed}.json"
+
+
+def read_race(cell_dir: Path, seed: int) -> dict[str, Any] | None:
+    """The cell's :func:`race_record` (``None``: the race has not ended): the learning rates, the
+    epoch cap, the race's mode (:func:`race_mode`) and, raced by halving, which rate was dropped
+    after which round (``dropped``: ``learning_rate``, ``after_round``, ``best_accuracy``)."""
+    path = race_record(cell_dir, seed)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def race_mode(record: dict[str, Any]) -> str:
+    """How the recorded race was run (one of :data:`RACES`); records older than the option say
+    nothing and were exact."""
+    return str(record.get("race", EXACT))
 
 
 RACE_ROUNDS = (5, 10, 20, 40)
@@ -255,11 +362,20 @@ class CellResult:
     history: list[dict[str, Any]]
     finished: bool = True
     """Whether the cell's race has ended (:func:`race_record`); otherwise the result is provisional."""
+    race: str = EXACT
+    """How the ended race was run (:func:`race_mode`)."""
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    """Raced by halving: the rates dropped, and after which round (the race record's ``dropped``)."""
+
+    @property
+    def mark(self) -> str:
+        """:data:`HALVING_MARK` when the learning rates were raced by successive halving, else ``""``."""
+        return HALVING_MARK if self.race == HALVING else ""
 
     def table_cell(self) -> str:
         reached = self.epochs is not None
         text = str(self.epochs) if reached else f"{self.accuracy:.1f}% ({self.epochs_run} ep.)"
-        return text if self.finished else f"{text}, unfinished"
+        return text + self.mark if self.finished else f"{text}, unfinished"
 
 
 def best_result(cell_dir: Path, seed: int = 0, goal: float = 100.0) -> CellResult | None:
@@ -275,7 +391,10 @@ def best_result(cell_dir: Path, seed: int = 0, goal: float = 100.0) -> CellResul
     if not candidates:
         return None
     best = min(candidates, key=lambda c: (c.epochs is None, c.epochs or 0, -c.accuracy, -c.epochs_run))
-    best.finished = race_record(cell_dir, seed).is_file()
+    record = read_race(cell_dir, seed)
+    best.finished = record is not None
+    if record is not None:
+        best.race, best.dropped = race_mode(record), record.get("dropped", [])
     return best
 
 
@@ -304,6 +423,7 @@ def _longer_t0s(out_dir: Path) -> list[int]:
 def _longer_table(out_dir: Path, seed: int) -> str:
     """Cells at T0s past the paper's largest (issue 22, part 4): epochs, accuracy, seconds per epoch."""
     rows: dict[str, dict[str, object]] = {}
+    results: dict[str, CellResult] = {}
     for t0 in _longer_t0s(out_dir):
         for problem in _reported_problems(out_dir):
             for pooling in POOLINGS:
@@ -311,7 +431,9 @@ def _longer_table(out_dir: Path, seed: int) -> str:
                 if result is None:
                     continue
                 seconds = sorted(record["seconds"] for record in result.history)
-                rows[f"{problem} / {_pooling_name(pooling)}, T0={t0}"] = {
+                label = f"{problem} / {_pooling_name(pooling)}, T0={t0}"
+                results[label] = result
+                rows[label] = {
                     "result": result.table_cell(),
                     "best accuracy (%)": f"{max(r[VALID_ACCURACY] for r in result.history):.1f}",
                     "learning rate": f"{result.learning_rate:g}",
@@ -319,9 +441,10 @@ def _longer_table(out_dir: Path, seed: int) -> str:
                 }
     if not rows:
         return ""
-    header = "#### Past the paper's lengths: epochs to 100% test accuracy (or accuracy at the cap)\n\n"
+    header = "#### Past the paper's lengths: epochs to 100% test accuracy (or accuracy at the cap)"
     columns = ["result", "best accuracy (%)", "learning rate", "s / epoch (median)"]
-    return header + format_table(rows, columns, markdown=True)
+    table = format_table(rows, columns, markdown=True)
+    return f"{header}{_race_sentence(results)}\n\n{table}{_halving_footnote(results)}"
 
 
 def _reported_problems(out_dir: Path) -> list[str]:
@@ -335,6 +458,7 @@ def _paper_key(problem: str) -> str:
 
 def _table1(out_dir: Path, seed: int) -> str:
     rows: dict[str, dict[str, object]] = {}
+    results: dict[str, CellResult] = {}
     for problem in _reported_problems(out_dir):
         for pooling in POOLINGS:
             cells: dict[str, object] = {}
@@ -342,12 +466,15 @@ def _table1(out_dir: Path, seed: int) -> str:
                 result = best_result(Cell(problem, t0, pooling).path(out_dir), seed)
                 paper = PAPER_TABLE1[(_paper_key(problem), pooling)][index]
                 cells[f"T0={t0}"] = f"{result.table_cell() if result else '–'} ({paper})"
+                if result is not None:
+                    results[f"{problem} / {_pooling_name(pooling)}, T0={t0}"] = result
             rows[f"{problem} / {_pooling_name(pooling)}"] = cells
     header = (
         "#### Table 1: epochs to 100% test accuracy, or accuracy when the epoch cap ended the run "
-        f"(best over learning rates); the paper's value in parentheses. Padding: {_padding(out_dir)}\n\n"
+        f"(best over learning rates); the paper's value in parentheses. Padding: {_padding(out_dir)}"
     )
-    return header + format_table(rows, [f"T0={t0}" for t0 in T0S], markdown=True)
+    table = format_table(rows, [f"T0={t0}" for t0 in T0S], markdown=True)
+    return f"{header}{_race_sentence(results)}\n\n{table}{_halving_footnote(results)}"
 
 
 def _padding(out_dir: Path) -> str:
@@ -365,20 +492,65 @@ def _padding(out_dir: Path) -> str:
 
 def _variable_table(out_dir: Path, seed: int) -> str:
     rows: dict[str, dict[str, object]] = {}
+    results: dict[str, CellResult] = {}
     for problem in _reported_problems(out_dir):
         for pooling in POOLINGS:
             cell = Cell(problem, None, pooling)
             result = best_result(cell.path(out_dir), seed, cell.goal)
-            rows[f"{problem} / {_pooling_name(pooling)}"] = {
-                "accuracy (%)": "–" if result is None else f"{result.accuracy:.1f}",
+            label = f"{problem} / {_pooling_name(pooling)}"
+            rows[label] = {
+                "accuracy (%)": "–" if result is None else f"{result.accuracy:.1f}{result.mark}",
                 "epochs": "–" if result is None else _epochs_run(result),
                 "learning rate": "–" if result is None else f"{result.learning_rate:g}",
                 "paper (100 epochs)": f"{PAPER_VARIABLE[(_paper_key(problem), pooling)]:.1f}",
             }
-    header = "#### Variable length (§2.3): test accuracy on lengths uniform in [50, 10000]\n\n"
-    return header + format_table(
-        rows, ["accuracy (%)", "epochs", "learning rate", "paper (100 epochs)"], markdown=True
+            if result is not None:
+                results[label] = result
+    header = "#### Variable length (§2.3): test accuracy on lengths uniform in [50, 10000]"
+    columns = ["accuracy (%)", "epochs", "learning rate", "paper (100 epochs)"]
+    table = format_table(rows, columns, markdown=True)
+    return f"{header}{_race_sentence(results)}\n\n{table}{_halving_footnote(results)}"
+
+
+def _race_sentence(results: dict[str, CellResult]) -> str:
+    """How the table's learning rates were raced, for its header: nothing when every ended race was
+    exact (the paper's grid; so the reports of exact campaigns read as before ``--race``)."""
+    modes = {result.race for result in results.values() if result.finished}
+    if HALVING not in modes:
+        return ""
+    if modes == {HALVING}:
+        return f". Learning rates raced by successive halving (every ended race; cells marked {HALVING_MARK})"
+    return (
+        ". Learning rates raced over the whole grid (unmarked cells) and by successive halving "
+        f"(cells marked {HALVING_MARK})"
     )
+
+
+def _halving_footnote(results: dict[str, CellResult]) -> str:
+    """The footnote of the cells marked :data:`HALVING_MARK` (table row/column → result): which
+    rate was dropped after which round; ``""`` when there are none."""
+    lines = [
+        f"- {label}: {_dropped_text(result.dropped)}" for label, result in results.items() if result.mark
+    ]
+    if not lines:
+        return ""
+    return (
+        f"\n\n{HALVING_MARK} learning rates raced by successive halving (`--race halving`: after each "
+        "round in which no rate reached the goal, only the better half went on; unlike the paper's "
+        "full grid, this can miss a rate that starts slow and wins late); rates dropped after rounds:\n"
+        + "\n".join(lines)
+    )
+
+
+def _dropped_text(dropped: list[dict[str, Any]]) -> str:
+    """``"lr 0.001, 0.0003 after 5 epochs; lr 0.003 after 10 epochs"``, from a race record's ``dropped``."""
+    rounds: dict[int, list[str]] = {}
+    for entry in dropped:
+        rounds.setdefault(entry["after_round"], []).append(f"{entry['learning_rate']:g}")
+    text = "; ".join(
+        f"lr {', '.join(rates)} after {budget} epochs" for budget, rates in sorted(rounds.items())
+    )
+    return text or "no rate dropped (as the exact race)"
 
 
 def _epochs_run(result: CellResult) -> str:
@@ -434,6 +606,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "cells only; use its own --out)",
     )
     parser.add_argument("--seed", type=int, default=0, help="training seed of every run (one run per cell)")
+    parser.add_argument(
+        "--race",
+        choices=RACES,
+        default=EXACT,
+        help="how a cell's learning rates are raced: exact (default; every rate until the best one's "
+        "epochs to the goal, or the cap: the paper's grid) or halving (after each round nobody reached "
+        "the goal only the better half goes on; far cheaper where no rate solves the cell, but can miss "
+        "a rate that starts slow and wins late; such cells are marked in the report)",
+    )
     add_parallel_arguments(parser, "cells")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (20 updates per epoch)")
     parser.add_argument("--report-only", action="store_true", help="rebuild tables and figures only")
@@ -479,6 +660,7 @@ def main(args: argparse.Namespace) -> str:
         variable_epochs=args.variable_epochs,
         seed=args.seed,
         quick=args.quick,
+        race=args.race,
         **parallel_options(args),
         overrides=[*(["data.padding=pooled"] if args.padding == "pooled" else []), *args.overrides],
     )
