@@ -38,6 +38,7 @@ from attnlab.evaluation.seq2seq import teacher_forced_loss
 from attnlab.experiments.registry import resolve_config, train_or_resume
 from attnlab.experiments.scan import experiment
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
+from attnlab.tasks import scan_data
 from attnlab.tasks.batching import EncodedDataset, bucketed_order, collate, encode_examples
 from attnlab.tasks.scan import generate_standard_split, load_standard_split
 from attnlab.tasks.vocab import build_vocabularies
@@ -156,7 +157,7 @@ def finished_run(run_dir: Path, batch_size: int) -> dict[str, float]:
     history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
     test = json.loads((run_dir / "eval" / "summary.json").read_text())["test"]
     config = experiment.EXPERIMENT.parse_config(yaml.safe_load((run_dir / "config.yaml").read_text()))
-    training_examples = len(experiment.load_splits(config.data)["train"].examples)
+    training_examples = len(scan_data.load_splits(config.data)["train"].examples)
     seconds = sum(record["seconds"] for record in history)
     best_epoch = min(history, key=lambda record: record["validation_loss"])["epoch"]
     return {

@@ -29,6 +29,7 @@ from attnlab.config import apply_overrides
 from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.scan import experiment as scan
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
+from attnlab.tasks import scan_data
 from attnlab.tasks.batching import bucketed_batches
 from attnlab.tasks.examples import Seq2SeqBatch
 from attnlab.training.trainer import make_optimizer, seed_everything
@@ -68,11 +69,11 @@ def main() -> None:
     torch.set_num_threads(1)
 
     config = scan.EXPERIMENT.parse_config(apply_overrides(resolve_config("mt_eng_fra", []), args.overrides))
-    splits = scan.load_splits(config.data)
-    source, target = scan.build_vocabularies(
+    splits = scan_data.load_splits(config.data)
+    source, target = scan_data.build_vocabularies(
         splits["train"].examples + splits["validation"].examples, config.data.unknown_words
     )
-    train = scan.encode_split(splits["train"], source, target, "train")
+    train = scan_data.encode_split(splits["train"], source, target, "train")
     seed_everything(config.training.seed)
     model = scan.build_model(config.model, source, target)
     assert isinstance(model, SyntacticAttentionSeq2Seq)

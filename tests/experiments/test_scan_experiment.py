@@ -12,6 +12,7 @@ from attnlab.config import ConfigError
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.experiments.scan import experiment
 from attnlab.experiments.scan.plots import plot_attention
+from attnlab.tasks import scan_data
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.tasks.tsv import DataFormatError
@@ -193,10 +194,10 @@ def test_baselines_and_ablations_train(scan_slice, tmp_path, overrides):
 def _uniform_alignment_task(scan_slice, epochs: int):
     """A training task and model with ``training.uniform_alignment_epochs = epochs``."""
     parsed = config(scan_slice, **TINY_MODEL, **{"training.uniform_alignment_epochs": epochs})
-    splits = experiment.load_splits(parsed.data)
+    splits = scan_data.load_splits(parsed.data)
     source, target = build_vocabularies(splits["train"].examples)
     train, validation = (
-        experiment.encode_split(splits[name], source, target, name) for name in ("train", "validation")
+        scan_data.encode_split(splits[name], source, target, name) for name in ("train", "validation")
     )
     task = experiment.ScanTrainingTask(train, validation, target, parsed, torch.device("cpu"))
     return task, experiment.build_model(parsed.model, source, target)
@@ -258,7 +259,7 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("IN: walk OUT: I_WALK\nIN: OUT: I_WALK\n")
     with pytest.raises(DataFormatError, match="line 2: empty command"):
-        experiment.load_splits(config({**scan_slice, "test": bad}).data)
+        scan_data.load_splits(config({**scan_slice, "test": bad}).data)
 
 
 @pytest.mark.parametrize(
@@ -300,11 +301,11 @@ def test_generated_splits_hold_out_twenty_percent_for_validation():
     data = experiment.EXPERIMENT.parse_config(
         resolve_config("scan", ["data.split=addprim_jump", "data.generate=true"])
     ).data
-    splits = experiment.load_splits(data)
+    splits = scan_data.load_splits(data)
     assert len(splits["train"].examples) + len(splits["validation"].examples) == 14_670
     assert len(splits["validation"].examples) == round(0.2 * 14_670)
     assert len(splits["test"].examples) == 7_706
-    template = experiment.load_splits(
+    template = scan_data.load_splits(
         experiment.EXPERIMENT.parse_config(
             resolve_config("scan", ["data.split=template", "data.test_limit=10"])
         ).data
@@ -380,7 +381,7 @@ def test_every_public_split_folder_is_read_by_name(split, tmp_path):
     data = experiment.EXPERIMENT.parse_config(
         resolve_config("scan", [f"data.split={split}", f"data.root={tmp_path}"])
     ).data
-    splits = experiment.load_splits(data)
+    splits = scan_data.load_splits(data)
     assert [ex.source for ex in splits["test"].examples] == [("jump",)]
     assert split in splits["test"].origin
 

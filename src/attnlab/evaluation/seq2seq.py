@@ -1,13 +1,21 @@
-"""Batched evaluation of sequence-to-sequence models: greedy decoding and the §6.2 metrics."""
+"""Batched evaluation of sequence-to-sequence models: greedy decoding and its metrics.
+
+:func:`evaluate_seq2seq`: the Lookup Tables' metrics (Dubois et al. 2020, §6.2: seqAcc, seqAccBE,
+attnLoss) over any batches. :func:`evaluate_split`: SCAN's and English–French's (Russin et al.
+2019) over an encoded split of :mod:`attnlab.tasks.scan_data` — exact match with and without the
+target's length given, BLEU, ``<unk>`` counts.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
+from attnlab.evaluation.bleu import corpus_bleu
 from attnlab.evaluation.metrics import (
     attention_squared_errors,
     sequence_correct,
@@ -15,7 +23,10 @@ from attnlab.evaluation.metrics import (
 )
 from attnlab.models.seq2seq import RecurrentSeq2Seq
 from attnlab.models.syntactic_attention import StepwiseSeq2Seq
+from attnlab.tasks import batching
 from attnlab.tasks.examples import Seq2SeqBatch
+from attnlab.tasks.scan_data import UNK_TOKEN, EncodedSplit
+from attnlab.tasks.vocab import Vocabulary
 
 Seq2SeqModel = RecurrentSeq2Seq | StepwiseSeq2Seq
 """A model with teacher-forced ``forward``, ``greedy_decode`` and ``pad_id`` / ``eos_id``."""
@@ -151,3 +162,80 @@ def _accumulate(
     tokens = int((batch.target_output != model.pad_id).sum())
     totals.loss += float(teacher_forced_loss(model, batch)) * tokens
     totals.tokens += tokens
+
+
+class SplitEvaluationOptions(Protocol):
+    """What :func:`evaluate_split` reads of an experiment's ``evaluation:`` config."""
+
+    batch_size: int
+    max_length: int
+    """Greedy decoding budget in tokens, ``<eos>`` included."""
+    given_length: bool
+    bleu: bool
+
+
+@torch.no_grad()
+def evaluate_split(
+    model: StepwiseSeq2Seq,
+    split: EncodedSplit,
+    target: Vocabulary,
+    options: SplitEvaluationOptions,
+    device: torch.device,
+    *,
+    given_length: bool | None = None,
+    outcomes: ExampleOutcomes | None = None,
+) -> dict[str, float]:
+    """The SCAN metrics of one encoded split, in batches of ``options.batch_size``:
+
+    * ``seq_acc`` — exact match with the model producing ``<eos>`` itself, greedy decoding of at
+      most ``options.max_length`` tokens (``<eos>`` included);
+    * ``seq_acc_given_length`` (with ``given_length``, by default ``options.given_length``) — exact
+      match when the model decodes exactly as many tokens as the target has (the evaluation of
+      Russin et al.'s code, which runs the decoder for the target's length);
+    * ``loss`` — teacher-forced cross-entropy per token; ``examples``;
+    * ``bleu`` (with ``options.bleu``) — sacrebleu corpus BLEU of the greedy outputs against the raw
+      references;
+    * with ``<unk>`` in the vocabularies, ``unknown_source_words`` / ``unknown_target_words``: the
+      words outside them that were read as ``<unk>``.
+
+    ``outcomes``, when given, receives each example's prediction and its ``seq_acc``
+    (``seq_acc_given_length``) verdicts.
+    """
+    model.eval()
+    given_length = options.given_length if given_length is None else given_length
+    totals = {"correct": 0, "correct_given_length": 0, "loss": 0.0, "tokens": 0}
+    hypotheses: list[str] = []
+    for batch in batching.batches(split.dataset, options.batch_size, shuffle=False):
+        batch = batch.to(device)
+        decoded = model.greedy_decode(batch.source, batch.source_padding_mask, options.max_length)
+        assert decoded.tokens is not None
+        ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
+        correct = {"seq_acc": sequence_correct(decoded.tokens, batch.target_output, **ids)}
+        totals["correct"] += int(correct["seq_acc"].sum())
+        lengths = (batch.target_output != model.pad_id).sum(dim=1) - 1
+        if given_length:
+            forced = model.decode_with_lengths(batch.source, batch.source_padding_mask, lengths)
+            assert forced.tokens is not None
+            correct["seq_acc_given_length"] = sequence_correct(forced.tokens, batch.target_output, **ids)
+            totals["correct_given_length"] += int(correct["seq_acc_given_length"].sum())
+        if outcomes is not None:
+            outcomes.add(decoded.tokens, model.eos_id, **correct)
+        tokens = int((lengths + 1).sum())
+        totals["loss"] += float(teacher_forced_loss(model, batch)) * tokens
+        totals["tokens"] += tokens
+        if options.bleu:
+            hypotheses += [" ".join(target.decode(row, strip_specials=True)) for row in decoded.tokens.cpu()]
+    examples = len(split.dataset)
+    metrics = {
+        "seq_acc": 100.0 * totals["correct"] / examples,
+        "loss": totals["loss"] / max(totals["tokens"], 1),
+        "examples": float(examples),
+    }
+    if given_length:
+        metrics["seq_acc_given_length"] = 100.0 * totals["correct_given_length"] / examples
+    if options.bleu:
+        metrics["bleu"] = corpus_bleu(hypotheses, [" ".join(ref) for ref in split.references])
+    if UNK_TOKEN in target.specials:
+        metrics["unknown_source_words"] = float(split.unknown_source_words)
+        metrics["unknown_target_words"] = float(split.unknown_target_words)
+    return metrics

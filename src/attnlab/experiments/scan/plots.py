@@ -17,7 +17,7 @@ from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.scan import experiment
 from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 from attnlab.plotting import plot_attention_heatmap, plot_run_history
-from attnlab.tasks import scan
+from attnlab.tasks import scan, scan_data
 from attnlab.tasks.batching import collate
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.vocab import Vocabulary
@@ -73,11 +73,11 @@ def _examples(
 ) -> tuple[str, list[Seq2SeqExample]]:
     if data_file is not None:
         return Path(data_file).stem, scan.read_scan_file(data_file)
-    names = experiment.test_set_names(config.data)
+    names = scan_data.test_set_names(config.data)
     name = test_set or names[0]
     if name not in names:
         raise ConfigError(f"--test-set {name!r} is not a test set of this run; choose one of {names}")
-    return name, experiment.load_splits(config.data)[name].examples
+    return name, scan_data.load_splits(config.data)[name].examples
 
 
 def _plot_command(
@@ -89,8 +89,8 @@ def _plot_command(
 ) -> Path:
     source_vocab, target_vocab = vocabularies
     command = " ".join(words)
-    example = experiment.Split([Seq2SeqExample(words, target_vocab.tokens[-1:])], f"command {command!r}")
-    encoded = experiment.encode_split(example, source_vocab, target_vocab, "plot")
+    example = scan_data.Split([Seq2SeqExample(words, target_vocab.tokens[-1:])], f"command {command!r}")
+    encoded = scan_data.encode_split(example, source_vocab, target_vocab, "plot")
     device = next(model.parameters()).device
     batch = collate(encoded.dataset, [0]).to(device)
     decoded = model.greedy_decode(batch.source, batch.source_padding_mask, config.evaluation.max_length)
