@@ -16,6 +16,7 @@ from attnlab.experiments.language_model.plots import document_attention
 from attnlab.experiments.registry import EXPERIMENTS, experiment_for, resolve_config, system_modules
 from attnlab.tasks.cbt import ClozeQuestion, write_cbt
 from attnlab.tasks.corpus import copy_pattern_documents, write_wikitext_folder
+from attnlab.tasks.corpus_data import load_split
 from attnlab.training.checkpoint import load_checkpoint
 
 SPAN = 5  # copy distance SPAN + 1 = 6 steps back
@@ -189,7 +190,7 @@ def test_document_attention_reads_the_document_as_training_does(trained_run):
     run, _ = trained_run
     config = lm.EXPERIMENT.parse_config(load_yaml(run / "config.yaml"))
     model, vocabulary = lm.model_from_checkpoint(run / "checkpoints" / "best.pt", torch.device("cpu"))
-    document = lm.load_split(config.data, "test", vocabulary).documents()[0][:18]
+    document = load_split(config.data, "test", vocabulary).documents()[0][:18]
     weights, words = document_attention(model, vocabulary, document)
     assert words == ["<eos>", *vocabulary.decode(document[:-1].tolist())]
     assert weights.shape == (18, SPAN + 1)

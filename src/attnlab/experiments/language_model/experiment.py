@@ -9,8 +9,9 @@ perplexity is computed (it chooses ``checkpoints/best.pt``); at the end the best
 evaluated on the validation and test splits (perplexity, and the average attention weight per
 window position for Figure 3b, in ``eval/attention.json``; the NLL of every sentence, in
 ``eval/<split>.sentences.csv``, for ``attnlab compare``) and, when CBT files are configured, on
-the Children's Book Test (accuracy per word class, Figure 2d). :func:`generate_text` samples text
-from a trained run (``attnlab generate``), with the attention of every generated word.
+the Children's Book Test (accuracy per word class, Figure 2d). The data config and its loading are
+:mod:`attnlab.tasks.corpus_data`. ``attnlab generate`` samples text from a trained run, with the
+attention of every generated word (:mod:`attnlab.evaluation.generation`).
 
 Model size: ``model.hidden_dim`` fixes the LSTM size; ``model.parameter_budget`` (parameters
 without the word embeddings) or ``model.match_lstm_hidden`` (the count of the LSTM baseline with
@@ -33,6 +34,7 @@ from typing import Any, Literal, NamedTuple
 import torch
 
 from attnlab.config import ConfigError, from_dict, to_dict
+from attnlab.evaluation.generation import as_text, generate_text
 from attnlab.evaluation.perplexity import (
     evaluate_cbt,
     evaluate_perplexity,
@@ -52,23 +54,23 @@ from attnlab.models.language_model import (
     output_parts,
     parameter_count,
 )
-from attnlab.tasks.cbt import ClozeQuestion, read_cbt, word_class
 from attnlab.tasks.corpus import (
-    EOS_TOKEN,
     EncodedCorpus,
     LMBatch,
-    StreamLayout,
     Streams,
-    build_lm_vocabulary,
-    count_words,
-    encode_corpus_file,
-    encode_tokens,
     find_split_files,
-    make_streams,
-    normalize_token,
     read_vocabulary_file,
     segments,
     write_vocabulary_file,
+)
+from attnlab.tasks.corpus_data import (
+    LMDataConfig,
+    absolute_data_paths,
+    load_cbt,
+    load_corpus_file,
+    load_split,
+    load_vocabulary,
+    streams_for,
 )
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.checkpoint import (
@@ -81,34 +83,6 @@ from attnlab.training.trainer import RunSummary, TrainingConfig
 
 SYSTEM = "language_model/short_attention_spans"
 EVALUATION_SPLITS = ("valid", "test")
-
-
-@dataclass
-class LMDataConfig:
-    """A corpus folder in the WikiText / PTB layout and how to read it."""
-
-    corpus: str = "../shared/data/wikitext-2"
-    documents: Literal["auto", "wikitext", "none"] = "auto"
-    """Document boundaries: WikiText article headings, none (PTB), or detected from the file."""
-    max_vocab_size: int | None = None
-    min_count: int = 1
-    normalize_numbers: bool = False
-    vocabulary_file: str | None = None
-    """A fixed vocabulary, one token per line (``<pad>``, ``<unk>``, ``<eos>`` first); built from the
-    training split when null."""
-    max_tokens: dict[str, int] = field(default_factory=dict)
-    """Per split, keep only the first N tokens (quick runs), e.g. ``{train: 20000}``."""
-    cbt_files: list[str] = field(default_factory=list)
-    """Children's Book Test files (``cbtest_{NE,CN,V,P}_*.txt``) to evaluate on after training."""
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.max_tokens) - {"train", "valid", "test"})
-        if unknown:
-            raise ValueError(f"max_tokens: unknown split(s) {unknown}; use train, valid, test")
-        if any(value < 2 for value in self.max_tokens.values()):
-            raise ValueError(f"max_tokens values must be >= 2, got {self.max_tokens}")
-        if self.min_count < 1:
-            raise ValueError(f"min_count must be >= 1, got {self.min_count}")
 
 
 @dataclass
@@ -170,37 +144,6 @@ class LMExperimentConfig:
     model: LMModelConfig = field(default_factory=LMModelConfig)
     training: LMTrainingConfig = field(default_factory=LMTrainingConfig)
     evaluation: LMEvaluationConfig = field(default_factory=LMEvaluationConfig)
-
-
-# ----------------------------------------------------------------------------------- data
-
-
-def load_vocabulary(data: LMDataConfig) -> Vocabulary:
-    """The configured vocabulary file, or one built from the training split."""
-    if data.vocabulary_file is not None:
-        return read_vocabulary_file(data.vocabulary_file)
-    train_file = find_split_files(data.corpus, ["train"])["train"]
-    counts = count_words(train_file, documents=data.documents, normalize_numbers=data.normalize_numbers)
-    return build_lm_vocabulary(counts, max_size=data.max_vocab_size, min_count=data.min_count)
-
-
-def load_split(data: LMDataConfig, split: str, vocabulary: Vocabulary) -> EncodedCorpus:
-    path = find_split_files(data.corpus, [split])[split]
-    corpus = encode_corpus_file(
-        path, vocabulary, documents=data.documents, normalize_numbers=data.normalize_numbers
-    )
-    return corpus.truncated(data.max_tokens.get(split))
-
-
-def streams_for(
-    corpus: EncodedCorpus, vocabulary: Vocabulary, batch_size: int, layout: StreamLayout
-) -> Streams:
-    return make_streams(corpus, batch_size, eos_id=vocabulary.eos_id, pad_id=vocabulary.pad_id, layout=layout)
-
-
-def load_cbt(data: LMDataConfig) -> dict[str, list[ClozeQuestion]]:
-    """CBT questions per word class (the file's name gives the class, else its stem)."""
-    return {f"cbt_{word_class(path) or Path(path).stem}": read_cbt(path) for path in data.cbt_files}
 
 
 # ---------------------------------------------------------------------------------- model
@@ -331,79 +274,6 @@ class LMTrainingTask:
         batch = batch.to(self.device)
         output = model(batch.inputs, batch.resets, None, padding_mask=~batch.target_mask)
         return {} if output.attention is None else {"validation_stream_0": output.attention[0]}
-
-
-def absolute_data_paths(data: LMDataConfig) -> None:
-    """Make the corpus, vocabulary and CBT paths absolute, so that the run's stored config reads
-    the same data from any working directory."""
-    data.corpus = str(Path(data.corpus).resolve())
-    if data.vocabulary_file is not None:
-        data.vocabulary_file = str(Path(data.vocabulary_file).resolve())
-    data.cbt_files = [str(Path(file).resolve()) for file in data.cbt_files]
-
-
-def load_corpus_file(data: LMDataConfig, path: str, vocabulary: Vocabulary) -> EncodedCorpus:
-    """Any file in the corpus format, read with the run's rules and vocabulary."""
-    return encode_corpus_file(
-        path, vocabulary, documents=data.documents, normalize_numbers=data.normalize_numbers
-    )
-
-
-# ----------------------------------------------------------------------------- generation
-
-
-def generate_text(run_dir: str | Path, request: GenerationRequest) -> dict[str, Any]:
-    """Sample ``request.samples`` continuations of ``request.words`` words after ``request.prompt``
-    from a trained run.
-
-    The prompt (see :func:`prompt_words`) starts a document; words outside the vocabulary are read
-    as ``<unk>``. Returns the ``prompt`` words as read, the ``unknown`` ones, and per sample the
-    generated ``words`` and, for attentive models, the ``attention`` of each word over the window
-    (oldest position first).
-    """
-    trained = load_trained(EXPERIMENT, run_dir, request.device_name, request.checkpoint)
-    config, device = trained.config, trained.device
-    model, vocabulary, _ = trained.loaded
-    samples = request.samples
-    read = prompt_words(request.prompt, normalize_numbers=config.data.normalize_numbers)
-    prompt_ids = [vocabulary.eos_id, *encode_tokens(read, vocabulary)]
-    generation = model.generate(
-        torch.tensor([prompt_ids] * samples, device=device),
-        request.words,
-        temperature=request.temperature,
-        top_k=request.top_k,
-        banned=(vocabulary.pad_id,),
-        generator=torch.Generator(device=device).manual_seed(request.seed),
-    )
-    tokens = vocabulary.tokens
-    result = []
-    for row, sampled in enumerate(generation.tokens.tolist()):
-        sample: dict[str, Any] = {"words": [tokens[index] for index in sampled]}
-        if generation.attention is not None:
-            sample["attention"] = generation.attention[row].tolist()
-        result.append(sample)
-    unknown = list(dict.fromkeys(word for word in read if word not in vocabulary))
-    return {"prompt": read, "unknown": unknown, "samples": result}
-
-
-def prompt_words(prompt: str, *, normalize_numbers: bool = False) -> list[str]:
-    """The words of ``prompt`` as a corpus line is read: split on whitespace, numbers normalised
-    if the run did so, and ``<eos>`` at the end of every line but the last (a line break ends a
-    sentence; so does a literal ``<eos>``)."""
-    lines = prompt.split("\n")
-    words = [word for line in lines[:-1] for word in (*line.split(), EOS_TOKEN)] + lines[-1].split()
-    return [normalize_token(word) for word in words] if normalize_numbers else words
-
-
-def as_text(words: list[str]) -> str:
-    """Words joined by spaces, one line per ``<eos>``-terminated sentence."""
-    lines: list[list[str]] = [[]]
-    for word in words:
-        if word == EOS_TOKEN:
-            lines.append([])
-        else:
-            lines[-1].append(word)
-    return "\n".join(" ".join(line) for line in lines)
 
 
 # ----------------------------------------------------------------------------- experiment
@@ -543,7 +413,21 @@ class LanguageModelExperiment(Experiment[LMExperimentConfig, LMData, LoadedLM]):
         return dict(cbt)
 
     def generate_text(self, run_dir: str | Path, request: GenerationRequest) -> dict[str, Any]:
-        return generate_text(run_dir, request)
+        """:func:`attnlab.evaluation.generation.generate_text` with a trained run's model."""
+        trained = load_trained(self, run_dir, request.device_name, request.checkpoint)
+        model, vocabulary, _ = trained.loaded
+        return generate_text(
+            model,
+            vocabulary,
+            request.prompt,
+            words=request.words,
+            samples=request.samples,
+            temperature=request.temperature,
+            top_k=request.top_k,
+            seed=request.seed,
+            normalize_numbers=trained.config.data.normalize_numbers,
+            device=trained.device,
+        )
 
     def as_text(self, words: list[str]) -> str:
         return as_text(words)

@@ -22,6 +22,7 @@ from attnlab.experiments.language_model import experiment as lm
 from attnlab.experiments.registry import check_plot_indices
 from attnlab.models.language_model import LanguageModel
 from attnlab.plotting import plot_attention_heatmap, plot_metric_by_test_set, plot_run_history
+from attnlab.tasks.corpus_data import load_corpus_file, load_split
 from attnlab.tasks.vocab import Vocabulary
 
 
@@ -87,11 +88,11 @@ def _documents(
     config: lm.LMExperimentConfig, vocabulary: Vocabulary, test_set: str | None, data_file: str | None
 ) -> tuple[str, list[torch.Tensor]]:
     if data_file is not None:
-        return Path(data_file).stem, lm.load_corpus_file(config.data, data_file, vocabulary).documents()
+        return Path(data_file).stem, load_corpus_file(config.data, data_file, vocabulary).documents()
     name = test_set or "test"
     if name not in lm.EVALUATION_SPLITS:
         raise ConfigError(f"--test-set {name!r}: choose one of {list(lm.EVALUATION_SPLITS)}")
-    return name, lm.load_split(config.data, name, vocabulary).documents()
+    return name, load_split(config.data, name, vocabulary).documents()
 
 
 def _plot_attention_by_position(statistics: dict, folder: Path, model: LanguageModel) -> Path:

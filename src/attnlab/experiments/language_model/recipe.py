@@ -53,6 +53,7 @@ from attnlab.io import atomic_write_text
 from attnlab.metric_names import read_summary
 from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import markdown_table, stats_text
+from attnlab.tasks.corpus_data import load_split
 
 PAPER = "daniluk2017"
 """The recipe's name: ``attnlab reproduce daniluk2017``."""
@@ -358,7 +359,7 @@ def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
     run = RunDirectory(runs[names[-1]]["dir"])
     config = run.load_config(lm.EXPERIMENT.parse_config)
     model, vocabulary = lm.model_from_checkpoint(run.checkpoint("best"), torch.device("cpu"), config.model)
-    document = lm.load_split(config.data, "test", vocabulary).documents()[0][:steps]
+    document = load_split(config.data, "test", vocabulary).documents()[0][:steps]
     title = f"Figure 3a: Key-Value-Predict (L={model.window}) on a test document"
     plot_document_attention(model, vocabulary, document, corpus_dir / "figure3a_heatmap.png", title)
 
