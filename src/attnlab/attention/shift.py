@@ -27,6 +27,13 @@ of a location attention restricted to steps of one word is that of the OneStep a
 Chowdhury & Caragea (2023, "Monotonic Location Attention for Length Generalization", ICML);
 this attender is our own formulation of it as a choice among moves of the previous attention.
 
+Option ``moves`` may also name *stride moves* (issue 26 part 2), ``forward<k>`` / ``backward<k>`` for
+``k >= 2`` (e.g. ``"forward2"``): every weight ``k`` words to the right (left), saturating like
+the one-word shifts. Dubois et al. (2020)'s Intermediate-noise Lookup Tables put a random table
+between every two real ones (``000 n1 t1 n2 t2 .``, gold attention ``0 2 4 5``); with one-word
+steps only, the content move must find every real table and cannot tell it from a noise table,
+whereas ``forward2`` is an exact route at every length.
+
 Option ``content_strength`` (issue 26) bounds the content move's scores (cosine similarity times
 a fixed strength, Graves et al. 2014): with unbounded scores, a content attention that settles on
 a wrong word keeps no gradient toward the right one, which is how some training seeds leave every
@@ -35,6 +42,7 @@ Noisy-start example of one input value failing (docs/results.md).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -62,9 +70,11 @@ from attnlab.attention.content import (
 from attnlab.attention.location import straight_through_one_hot
 from attnlab.attention.positional import source_positions
 
-__all__ = ["MOVES", "ShiftAttender", "shift_targets"]
+__all__ = ["MOVES", "ShiftAttender", "move_stride", "shift_targets"]
 
 MOVES = ("content", "stay", "forward", "backward", "start", "end")
+"""The default moves; ``moves`` may also name stride moves ``forward<k>`` / ``backward<k>``."""
+_STRIDE_MOVE = re.compile(r"(forward|backward)([1-9][0-9]*)?")
 CHOICES = ("softmax", "straight_through", "gumbel")
 
 
@@ -85,6 +95,22 @@ def shift_targets(key_padding_mask: torch.Tensor | None, like: torch.Tensor, off
     index_of_rank.scatter_(1, torch.where(real, ranks, source_len), indices)
     wanted = torch.minimum((ranks + offset).clamp_min(0), lengths - 1)
     return torch.where(real, index_of_rank.gather(1, wanted), indices)
+
+
+def move_stride(move: str) -> int | None:
+    """The signed word offset of a shift move (``"forward"`` +1, ``"backward3"`` -3), else ``None``.
+
+    Raises ``ValueError`` for a stride below 2 written out (``"forward1"``: write ``"forward"``).
+    """
+    match = _STRIDE_MOVE.fullmatch(move)
+    if match is None:
+        return None
+    stride = 1 if match.group(2) is None else int(match.group(2))
+    if match.group(2) is not None and stride < 2:
+        raise ValueError(
+            f"move {move!r}: a written-out stride must be at least 2 (one word is {match.group(1)!r})"
+        )
+    return stride if match.group(1) == "forward" else -stride
 
 
 def _real_keys(ranks: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
@@ -108,7 +134,8 @@ class ShiftAttender(Attender):
     base state); ``"positions"`` ``[batch, source_len]`` (each key's rank among the real keys, 0 on
     padding; computed once per source); ``"previous_attention"`` ``[batch, source_len]``
     (``alpha_{t-1}``, initially the one-hot of the first word); ``"forward_targets"``,
-    ``"backward_targets"`` (long ``[batch, source_len]``, see :func:`shift_targets`); ``"start"``,
+    ``"backward_targets"`` and ``"<move>_targets"`` for each stride move (long
+    ``[batch, source_len]``, see :func:`shift_targets`); ``"start"``,
     ``"end"`` (one-hots of the first and last real word, ``[batch, source_len]``); and the content
     attender's own state under ``"content.<key>"``.
 
@@ -117,7 +144,12 @@ class ShiftAttender(Attender):
     ``"content_attention"`` ``[batch, steps, source_len]``.
 
     Options:
-        moves: the moves to choose from, a subset of :data:`MOVES` in any order (default all).
+        moves: the moves to choose from, in any order (default :data:`MOVES`): any of
+            :data:`MOVES`, and stride moves ``"forward<k>"`` / ``"backward<k>"`` (``k >= 2``):
+            every weight ``k`` words to the right (left), saturating at the ends like ``forward``.
+            ``"forward2"`` gives an exact route through Dubois et al. (2020)'s Intermediate-noise
+            Lookup Tables, where a noise table sits between every two real ones (module docstring;
+            docs/results.md, session 15). Default: no stride moves.
         choice: how the moves' logits become weights ``pi_t``.
             ``"gumbel"`` (default): in training, one move sampled by the straight-through
             Gumbel-softmax (Jang et al. 2017; Gumbel noise added to the logits, the one-hot of the
@@ -165,7 +197,15 @@ class ShiftAttender(Attender):
         if not moves:
             raise ValueError(f"{name}: option moves must name at least one of {list(MOVES)}")
         for move in moves:
-            check_choice(name, "moves", move, MOVES)
+            try:
+                stride = move_stride(move)
+            except ValueError as error:
+                raise ValueError(f"{name}: option moves: {error}") from None
+            if stride is None and move not in MOVES:
+                raise ValueError(
+                    f"{name}: option moves must name moves among {sorted(MOVES)} or stride moves "
+                    f"forward<k> / backward<k> (k >= 2), got {move!r}"
+                )
         if len(set(moves)) != len(moves):
             raise ValueError(f"{name}: option moves names a move twice: {list(moves)}")
         check_choice(name, "choice", choice, CHOICES)
@@ -202,6 +242,11 @@ class ShiftAttender(Attender):
             "previous_attention": first,
             "forward_targets": shift_targets(key_padding_mask, keys, +1),
             "backward_targets": shift_targets(key_padding_mask, keys, -1),
+            **{
+                f"{move}_targets": shift_targets(key_padding_mask, keys, stride)
+                for move in self.moves
+                if (stride := move_stride(move)) is not None and abs(stride) > 1
+            },
             "start": first,
             "end": last,
         }
@@ -282,8 +327,6 @@ class ShiftAttender(Attender):
             return content_attention[:, step]
         if move == "stay":
             return previous
-        if move == "forward":
-            return _shift(previous, state["forward_targets"])
-        if move == "backward":
-            return _shift(previous, state["backward_targets"])
+        if move_stride(move) is not None:  # forward, backward, forward<k>, backward<k>
+            return _shift(previous, state[f"{move}_targets"])
         return state[move]  # "start" or "end"

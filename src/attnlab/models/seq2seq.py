@@ -61,6 +61,7 @@ class RecurrentSeq2Seq(nn.Module):
         residual: bool = True,
         encoder: str = "gru",
         encoder_window: int = 3,
+        encoder_context: str = "none",
         decoder_recurrence: bool = True,
         input_feeding: bool = False,
         pad_id: int = 0,
@@ -73,10 +74,12 @@ class RecurrentSeq2Seq(nn.Module):
         self.target_embedding = nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id)
         if encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+        if encoder_context != "none" and encoder != "local":
+            raise ValueError(f"encoder_context={encoder_context!r} needs encoder='local', got {encoder!r}")
         self.encoder: nn.Module = (
             nn.GRU(embedding_dim, hidden_dim, batch_first=True)
             if encoder == "gru"
-            else LocalEncoder(embedding_dim, hidden_dim, encoder_window)
+            else LocalEncoder(embedding_dim, hidden_dim, encoder_window, context=encoder_context)
         )
         self.residual = _residual_projection(embedding_dim, hidden_dim) if residual else None
         self.bottleneck_dropout = nn.Dropout(bottleneck_dropout)
@@ -213,6 +216,7 @@ class RecurrentSeq2Seq(nn.Module):
 
 
 ENCODERS = ("gru", "local")
+ENCODER_CONTEXTS = ("none", "right")
 
 
 class LocalEncoder(nn.Module):
@@ -222,19 +226,46 @@ class LocalEncoder(nn.Module):
     its position or on the length of the source, so keys and values look the same on inputs
     longer than any seen in training. Padding and the space beyond either end of the source
     read as zero vectors, so the first and last tokens are recognisable as such.
+
+    ``context="right"`` (issue 26 part 2) adds what follows each token, as a max-pooled summary:
+    ``h_s = tanh(Conv1d(x)_s + U max_{s' > s} ReLU(V x_{s'}))`` (the max over nothing is 0). A
+    feature of the summary says "some later word has property f" — e.g. "a ``!`` follows" — and,
+    being a maximum, it does not depend on how many words follow, so keys still look the same at
+    any length. Dubois et al. (2020)'s Noisy-multi Lookup Tables need it: the noise before the
+    real tables may itself hold ``!``, the tables start after the *last* one, and neither a
+    3-word window nor a left-to-right GRU can tell the word after the last ``!`` from the word
+    after an earlier one (docs/results.md, session 15). Default ``"none"``: the window only.
     """
 
-    def __init__(self, embedding_dim: int, hidden_dim: int, window: int = 3) -> None:
+    def __init__(
+        self, embedding_dim: int, hidden_dim: int, window: int = 3, *, context: str = "none"
+    ) -> None:
         super().__init__()
         if window < 1 or window % 2 == 0:
             raise ValueError(f"encoder_window must be a positive odd number, got {window!r}")
+        if context not in ENCODER_CONTEXTS:
+            raise ValueError(f"encoder_context must be one of {ENCODER_CONTEXTS}, got {context!r}")
         self.convolution = nn.Conv1d(embedding_dim, hidden_dim, window, padding=window // 2)
         self.summary = MeanPooling(hidden_dim)  # the decoder's initial state: mean over real tokens
+        self.context = context
+        if context == "right":
+            self.context_features = nn.Linear(embedding_dim, hidden_dim)  # V
+            self.context_projection = nn.Linear(hidden_dim, hidden_dim, bias=False)  # U
 
     def forward(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         """``embedded [B, S, E]`` with ``padding_mask [B, S]`` → ``[B, S, H]``."""
         embedded = embedded.masked_fill(padding_mask.unsqueeze(-1), 0.0)
-        return torch.tanh(self.convolution(embedded.transpose(1, 2))).transpose(1, 2)
+        local = self.convolution(embedded.transpose(1, 2)).transpose(1, 2)
+        if self.context == "right":
+            local = local + self.context_projection(self.right_context(embedded, padding_mask))
+        return torch.tanh(local)
+
+    def right_context(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        """``max_{s' > s} ReLU(V x_{s'})`` over the real tokens after each ``s`` (0 where there are
+        none): ``[B, S, H]``."""
+        features = torch.relu(self.context_features(embedded)).masked_fill(padding_mask.unsqueeze(-1), 0.0)
+        from_here = features.flip(1).cummax(dim=1).values.flip(1)  # max over s' >= s
+        return torch.cat([from_here[:, 1:], torch.zeros_like(from_here[:, :1])], dim=1)
 
 
 def _residual_projection(embedding_dim: int, hidden_dim: int) -> nn.Module:

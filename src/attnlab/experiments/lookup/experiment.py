@@ -121,6 +121,7 @@ class Seq2SeqModelConfig:
     residual: bool = True
     encoder: str = "gru"
     encoder_window: int = 3
+    encoder_context: str = "none"
     decoder_recurrence: bool = True
     input_feeding: bool = False
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
@@ -251,6 +252,7 @@ def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabular
             residual=model.residual,
             encoder=model.encoder,
             encoder_window=model.encoder_window,
+            encoder_context=model.encoder_context,
             decoder_recurrence=model.decoder_recurrence,
             input_feeding=model.input_feeding,
             pad_id=target.pad_id,
