@@ -189,9 +189,7 @@ def test_move_stride_reads_the_signed_offset_of_shift_moves(move, stride):
 STRIDE_MOVES = (*MOVES, "forward2", "backward2", "forward3")
 
 
-@pytest.mark.parametrize(
-    ("move", "stride"), [("forward2", 2), ("forward3", 3), ("forward", 1)]
-)
+@pytest.mark.parametrize(("move", "stride"), [("forward2", 2), ("forward3", 3), ("forward", 1)])
 def test_stride_moves_from_the_first_word_step_k_words_and_saturate_at_the_last(
     source, make_queries, move, stride
 ):

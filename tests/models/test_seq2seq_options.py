@@ -42,6 +42,18 @@ DECODERS = [
         },
         id="shift-robust",
     ),
+    pytest.param(
+        {
+            "attender": "shift",
+            "attender_options": {"moves": ["content", "stay", "forward", "start", "end", "forward2"]},
+            "encoder": "local",
+            "encoder_context": "right",
+            "encoder_values": "word",
+            "decoder_recurrence": False,
+            "input_feeding": True,
+        },
+        id="shift-robust-word-values",
+    ),
 ]
 
 
@@ -173,9 +185,47 @@ def test_right_context_tells_the_word_after_the_last_marker_from_one_after_an_ea
     torch.testing.assert_close(keys[0, 4:], plain[0, 4:])  # nothing follows that has the feature
 
 
+@pytest.mark.parametrize("encoder", ["local", "gru"])
+@pytest.mark.parametrize("residual", [True, False])
+def test_word_values_hold_the_word_and_its_end_flags_only(encoder, residual):
+    """``encoder_values="word"``: a value depends on its own word and on whether it is the first or
+    last real word, never on its neighbours or the length; right and left padding give the same
+    values; the keys stay the encoder outputs (they do see the neighbours)."""
+    model = _model(encoder=encoder, encoder_values="word", residual=residual)
+    base = torch.tensor([[5, 6, 7, 8, 9]])
+    changed = torch.tensor([[5, 4, 7, 10, 9, 11, 11]])  # other neighbours, longer
+    no_padding = torch.zeros_like
+
+    def keys_and_values(source, mask):
+        keys, _ = model.encode(source, mask)
+        return keys, model.encode_values(source, mask, keys)
+
+    keys, values = keys_and_values(base, no_padding(base, dtype=torch.bool))
+    changed_keys, changed_values = keys_and_values(changed, no_padding(changed, dtype=torch.bool))
+    assert values.shape == keys.shape == (1, 5, 16)
+    torch.testing.assert_close(values[0, 2], changed_values[0, 2])  # "7", middle, other neighbours
+    assert not torch.allclose(keys[0, 2], changed_keys[0, 2])
+    torch.testing.assert_close(values[0, 0], changed_values[0, 0])  # "5", first in both
+    assert not torch.allclose(values[0, 4], changed_values[0, 4])  # "9": last, then not last
+    middle_nine = torch.tensor([[5, 9, 7]])
+    assert not torch.allclose(
+        keys_and_values(middle_nine, no_padding(middle_nine, dtype=torch.bool))[1][0, 1], values[0, 4]
+    )
+    for padded in (
+        torch.cat([base, torch.zeros(1, 2, dtype=torch.long)], 1),
+        torch.cat([torch.zeros(1, 2, dtype=torch.long), base], 1),
+    ):
+        _, padded_values = keys_and_values(padded, padded == 0)
+        torch.testing.assert_close(padded_values[padded != 0], values[0])
+    default = _model(encoder=encoder, residual=residual)
+    default_keys, _ = default.encode(base, no_padding(base, dtype=torch.bool))
+    assert default.encode_values(base, no_padding(base, dtype=torch.bool), default_keys) is default_keys
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
+        ({"encoder": "local", "encoder_values": "embeddings"}, "encoder_values must be one of"),
         ({"encoder": "gru", "encoder_context": "right"}, "encoder_context='right' needs encoder='local'"),
         ({"encoder": "local", "encoder_context": "left"}, "encoder_context must be one of"),
     ],

@@ -62,6 +62,7 @@ class RecurrentSeq2Seq(nn.Module):
         encoder: str = "gru",
         encoder_window: int = 3,
         encoder_context: str = "none",
+        encoder_values: str = "outputs",
         decoder_recurrence: bool = True,
         input_feeding: bool = False,
         pad_id: int = 0,
@@ -82,6 +83,9 @@ class RecurrentSeq2Seq(nn.Module):
             else LocalEncoder(embedding_dim, hidden_dim, encoder_window, context=encoder_context)
         )
         self.residual = _residual_projection(embedding_dim, hidden_dim) if residual else None
+        if encoder_values not in ENCODER_VALUES:
+            raise ValueError(f"encoder_values must be one of {ENCODER_VALUES}, got {encoder_values!r}")
+        self.word_values = WordValues(embedding_dim, hidden_dim) if encoder_values == "word" else None
         self.bottleneck_dropout = nn.Dropout(bottleneck_dropout)
         self.decoder_recurrence = decoder_recurrence
         self.input_feeding = input_feeding
@@ -114,14 +118,26 @@ class RecurrentSeq2Seq(nn.Module):
             outputs = outputs + self.residual(embedded)
         return outputs, self.bottleneck_dropout(final)
 
+    def encode_values(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor:
+        """The attention's values ``[B, S, H]``: the keys (encoder outputs), or with
+        ``encoder_values="word"`` each word's own vector (:class:`WordValues`, plus the residual)."""
+        if self.word_values is None:
+            return keys
+        embedded = self.source_embedding(source)
+        values = self.word_values(embedded, source_padding_mask)
+        return values if self.residual is None else values + self.residual(embedded)
+
     def forward(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
     ) -> Seq2SeqOutput:
         """Teacher forcing: predict ``target_output`` from ``target_input`` (``<sos>`` + target)."""
         memory, hidden = self.encode(source, source_padding_mask)
+        values = self.encode_values(source, source_padding_mask, memory)
         embedded = self.target_embedding(target_input)
         if self.input_feeding:
-            return self._teacher_forced_steps(embedded, memory, source_padding_mask, hidden)
+            return self._teacher_forced_steps(embedded, memory, values, source_padding_mask, hidden)
         if self.decoder_recurrence:
             decoder_states, _ = self.decoder(embedded, hidden)
         else:  # every step starts from the same fresh state: all steps in one call
@@ -130,7 +146,7 @@ class RecurrentSeq2Seq(nn.Module):
                 embedded.reshape(batch * steps, 1, -1), self._fresh_hidden(batch * steps, memory)
             )
             decoder_states = flat.reshape(batch, steps, -1)
-        attended = self.attender(decoder_states, memory, memory, source_padding_mask)
+        attended = self.attender(decoder_states, memory, values, source_padding_mask)
         logits = self._predict(decoder_states, attended.glimpse)
         return Seq2SeqOutput(logits, attended.weights, attended.variables)
 
@@ -138,6 +154,7 @@ class RecurrentSeq2Seq(nn.Module):
         self,
         embedded: torch.Tensor,
         memory: torch.Tensor,
+        values: torch.Tensor,
         source_padding_mask: torch.Tensor,
         hidden: torch.Tensor,
     ) -> Seq2SeqOutput:
@@ -148,7 +165,7 @@ class RecurrentSeq2Seq(nn.Module):
         steps: list[_DecodedStep] = []
         for previous in embedded.split(1, dim=1):
             logits, hidden, attended = self._step(
-                previous, hidden, glimpse, memory, source_padding_mask, state
+                previous, hidden, glimpse, memory, values, source_padding_mask, state
             )
             state, glimpse = attended.state, attended.glimpse
             steps.append(_DecodedStep(logits, attended.weights, None, alive, attended.variables))
@@ -161,6 +178,7 @@ class RecurrentSeq2Seq(nn.Module):
         hidden: torch.Tensor,
         glimpse: torch.Tensor,
         memory: torch.Tensor,
+        values: torch.Tensor,
         source_padding_mask: torch.Tensor,
         state: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
@@ -169,7 +187,7 @@ class RecurrentSeq2Seq(nn.Module):
         if not self.decoder_recurrence:
             hidden = self._fresh_hidden(previous.size(0), memory)
         decoder_state, hidden = self.decoder(inputs, hidden)
-        attended = self.attender(decoder_state, memory, memory, source_padding_mask, state)
+        attended = self.attender(decoder_state, memory, values, source_padding_mask, state)
         return self._predict(decoder_state, attended.glimpse), hidden, attended
 
     def _fresh_hidden(self, batch: int, like: torch.Tensor) -> torch.Tensor:
@@ -186,6 +204,7 @@ class RecurrentSeq2Seq(nn.Module):
         Positions after a sequence's ``<eos>`` hold the pad id (and zero attention).
         """
         memory, hidden = self.encode(source, source_padding_mask)
+        values = self.encode_values(source, source_padding_mask, memory)
         batch = source.size(0)
         state = self.attender.initial_state(memory, source_padding_mask)
         previous = torch.full((batch, 1), self.sos_id, dtype=torch.long, device=source.device)
@@ -195,7 +214,7 @@ class RecurrentSeq2Seq(nn.Module):
         for _ in range(max_length):
             embedded = self.target_embedding(previous)
             logits, hidden, attended = self._step(
-                embedded, hidden, glimpse, memory, source_padding_mask, state
+                embedded, hidden, glimpse, memory, values, source_padding_mask, state
             )
             state, glimpse = attended.state, attended.glimpse
             tokens = self._best_tokens(logits).masked_fill(finished, self.pad_id)
@@ -217,6 +236,39 @@ class RecurrentSeq2Seq(nn.Module):
 
 ENCODERS = ("gru", "local")
 ENCODER_CONTEXTS = ("none", "right")
+ENCODER_VALUES = ("outputs", "word")
+
+
+class WordValues(nn.Module):
+    """Values that hold the attended word only: ``tanh(W x_s + u_first [s first] + u_last [s last])``.
+
+    The option ``encoder_values="word"`` (issue 26 part 2): keys stay the encoder outputs (a
+    window, a right context: what the content move and the chooser's scores need), but what a
+    glimpse *reads* is the attended word and whether it is the first or last word of the source,
+    nothing of its neighbours. With window values, an attention one word past the right table
+    reads that table through its neighbour's window, so a two-word move (``forward2``) lets the
+    model read tables out of order and learn a pattern that holds at training lengths only
+    (measured, docs/results.md, session 15). The first/last flags keep what the Reversed task's
+    stop decision reads (the first word) and what a window gives at the ends; both are
+    independent of the length.
+    """
+
+    def __init__(self, embedding_dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.word = nn.Linear(embedding_dim, hidden_dim)
+        self.first = nn.Parameter(torch.zeros(hidden_dim))
+        self.last = nn.Parameter(torch.zeros(hidden_dim))
+        nn.init.normal_(self.first, std=0.5)
+        nn.init.normal_(self.last, std=0.5)
+
+    def forward(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        """``embedded [B, S, E]`` with ``padding_mask [B, S]`` → ``[B, S, H]`` (any padding layout)."""
+        real = ~padding_mask
+        ranks = real.long().cumsum(dim=1) - 1
+        lengths = real.sum(dim=1, keepdim=True)
+        first = (real & (ranks == 0)).unsqueeze(-1).to(embedded.dtype)
+        last = (real & (ranks == lengths - 1)).unsqueeze(-1).to(embedded.dtype)
+        return torch.tanh(self.word(embedded) + first * self.first + last * self.last)
 
 
 class LocalEncoder(nn.Module):
