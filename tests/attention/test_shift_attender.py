@@ -232,3 +232,66 @@ def test_stride_moves_are_not_among_the_default_moves():
     assert attender.moves == MOVES and attender.move_layer.out_features == 6
     state = attender.initial_state(torch.zeros(1, 3, KEY_DIM), None)
     assert not any(key.startswith(("forward2", "backward2")) for key in state)
+
+
+def _last_match_attender(strength: float = 5.0) -> ShiftAttender:
+    """Chooser always on ``last_match``; its and the content's query maps the identity, its match
+    bias ``-strength / 2`` (a word matches when its cosine with the query is above 1/2)."""
+    moves = ("content", "last_match", "forward")
+    attender = only_move("last_match", moves=moves)
+    attender.content_strength = strength
+    with torch.no_grad():
+        attender.last_match_query.weight.copy_(torch.eye(QUERY_DIM, dtype=torch.float64))
+        attender.content.query_layer.weight.copy_(torch.eye(QUERY_DIM, dtype=torch.float64))
+        attender.last_match_bias.fill_(-strength / 2)
+    return attender
+
+
+@pytest.mark.parametrize("strength", [5.0, 20.0])
+def test_last_match_takes_the_last_of_several_equal_matches(strength):
+    """Noisy multi (Dubois et al. 2020): the words after each ``!`` have the same key; the content
+    move splits its weight between them, ``last_match`` puts it on the last one, more so with a
+    larger strength; with no match at all it still sums to one."""
+    torch.manual_seed(0)
+    attender = _last_match_attender(strength)
+    direction = torch.zeros(QUERY_DIM, dtype=torch.float64)
+    direction[0] = 1.0
+    keys = -direction.repeat(1, 7, 1) + 0.1 * torch.randn(1, 7, QUERY_DIM, dtype=torch.float64)
+    keys[0, [1, 4]] = direction  # the two "words after a !"
+    values = torch.randn(1, 7, VALUE_DIM, dtype=torch.float64)
+    output = attender(direction.view(1, 1, -1), keys, values, None)
+    weights = output.weights[0, 0]
+    assert weights.argmax().item() == 4 and output.variables["move_last_match"].eq(1).all()
+    assert weights[4] > 0.9 and weights[4] > 10 * weights[1]
+    content = output.variables["content_attention"][0, 0]
+    torch.testing.assert_close(output.variables["last_match_attention"][0, 0], weights)
+    assert content.argmax().item() in (1, 4) and abs(content[1] - content[4]) < 1e-6  # a tie
+    if strength == 20.0:
+        assert weights[4] > 0.999
+    no_match = attender(-direction.view(1, 1, -1), -keys[:, [1, 4]], values[:, [1, 4]], None).weights
+    torch.testing.assert_close(no_match.sum(-1), torch.ones(1, 1, dtype=torch.float64))
+
+
+def test_last_match_ignores_padding_on_either_side(make_queries):
+    torch.manual_seed(0)
+    attender = _last_match_attender()
+    keys = torch.randn(1, 5, QUERY_DIM, dtype=torch.float64)
+    values = torch.randn(1, 5, VALUE_DIM, dtype=torch.float64)
+    queries = make_queries(1, 3)
+    plain = attender(queries, keys, values, None).weights
+    pad = torch.randn(1, 2, QUERY_DIM, dtype=torch.float64)
+    for padded_keys, mask, real in (
+        (torch.cat([keys, pad], 1), torch.tensor([[False] * 5 + [True] * 2]), slice(0, 5)),
+        (torch.cat([pad, keys], 1), torch.tensor([[True] * 2 + [False] * 5]), slice(2, 7)),
+    ):
+        padded_values = torch.cat([values, values[:, :2]], 1)
+        weights = attender(queries, padded_keys, padded_values, mask).weights
+        torch.testing.assert_close(weights[..., real], plain)
+        assert weights[mask.unsqueeze(1).expand_as(weights)].abs().sum() == 0
+
+
+def test_last_match_has_its_own_parameters_only_when_asked_for():
+    assert not hasattr(ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM), "last_match_query")
+    attender = ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, moves=(*MOVES, "last_match"))
+    assert attender.last_match_query.weight.shape == (KEY_DIM, QUERY_DIM)
+    assert attender.move_layer.out_features == 7

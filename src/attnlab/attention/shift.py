@@ -34,6 +34,18 @@ between every two real ones (``000 n1 t1 n2 t2 .``, gold attention ``0 2 4 5``);
 steps only, the content move must find every real table and cannot tell it from a noise table,
 whereas ``forward2`` is an exact route at every length.
 
+Option ``moves`` may also name ``"last_match"`` (issue 26 part 2): the *last* word that matches
+the query, a stick-breaking attention taken from the right end of the source::
+
+    m_s     = sigmoid(beta cos(W_m q_t, k_s) + b)          how well word s matches
+    w_s     ∝ m_s prod_{s' > s} (1 - m_{s'})               the last match wins
+
+Dubois et al. (2020)'s Noisy-multi Lookup Tables put noise before the tables that may itself
+hold ``!``, and the tables start after the *last* ``!``: every word after a ``!`` matches a
+content query equally (its key is a local window), and only the order tells the right one. No
+count is involved, so it is the same at every length. (Stick-breaking attention over positions is
+also that of Tan et al. 2024; here it is one move among the others.)
+
 Option ``content_strength`` (issue 26) bounds the content move's scores (cosine similarity times
 a fixed strength, Graves et al. 2014): with unbounded scores, a content attention that settles on
 a wrong word keeps no gradient toward the right one, which is how some training seeds leave every
@@ -73,7 +85,11 @@ from attnlab.attention.positional import source_positions
 __all__ = ["MOVES", "ShiftAttender", "move_stride", "shift_targets"]
 
 MOVES = ("content", "stay", "forward", "backward", "start", "end")
-"""The default moves; ``moves`` may also name stride moves ``forward<k>`` / ``backward<k>``."""
+"""The default moves; ``moves`` may also name ``"last_match"`` and stride moves ``forward<k>`` /
+``backward<k>``."""
+EXTRA_MOVES = ("last_match",)
+LAST_MATCH_STRENGTH = 5.0
+"""``beta`` of the ``last_match`` move when ``content_strength`` is not set."""
 _STRIDE_MOVE = re.compile(r"(forward|backward)([1-9][0-9]*)?")
 CHOICES = ("softmax", "straight_through", "gumbel")
 
@@ -140,8 +156,9 @@ class ShiftAttender(Attender):
     attender's own state under ``"content.<key>"``.
 
     Variables (each ``[batch, steps]`` unless said): ``"move_<name>"`` for every move (its weight
-    ``pi_t``), ``"position"`` (the mean word index of ``alpha_t``, in words from the first) and
-    ``"content_attention"`` ``[batch, steps, source_len]``.
+    ``pi_t``), ``"position"`` (the mean word index of ``alpha_t``, in words from the first),
+    ``"content_attention"`` and (with that move) ``"last_match_attention"``
+    ``[batch, steps, source_len]``.
 
     Options:
         moves: the moves to choose from, in any order (default :data:`MOVES`): any of
@@ -149,7 +166,10 @@ class ShiftAttender(Attender):
             every weight ``k`` words to the right (left), saturating at the ends like ``forward``.
             ``"forward2"`` gives an exact route through Dubois et al. (2020)'s Intermediate-noise
             Lookup Tables, where a noise table sits between every two real ones (module docstring;
-            docs/results.md, session 15). Default: no stride moves.
+            docs/results.md, session 15). ``"last_match"``: the last word that matches the query
+            (module docstring; its own query map ``last_match_query`` and match bias
+            ``last_match_bias``, strength ``content_strength`` or 5), for Noisy-multi Lookup
+            Tables. Default: neither.
         choice: how the moves' logits become weights ``pi_t``.
             ``"gumbel"`` (default): in training, one move sampled by the straight-through
             Gumbel-softmax (Jang et al. 2017; Gumbel noise added to the logits, the one-hot of the
@@ -201,10 +221,10 @@ class ShiftAttender(Attender):
                 stride = move_stride(move)
             except ValueError as error:
                 raise ValueError(f"{name}: option moves: {error}") from None
-            if stride is None and move not in MOVES:
+            if stride is None and move not in MOVES + EXTRA_MOVES:
                 raise ValueError(
-                    f"{name}: option moves must name moves among {sorted(MOVES)} or stride moves "
-                    f"forward<k> / backward<k> (k >= 2), got {move!r}"
+                    f"{name}: option moves must name moves among {sorted(MOVES + EXTRA_MOVES)} or "
+                    f"stride moves forward<k> / backward<k> (k >= 2), got {move!r}"
                 )
         if len(set(moves)) != len(moves):
             raise ValueError(f"{name}: option moves names a move twice: {list(moves)}")
@@ -227,6 +247,9 @@ class ShiftAttender(Attender):
             if "content" in moves
             else None
         )
+        if "last_match" in moves:
+            self.last_match_query = nn.Linear(query_dim, key_dim, bias=False)
+            self.last_match_bias = nn.Parameter(torch.zeros(()))
         self.move_hidden = nn.Linear(query_dim, hidden_dim)
         self.move_layer = nn.Linear(hidden_dim, len(moves))
 
@@ -268,10 +291,16 @@ class ShiftAttender(Attender):
         if self.content is not None:
             content_state = unprefixed_state("content", state)
             content_attention = self._content_attention(query, keys, key_padding_mask, content_state)
+        last_match = self._last_match(query, keys, key_padding_mask) if "last_match" in self.moves else None
         previous = state["previous_attention"]
         finals: list[torch.Tensor] = []
         for i, pi in enumerate(pis.unbind(1)):
-            candidates = [self._candidate(move, previous, state, content_attention, i) for move in self.moves]
+            candidates = [
+                self._candidate(move, previous, state, content_attention, i)
+                if move != "last_match"
+                else last_match[:, i]  # type: ignore[index]
+                for move in self.moves
+            ]
             previous = torch.einsum("bk,bks->bs", pi, torch.stack(candidates, dim=1))
             finals.append(previous)
         attention = torch.stack(finals, dim=1)
@@ -279,6 +308,8 @@ class ShiftAttender(Attender):
         variables["position"] = (attention * state["positions"].unsqueeze(1)).sum(-1)
         if content_attention is not None:
             variables["content_attention"] = content_attention
+        if last_match is not None:
+            variables["last_match_attention"] = last_match
         return AttentionOutput(
             glimpse=weighted_sum(attention, values),
             weights=attention,
@@ -302,6 +333,23 @@ class ShiftAttender(Attender):
             query = self.content.query_layer(query)
         cosine = torch.bmm(F.normalize(query, dim=-1), F.normalize(keys, dim=-1).transpose(1, 2))
         return masked_softmax(self.content_strength * cosine, key_padding_mask)
+
+    def _last_match(
+        self, query: torch.Tensor, keys: torch.Tensor, key_padding_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The ``last_match`` move's attention ``[batch, steps, source_len]`` (module docstring):
+        ``w_s ∝ m_s prod_{s'>s} (1 - m_s')``, in log space; padding never matches."""
+        strength = LAST_MATCH_STRENGTH if self.content_strength is None else self.content_strength
+        cosine = torch.bmm(
+            F.normalize(self.last_match_query(query), dim=-1), F.normalize(keys, dim=-1).transpose(1, 2)
+        )
+        scores = strength * cosine + self.last_match_bias
+        log_match, log_miss = F.logsigmoid(scores), F.logsigmoid(-scores)
+        if key_padding_mask is not None:
+            log_miss = log_miss.masked_fill(key_padding_mask.unsqueeze(1), 0.0)
+        # sum of log(1 - m_s') over s' > s: a reversed cumulative sum, exclusive
+        after = log_miss.flip(-1).cumsum(-1).flip(-1) - log_miss
+        return masked_softmax(log_match + after, key_padding_mask)
 
     def _choose(self, logits: torch.Tensor) -> torch.Tensor:
         """The weights ``pi`` of the moves from their logits ``[batch, steps, moves]``."""

@@ -240,35 +240,39 @@ ENCODER_VALUES = ("outputs", "word")
 
 
 class WordValues(nn.Module):
-    """Values that hold the attended word only: ``tanh(W x_s + u_first [s first] + u_last [s last])``.
+    """Values that hold the attended word and its distance to the ends only (when small):
+    ``tanh(W x_s + U f_s)``, ``f_s`` the one-hots of "s is the i-th word" and "s is the i-th word
+    from the end" for ``i < edge`` (zero elsewhere).
 
     The option ``encoder_values="word"`` (issue 26 part 2): keys stay the encoder outputs (a
     window, a right context: what the content move and the chooser's scores need), but what a
-    glimpse *reads* is the attended word and whether it is the first or last word of the source,
-    nothing of its neighbours. With window values, an attention one word past the right table
-    reads that table through its neighbour's window, so a two-word move (``forward2``) lets the
-    model read tables out of order and learn a pattern that holds at training lengths only
-    (measured, docs/results.md, session 15). The first/last flags keep what the Reversed task's
-    stop decision reads (the first word) and what a window gives at the ends; both are
-    independent of the length.
+    glimpse *reads* is the attended word, nothing of its neighbours. With window values, an
+    attention one word past the right table reads that table through its neighbour's window, so a
+    two-word move (``forward2``) lets the model read tables out of order and learn a pattern that
+    holds at training lengths only (measured, docs/results.md, session 15). The edge flags keep
+    what a window gives near the ends, independent of the length: the Reversed task stops after
+    the first word, and with ``edge=2`` the chooser can tell the last table (second word from the
+    end) from the others, where ``end`` and ``forward`` (``start`` and ``backward``) lead to the
+    same word in training and only one of them extrapolates (with ``edge=1``, measured: some
+    (output, word) pairs seen only at the last table learn ``end`` and stop early on longer inputs).
     """
 
-    def __init__(self, embedding_dim: int, hidden_dim: int) -> None:
+    def __init__(self, embedding_dim: int, hidden_dim: int, edge: int = 2) -> None:
         super().__init__()
+        self.edge = edge
         self.word = nn.Linear(embedding_dim, hidden_dim)
-        self.first = nn.Parameter(torch.zeros(hidden_dim))
-        self.last = nn.Parameter(torch.zeros(hidden_dim))
-        nn.init.normal_(self.first, std=0.5)
-        nn.init.normal_(self.last, std=0.5)
+        self.flags = nn.Linear(2 * edge, hidden_dim, bias=False)
 
     def forward(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         """``embedded [B, S, E]`` with ``padding_mask [B, S]`` → ``[B, S, H]`` (any padding layout)."""
         real = ~padding_mask
-        ranks = real.long().cumsum(dim=1) - 1
-        lengths = real.sum(dim=1, keepdim=True)
-        first = (real & (ranks == 0)).unsqueeze(-1).to(embedded.dtype)
-        last = (real & (ranks == lengths - 1)).unsqueeze(-1).to(embedded.dtype)
-        return torch.tanh(self.word(embedded) + first * self.first + last * self.last)
+        from_start = real.long().cumsum(dim=1) - 1
+        from_end = real.sum(dim=1, keepdim=True) - 1 - from_start
+        offsets = torch.arange(self.edge, device=embedded.device)
+        flags = torch.cat(
+            [from_start.unsqueeze(-1) == offsets, from_end.unsqueeze(-1) == offsets], dim=-1
+        ) & real.unsqueeze(-1)
+        return torch.tanh(self.word(embedded) + self.flags(flags.to(embedded.dtype)))
 
 
 class LocalEncoder(nn.Module):
