@@ -40,7 +40,7 @@ DECODERS = [
             "decoder_recurrence": False,
             "input_feeding": True,
         },
-        id="shift-robust",
+        id="shift-right-context-forward2",
     ),
     pytest.param(
         {
@@ -52,7 +52,7 @@ DECODERS = [
             "decoder_recurrence": False,
             "input_feeding": True,
         },
-        id="shift-robust-word-values",
+        id="shift-right-context-forward2-word-values",
     ),
 ]
 
