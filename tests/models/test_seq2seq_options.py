@@ -13,6 +13,13 @@ EXTRAPOLATING = {
     "mix_gate": "straight_through",
     "location_options": {"weighter": "feedforward", "gates": "straight_through", "initial_rho": [1, 0, -2]},
 }
+SHIFT_OPTIONS_OF_ISSUE_26 = {
+    "attender": "shift",
+    "attender_options": {"moves": ["content", "stay", "forward", "start", "end", "forward2", "last_match"]},
+    "encoder": "local",
+    "decoder_recurrence": False,
+    "input_feeding": True,
+}
 DECODERS = [
     pytest.param({}, id="paper"),
     pytest.param({"decoder_recurrence": False}, id="no-recurrence"),
@@ -31,29 +38,8 @@ DECODERS = [
         {"attender": "shift", "encoder": "local", "decoder_recurrence": False, "input_feeding": True},
         id="shift",
     ),
-    pytest.param(
-        {
-            "attender": "shift",
-            "attender_options": {"moves": ["content", "stay", "forward", "start", "end", "forward2"]},
-            "encoder": "local",
-            "encoder_context": "right",
-            "decoder_recurrence": False,
-            "input_feeding": True,
-        },
-        id="shift-right-context-forward2",
-    ),
-    pytest.param(
-        {
-            "attender": "shift",
-            "attender_options": {"moves": ["content", "stay", "forward", "start", "end", "forward2"]},
-            "encoder": "local",
-            "encoder_context": "right",
-            "encoder_values": "word",
-            "decoder_recurrence": False,
-            "input_feeding": True,
-        },
-        id="shift-right-context-forward2-word-values",
-    ),
+    pytest.param(SHIFT_OPTIONS_OF_ISSUE_26 | {"encoder_context": "right"}, id="shift-right-context"),
+    pytest.param(SHIFT_OPTIONS_OF_ISSUE_26 | {"encoder_values": "word"}, id="shift-word-values"),
 ]
 
 
