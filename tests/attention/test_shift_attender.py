@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnlab.attention import build_attender
-from attnlab.attention.shift import MOVES, ShiftAttender, shift_targets
+from attnlab.attention.shift import MOVES, ShiftAttender, move_stride, shift_targets
 
 QUERY_DIM = KEY_DIM = 6
 VALUE_DIM = 5
@@ -96,7 +96,10 @@ def test_without_content_move_there_is_no_content_attender(source, make_queries)
     ("options", "message"),
     [
         ({"moves": ()}, "at least one"),
-        ({"moves": ("forward", "jump")}, "moves must be one of"),
+        ({"moves": ("forward", "jump")}, "moves must name moves among"),
+        ({"moves": ("forward", "forward0")}, "moves must name moves among"),
+        ({"moves": ("forward", "forward1")}, "stride must be at least 2"),
+        ({"moves": ("forward", "backward2", "backward2")}, "names a move twice"),
         ({"moves": ("forward", "forward")}, "names a move twice"),
         ({"choice": "sample"}, "choice must be one of"),
         ({"content": "cosine"}, "content must be one of"),
@@ -172,3 +175,123 @@ def test_content_strength_keeps_a_saturated_content_attention_trainable(make_sou
     assert torch.all(bounded[real] >= floor.expand_as(bounded)[real] * (1 - 1e-9))
     assert torch.all(bounded_grad > 1e-3)
     assert ShiftAttender(QUERY_DIM, KEY_DIM).content_strength is None  # the default
+
+
+@pytest.mark.parametrize(
+    ("move", "stride"),
+    [("forward", 1), ("backward", -1), ("forward2", 2), ("backward3", -3), ("forward12", 12)]
+    + [(move, None) for move in ("content", "stay", "start", "end", "forward0", "forwards2", "Forward2")],
+)
+def test_move_stride_reads_the_signed_offset_of_shift_moves(move, stride):
+    assert move_stride(move) == stride
+
+
+STRIDE_MOVES = (*MOVES, "forward2", "backward2", "forward3")
+
+
+@pytest.mark.parametrize(("move", "stride"), [("forward2", 2), ("forward3", 3), ("forward", 1)])
+def test_stride_moves_from_the_first_word_step_k_words_and_saturate_at_the_last(
+    source, make_queries, move, stride
+):
+    attender = only_move(move, moves=STRIDE_MOVES)
+    output = attender(make_queries(4, 5), source.keys, source.values, source.mask)
+    for row, length in enumerate(source.lengths):
+        assert one_hot_rows(output.weights)[row] == [min(stride * (i + 1), length - 1) for i in range(5)]
+    assert output.weights[source.mask.unsqueeze(1).expand_as(output.weights)].abs().sum() == 0
+
+
+def test_backward2_from_the_end_walks_two_words_at_a_time_with_left_padding(make_queries):
+    """Positions are ranks among the real keys, so a stride counts real words, not tensor slots."""
+    keys = torch.randn(2, 7, QUERY_DIM, dtype=torch.float64)
+    values = torch.randn(2, 7, VALUE_DIM, dtype=torch.float64)
+    mask = torch.tensor([[False] * 7, [True, True, False, False, False, False, False]])
+    end = only_move("end", moves=STRIDE_MOVES)
+    state = end(make_queries(2, 1), keys, values, mask).state
+    output = only_move("backward2", moves=STRIDE_MOVES)(make_queries(2, 4), keys, values, mask, state)
+    assert one_hot_rows(output.weights) == [[4, 2, 0, 0], [4, 2, 2, 2]]
+
+
+def test_forward2_is_the_route_through_intermediate_noise(make_queries):
+    """Hand-built Intermediate-noise source ``000 n1 t1 n2 t2 n3 t3 .`` (Dubois et al. 2020): the
+    gold attention is ``0 2 4 6 7``; ``stay`` then ``forward2`` at every step gives exactly that,
+    at this length and at a longer one (``forward2`` from the last table lands on ``.``)."""
+    for length, gold in ((8, [0, 2, 4, 6, 7]), (12, [0, 2, 4, 6, 8, 10, 11])):
+        keys = torch.randn(1, length, QUERY_DIM, dtype=torch.float64)
+        values = torch.randn(1, length, VALUE_DIM, dtype=torch.float64)
+        stay = only_move("stay", moves=STRIDE_MOVES)
+        first = stay(make_queries(1, 1), keys, values, None)
+        forward2 = only_move("forward2", moves=STRIDE_MOVES)
+        rest = forward2(make_queries(1, len(gold) - 1), keys, values, None, first.state)
+        assert one_hot_rows(torch.cat([first.weights, rest.weights], dim=1))[0] == gold
+        assert rest.variables["move_forward2"].eq(1).all()
+        assert "forward2_targets" in rest.state and "forward3_targets" in rest.state
+
+
+def test_stride_moves_are_not_among_the_default_moves():
+    attender = ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM)
+    assert attender.moves == MOVES and attender.move_layer.out_features == 6
+    state = attender.initial_state(torch.zeros(1, 3, KEY_DIM), None)
+    assert not any(key.startswith(("forward2", "backward2")) for key in state)
+
+
+def _last_match_attender(strength: float = 5.0) -> ShiftAttender:
+    """Chooser always on ``last_match``; its and the content's query maps the identity, its match
+    bias ``-strength / 2`` (a word matches when its cosine with the query is above 1/2)."""
+    moves = ("content", "last_match", "forward")
+    attender = only_move("last_match", moves=moves)
+    attender.content_strength = strength
+    with torch.no_grad():
+        attender.last_match_query.weight.copy_(torch.eye(QUERY_DIM, dtype=torch.float64))
+        attender.content.query_layer.weight.copy_(torch.eye(QUERY_DIM, dtype=torch.float64))
+        attender.last_match_bias.fill_(-strength / 2)
+    return attender
+
+
+@pytest.mark.parametrize("strength", [5.0, 20.0])
+def test_last_match_takes_the_last_of_several_equal_matches(strength):
+    """Noisy multi (Dubois et al. 2020): the words after each ``!`` have the same key; the content
+    move splits its weight between them, ``last_match`` puts it on the last one, more so with a
+    larger strength; with no match at all it still sums to one."""
+    torch.manual_seed(0)
+    attender = _last_match_attender(strength)
+    direction = torch.zeros(QUERY_DIM, dtype=torch.float64)
+    direction[0] = 1.0
+    keys = -direction.repeat(1, 7, 1) + 0.1 * torch.randn(1, 7, QUERY_DIM, dtype=torch.float64)
+    keys[0, [1, 4]] = direction  # the two "words after a !"
+    values = torch.randn(1, 7, VALUE_DIM, dtype=torch.float64)
+    output = attender(direction.view(1, 1, -1), keys, values, None)
+    weights = output.weights[0, 0]
+    assert weights.argmax().item() == 4 and output.variables["move_last_match"].eq(1).all()
+    assert weights[4] > 0.9 and weights[4] > 10 * weights[1]
+    content = output.variables["content_attention"][0, 0]
+    torch.testing.assert_close(output.variables["last_match_attention"][0, 0], weights)
+    assert content.argmax().item() in (1, 4) and abs(content[1] - content[4]) < 1e-6  # a tie
+    if strength == 20.0:
+        assert weights[4] > 0.999
+    no_match = attender(-direction.view(1, 1, -1), -keys[:, [1, 4]], values[:, [1, 4]], None).weights
+    torch.testing.assert_close(no_match.sum(-1), torch.ones(1, 1, dtype=torch.float64))
+
+
+def test_last_match_ignores_padding_on_either_side(make_queries):
+    torch.manual_seed(0)
+    attender = _last_match_attender()
+    keys = torch.randn(1, 5, QUERY_DIM, dtype=torch.float64)
+    values = torch.randn(1, 5, VALUE_DIM, dtype=torch.float64)
+    queries = make_queries(1, 3)
+    plain = attender(queries, keys, values, None).weights
+    pad = torch.randn(1, 2, QUERY_DIM, dtype=torch.float64)
+    for padded_keys, mask, real in (
+        (torch.cat([keys, pad], 1), torch.tensor([[False] * 5 + [True] * 2]), slice(0, 5)),
+        (torch.cat([pad, keys], 1), torch.tensor([[True] * 2 + [False] * 5]), slice(2, 7)),
+    ):
+        padded_values = torch.cat([values, values[:, :2]], 1)
+        weights = attender(queries, padded_keys, padded_values, mask).weights
+        torch.testing.assert_close(weights[..., real], plain)
+        assert weights[mask.unsqueeze(1).expand_as(weights)].abs().sum() == 0
+
+
+def test_last_match_has_its_own_parameters_only_when_asked_for():
+    assert not hasattr(ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM), "last_match_query")
+    attender = ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, moves=(*MOVES, "last_match"))
+    assert attender.last_match_query.weight.shape == (KEY_DIM, QUERY_DIM)
+    assert attender.move_layer.out_features == 7

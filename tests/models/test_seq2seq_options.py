@@ -13,6 +13,13 @@ EXTRAPOLATING = {
     "mix_gate": "straight_through",
     "location_options": {"weighter": "feedforward", "gates": "straight_through", "initial_rho": [1, 0, -2]},
 }
+SHIFT_OPTIONS_OF_ISSUE_26 = {
+    "attender": "shift",
+    "attender_options": {"moves": ["content", "stay", "forward", "start", "end", "forward2", "last_match"]},
+    "encoder": "local",
+    "decoder_recurrence": False,
+    "input_feeding": True,
+}
 DECODERS = [
     pytest.param({}, id="paper"),
     pytest.param({"decoder_recurrence": False}, id="no-recurrence"),
@@ -31,6 +38,8 @@ DECODERS = [
         {"attender": "shift", "encoder": "local", "decoder_recurrence": False, "input_feeding": True},
         id="shift",
     ),
+    pytest.param(SHIFT_OPTIONS_OF_ISSUE_26 | {"encoder_context": "right"}, id="shift-right-context"),
+    pytest.param(SHIFT_OPTIONS_OF_ISSUE_26 | {"encoder_values": "word"}, id="shift-word-values"),
 ]
 
 
@@ -105,6 +114,111 @@ def test_local_encoder_vectors_do_not_depend_on_position_or_length():
 def test_local_encoder_window_must_be_positive_and_odd(window):
     with pytest.raises(ValueError, match="encoder_window must be a positive odd number"):
         _model(encoder="local", encoder_window=window)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_right_context_encoder_keys_depend_on_what_follows_only_through_a_max(residual):
+    """``encoder_context="right"``: a key changes when a later word changes (beyond the window),
+    not when an earlier one does (beyond the window); repeating later words changes nothing (a
+    max does not count); padding, right or left, changes nothing; output shape ``[B, S, H]``."""
+    model = _model(encoder="local", encoder_context="right", residual=residual)
+    base = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
+    keys, _ = model.encode(base, torch.zeros_like(base, dtype=torch.bool))
+    assert keys.shape == (1, 7, 16)
+    later = base.clone()
+    later[0, 6] = 4
+    later_keys, _ = model.encode(later, torch.zeros_like(later, dtype=torch.bool))
+    assert not torch.allclose(keys[0, 0], later_keys[0, 0])  # word 6 is outside word 0's window
+    earlier = base.clone()
+    earlier[0, 0] = 4
+    earlier_keys, _ = model.encode(earlier, torch.zeros_like(earlier, dtype=torch.bool))
+    torch.testing.assert_close(keys[0, 2:], earlier_keys[0, 2:])  # word 0 is before and outside
+    repeated = torch.tensor([[5, 6, 7, 8, 9, 10, 9, 10, 9, 10, 11]])
+    repeated_keys, _ = model.encode(repeated, torch.zeros_like(repeated, dtype=torch.bool))
+    torch.testing.assert_close(keys[0, :4], repeated_keys[0, :4])
+    right = torch.cat([base, torch.zeros(1, 3, dtype=torch.long)], dim=1)
+    left = torch.cat([torch.zeros(1, 3, dtype=torch.long), base], dim=1)
+    torch.testing.assert_close(model.encode(right, right == 0)[0][0, :7], keys[0])
+    torch.testing.assert_close(model.encode(left, left == 0)[0][0, 3:], keys[0])
+
+
+def test_right_context_tells_the_word_after_the_last_marker_from_one_after_an_earlier_marker():
+    """Noisy multi (Dubois et al. 2020): ``x ! a b ! a b .``, the tables start after the last ``!``.
+    Both words after a ``!`` have the same 3-word window, so the window-only encoder gives them the
+    same key; with ``V`` set to detect ``!``, the right-context summary is 1 before the last ``!``
+    and 0 from it on, and the two keys differ."""
+    bang = 4
+    source = torch.tensor([[5, bang, 7, 9, bang, 7, 9, 10]])
+    no_padding = torch.zeros_like(source, dtype=torch.bool)
+    model = _model(encoder="local", encoder_context="right", residual=False)
+    window_only = _model(encoder="local", residual=False)
+    with torch.no_grad():
+        model.source_embedding.weight[:, 0] = 0.0
+        model.source_embedding.weight[bang, 0] = 1.0  # coordinate 0 of the embedding: "is !"
+        model.encoder.context_features.weight.zero_()
+        model.encoder.context_features.bias.fill_(-1.0)
+        model.encoder.context_features.weight[0, 0] = 1.0
+        model.encoder.context_features.bias[0] = 0.0  # summary feature 0: "a ! follows"
+        window_only.source_embedding.weight.copy_(model.source_embedding.weight)
+        window_only.encoder.convolution.load_state_dict(model.encoder.convolution.state_dict())
+        summary = model.encoder.right_context(model.source_embedding(source), no_padding)
+    assert (summary[0, :, 1:] == 0).all()
+    assert summary[0, :, 0].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    plain, _ = window_only.encode(source, no_padding)
+    keys, _ = model.encode(source, no_padding)
+    torch.testing.assert_close(plain[0, 2], plain[0, 5])
+    assert not torch.allclose(keys[0, 2], keys[0, 5])
+    torch.testing.assert_close(keys[0, 4:], plain[0, 4:])  # nothing follows that has the feature
+
+
+@pytest.mark.parametrize("encoder", ["local", "gru"])
+@pytest.mark.parametrize("residual", [True, False])
+def test_word_values_hold_the_word_and_its_end_flags_only(encoder, residual):
+    """``encoder_values="word"``: a value depends on its own word and on whether it is the first or
+    last real word, never on its neighbours or the length; right and left padding give the same
+    values; the keys stay the encoder outputs (they do see the neighbours)."""
+    model = _model(encoder=encoder, encoder_values="word", residual=residual)
+    base = torch.tensor([[5, 6, 7, 8, 9]])
+    changed = torch.tensor([[5, 4, 7, 10, 9, 11, 11]])  # other neighbours, longer
+    no_padding = torch.zeros_like
+
+    def keys_and_values(source, mask):
+        keys, _ = model.encode(source, mask)
+        return keys, model.encode_values(source, mask, keys)
+
+    keys, values = keys_and_values(base, no_padding(base, dtype=torch.bool))
+    changed_keys, changed_values = keys_and_values(changed, no_padding(changed, dtype=torch.bool))
+    assert values.shape == keys.shape == (1, 5, 16)
+    torch.testing.assert_close(values[0, 2], changed_values[0, 2])  # "7", middle, other neighbours
+    assert not torch.allclose(keys[0, 2], changed_keys[0, 2])
+    torch.testing.assert_close(values[0, 0], changed_values[0, 0])  # "5", first in both
+    assert not torch.allclose(values[0, 4], changed_values[0, 4])  # "9": last, then not last
+    middle_nine = torch.tensor([[5, 9, 7]])
+    assert not torch.allclose(
+        keys_and_values(middle_nine, no_padding(middle_nine, dtype=torch.bool))[1][0, 1], values[0, 4]
+    )
+    for padded in (
+        torch.cat([base, torch.zeros(1, 2, dtype=torch.long)], 1),
+        torch.cat([torch.zeros(1, 2, dtype=torch.long), base], 1),
+    ):
+        _, padded_values = keys_and_values(padded, padded == 0)
+        torch.testing.assert_close(padded_values[padded != 0], values[0])
+    default = _model(encoder=encoder, residual=residual)
+    default_keys, _ = default.encode(base, no_padding(base, dtype=torch.bool))
+    assert default.encode_values(base, no_padding(base, dtype=torch.bool), default_keys) is default_keys
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"encoder": "local", "encoder_values": "embeddings"}, "encoder_values must be one of"),
+        ({"encoder": "gru", "encoder_context": "right"}, "encoder_context='right' needs encoder='local'"),
+        ({"encoder": "local", "encoder_context": "left"}, "encoder_context must be one of"),
+    ],
+)
+def test_bad_encoder_context_is_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        _model(**options)
 
 
 def test_unknown_encoder_is_refused():

@@ -27,6 +27,25 @@ of a location attention restricted to steps of one word is that of the OneStep a
 Chowdhury & Caragea (2023, "Monotonic Location Attention for Length Generalization", ICML);
 this attender is our own formulation of it as a choice among moves of the previous attention.
 
+Option ``moves`` may also name *stride moves* (issue 26 part 2), ``forward<k>`` / ``backward<k>`` for
+``k >= 2`` (e.g. ``"forward2"``): every weight ``k`` words to the right (left), saturating like
+the one-word shifts. Dubois et al. (2020)'s Intermediate-noise Lookup Tables put a random table
+between every two real ones (``000 n1 t1 n2 t2 .``, gold attention ``0 2 4 5``); with one-word
+steps only, the content move must find every real table and cannot tell it from a noise table,
+whereas ``forward2`` is an exact route at every length.
+
+Option ``moves`` may also name ``"last_match"`` (issue 26 part 2): the *last* word that matches
+the query, a stick-breaking attention taken from the right end of the source::
+
+    m_s     = sigmoid(beta cos(W_m q_t, k_s) + b)          how well word s matches
+    w_s     ∝ m_s prod_{s' > s} (1 - m_{s'})               the last match wins
+
+Dubois et al. (2020)'s Noisy-multi Lookup Tables put noise before the tables that may itself
+hold ``!``, and the tables start after the *last* ``!``: every word after a ``!`` matches a
+content query equally (its key is a local window), and only the order tells the right one. No
+count is involved, so it is the same at every length. (Stick-breaking attention over positions is
+also that of Tan et al. 2024; here it is one move among the others.)
+
 Option ``content_strength`` (issue 26) bounds the content move's scores (cosine similarity times
 a fixed strength, Graves et al. 2014): with unbounded scores, a content attention that settles on
 a wrong word keeps no gradient toward the right one, which is how some training seeds leave every
@@ -35,6 +54,7 @@ Noisy-start example of one input value failing (docs/results.md).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -62,9 +82,15 @@ from attnlab.attention.content import (
 from attnlab.attention.location import straight_through_one_hot
 from attnlab.attention.positional import source_positions
 
-__all__ = ["MOVES", "ShiftAttender", "shift_targets"]
+__all__ = ["MOVES", "ShiftAttender", "move_stride", "shift_targets"]
 
 MOVES = ("content", "stay", "forward", "backward", "start", "end")
+"""The default moves; ``moves`` may also name ``"last_match"`` and stride moves ``forward<k>`` /
+``backward<k>``."""
+EXTRA_MOVES = ("last_match",)
+LAST_MATCH_STRENGTH = 5.0
+"""``beta`` of the ``last_match`` move when ``content_strength`` is not set."""
+_STRIDE_MOVE = re.compile(r"(forward|backward)([1-9][0-9]*)?")
 CHOICES = ("softmax", "straight_through", "gumbel")
 
 
@@ -85,6 +111,22 @@ def shift_targets(key_padding_mask: torch.Tensor | None, like: torch.Tensor, off
     index_of_rank.scatter_(1, torch.where(real, ranks, source_len), indices)
     wanted = torch.minimum((ranks + offset).clamp_min(0), lengths - 1)
     return torch.where(real, index_of_rank.gather(1, wanted), indices)
+
+
+def move_stride(move: str) -> int | None:
+    """The signed word offset of a shift move (``"forward"`` +1, ``"backward3"`` -3), else ``None``.
+
+    Raises ``ValueError`` for a stride below 2 written out (``"forward1"``: write ``"forward"``).
+    """
+    match = _STRIDE_MOVE.fullmatch(move)
+    if match is None:
+        return None
+    stride = 1 if match.group(2) is None else int(match.group(2))
+    if match.group(2) is not None and stride < 2:
+        raise ValueError(
+            f"move {move!r}: a written-out stride must be at least 2 (one word is {match.group(1)!r})"
+        )
+    return stride if match.group(1) == "forward" else -stride
 
 
 def _real_keys(ranks: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
@@ -108,16 +150,26 @@ class ShiftAttender(Attender):
     base state); ``"positions"`` ``[batch, source_len]`` (each key's rank among the real keys, 0 on
     padding; computed once per source); ``"previous_attention"`` ``[batch, source_len]``
     (``alpha_{t-1}``, initially the one-hot of the first word); ``"forward_targets"``,
-    ``"backward_targets"`` (long ``[batch, source_len]``, see :func:`shift_targets`); ``"start"``,
+    ``"backward_targets"`` and ``"<move>_targets"`` for each stride move (long
+    ``[batch, source_len]``, see :func:`shift_targets`); ``"start"``,
     ``"end"`` (one-hots of the first and last real word, ``[batch, source_len]``); and the content
     attender's own state under ``"content.<key>"``.
 
     Variables (each ``[batch, steps]`` unless said): ``"move_<name>"`` for every move (its weight
-    ``pi_t``), ``"position"`` (the mean word index of ``alpha_t``, in words from the first) and
-    ``"content_attention"`` ``[batch, steps, source_len]``.
+    ``pi_t``), ``"position"`` (the mean word index of ``alpha_t``, in words from the first),
+    ``"content_attention"`` and (with that move) ``"last_match_attention"``
+    ``[batch, steps, source_len]``.
 
     Options:
-        moves: the moves to choose from, a subset of :data:`MOVES` in any order (default all).
+        moves: the moves to choose from, in any order (default :data:`MOVES`): any of
+            :data:`MOVES`, and stride moves ``"forward<k>"`` / ``"backward<k>"`` (``k >= 2``):
+            every weight ``k`` words to the right (left), saturating at the ends like ``forward``.
+            ``"forward2"`` gives an exact route through Dubois et al. (2020)'s Intermediate-noise
+            Lookup Tables, where a noise table sits between every two real ones (module docstring;
+            docs/results.md, session 15). ``"last_match"``: the last word that matches the query
+            (module docstring; its own query map ``last_match_query`` and match bias
+            ``last_match_bias``, strength ``content_strength`` or 5), for Noisy-multi Lookup
+            Tables. Default: neither.
         choice: how the moves' logits become weights ``pi_t``.
             ``"gumbel"`` (default): in training, one move sampled by the straight-through
             Gumbel-softmax (Jang et al. 2017; Gumbel noise added to the logits, the one-hot of the
@@ -165,7 +217,15 @@ class ShiftAttender(Attender):
         if not moves:
             raise ValueError(f"{name}: option moves must name at least one of {list(MOVES)}")
         for move in moves:
-            check_choice(name, "moves", move, MOVES)
+            try:
+                stride = move_stride(move)
+            except ValueError as error:
+                raise ValueError(f"{name}: option moves: {error}") from None
+            if stride is None and move not in MOVES + EXTRA_MOVES:
+                raise ValueError(
+                    f"{name}: option moves must name moves among {sorted(MOVES + EXTRA_MOVES)} or "
+                    f"stride moves forward<k> / backward<k> (k >= 2), got {move!r}"
+                )
         if len(set(moves)) != len(moves):
             raise ValueError(f"{name}: option moves names a move twice: {list(moves)}")
         check_choice(name, "choice", choice, CHOICES)
@@ -187,6 +247,9 @@ class ShiftAttender(Attender):
             if "content" in moves
             else None
         )
+        if "last_match" in moves:
+            self.last_match_query = nn.Linear(query_dim, key_dim, bias=False)
+            self.last_match_bias = nn.Parameter(torch.zeros(()))
         self.move_hidden = nn.Linear(query_dim, hidden_dim)
         self.move_layer = nn.Linear(hidden_dim, len(moves))
 
@@ -202,6 +265,11 @@ class ShiftAttender(Attender):
             "previous_attention": first,
             "forward_targets": shift_targets(key_padding_mask, keys, +1),
             "backward_targets": shift_targets(key_padding_mask, keys, -1),
+            **{
+                f"{move}_targets": shift_targets(key_padding_mask, keys, stride)
+                for move in self.moves
+                if (stride := move_stride(move)) is not None and abs(stride) > 1
+            },
             "start": first,
             "end": last,
         }
@@ -223,10 +291,16 @@ class ShiftAttender(Attender):
         if self.content is not None:
             content_state = unprefixed_state("content", state)
             content_attention = self._content_attention(query, keys, key_padding_mask, content_state)
+        last_match = self._last_match(query, keys, key_padding_mask) if "last_match" in self.moves else None
         previous = state["previous_attention"]
         finals: list[torch.Tensor] = []
         for i, pi in enumerate(pis.unbind(1)):
-            candidates = [self._candidate(move, previous, state, content_attention, i) for move in self.moves]
+            candidates = [
+                self._candidate(move, previous, state, content_attention, i)
+                if move != "last_match"
+                else last_match[:, i]  # type: ignore[index]
+                for move in self.moves
+            ]
             previous = torch.einsum("bk,bks->bs", pi, torch.stack(candidates, dim=1))
             finals.append(previous)
         attention = torch.stack(finals, dim=1)
@@ -234,6 +308,8 @@ class ShiftAttender(Attender):
         variables["position"] = (attention * state["positions"].unsqueeze(1)).sum(-1)
         if content_attention is not None:
             variables["content_attention"] = content_attention
+        if last_match is not None:
+            variables["last_match_attention"] = last_match
         return AttentionOutput(
             glimpse=weighted_sum(attention, values),
             weights=attention,
@@ -257,6 +333,23 @@ class ShiftAttender(Attender):
             query = self.content.query_layer(query)
         cosine = torch.bmm(F.normalize(query, dim=-1), F.normalize(keys, dim=-1).transpose(1, 2))
         return masked_softmax(self.content_strength * cosine, key_padding_mask)
+
+    def _last_match(
+        self, query: torch.Tensor, keys: torch.Tensor, key_padding_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The ``last_match`` move's attention ``[batch, steps, source_len]`` (module docstring):
+        ``w_s ∝ m_s prod_{s'>s} (1 - m_s')``, in log space; padding never matches."""
+        strength = LAST_MATCH_STRENGTH if self.content_strength is None else self.content_strength
+        cosine = torch.bmm(
+            F.normalize(self.last_match_query(query), dim=-1), F.normalize(keys, dim=-1).transpose(1, 2)
+        )
+        scores = strength * cosine + self.last_match_bias
+        log_match, log_miss = F.logsigmoid(scores), F.logsigmoid(-scores)
+        if key_padding_mask is not None:
+            log_miss = log_miss.masked_fill(key_padding_mask.unsqueeze(1), 0.0)
+        # sum of log(1 - m_s') over s' > s: a reversed cumulative sum, exclusive
+        after = log_miss.flip(-1).cumsum(-1).flip(-1) - log_miss
+        return masked_softmax(log_match + after, key_padding_mask)
 
     def _choose(self, logits: torch.Tensor) -> torch.Tensor:
         """The weights ``pi`` of the moves from their logits ``[batch, steps, moves]``."""
@@ -282,8 +375,6 @@ class ShiftAttender(Attender):
             return content_attention[:, step]
         if move == "stay":
             return previous
-        if move == "forward":
-            return _shift(previous, state["forward_targets"])
-        if move == "backward":
-            return _shift(previous, state["backward_targets"])
+        if move_stride(move) is not None:  # forward, backward, forward<k>, backward<k>
+            return _shift(previous, state[f"{move}_targets"])
         return state[move]  # "start" or "end"

@@ -61,6 +61,8 @@ class RecurrentSeq2Seq(nn.Module):
         residual: bool = True,
         encoder: str = "gru",
         encoder_window: int = 3,
+        encoder_context: str = "none",
+        encoder_values: str = "outputs",
         decoder_recurrence: bool = True,
         input_feeding: bool = False,
         pad_id: int = 0,
@@ -73,12 +75,17 @@ class RecurrentSeq2Seq(nn.Module):
         self.target_embedding = nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id)
         if encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+        if encoder_context != "none" and encoder != "local":
+            raise ValueError(f"encoder_context={encoder_context!r} needs encoder='local', got {encoder!r}")
         self.encoder: nn.Module = (
             nn.GRU(embedding_dim, hidden_dim, batch_first=True)
             if encoder == "gru"
-            else LocalEncoder(embedding_dim, hidden_dim, encoder_window)
+            else LocalEncoder(embedding_dim, hidden_dim, encoder_window, context=encoder_context)
         )
         self.residual = _residual_projection(embedding_dim, hidden_dim) if residual else None
+        if encoder_values not in ENCODER_VALUES:
+            raise ValueError(f"encoder_values must be one of {ENCODER_VALUES}, got {encoder_values!r}")
+        self.word_values = WordValues(embedding_dim, hidden_dim) if encoder_values == "word" else None
         self.bottleneck_dropout = nn.Dropout(bottleneck_dropout)
         self.decoder_recurrence = decoder_recurrence
         self.input_feeding = input_feeding
@@ -111,14 +118,26 @@ class RecurrentSeq2Seq(nn.Module):
             outputs = outputs + self.residual(embedded)
         return outputs, self.bottleneck_dropout(final)
 
+    def encode_values(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, keys: torch.Tensor
+    ) -> torch.Tensor:
+        """The attention's values ``[B, S, H]``: the keys (encoder outputs), or with
+        ``encoder_values="word"`` each word's own vector (:class:`WordValues`, plus the residual)."""
+        if self.word_values is None:
+            return keys
+        embedded = self.source_embedding(source)
+        values = self.word_values(embedded, source_padding_mask)
+        return values if self.residual is None else values + self.residual(embedded)
+
     def forward(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
     ) -> Seq2SeqOutput:
         """Teacher forcing: predict ``target_output`` from ``target_input`` (``<sos>`` + target)."""
         memory, hidden = self.encode(source, source_padding_mask)
+        values = self.encode_values(source, source_padding_mask, memory)
         embedded = self.target_embedding(target_input)
         if self.input_feeding:
-            return self._teacher_forced_steps(embedded, memory, source_padding_mask, hidden)
+            return self._teacher_forced_steps(embedded, memory, values, source_padding_mask, hidden)
         if self.decoder_recurrence:
             decoder_states, _ = self.decoder(embedded, hidden)
         else:  # every step starts from the same fresh state: all steps in one call
@@ -127,7 +146,7 @@ class RecurrentSeq2Seq(nn.Module):
                 embedded.reshape(batch * steps, 1, -1), self._fresh_hidden(batch * steps, memory)
             )
             decoder_states = flat.reshape(batch, steps, -1)
-        attended = self.attender(decoder_states, memory, memory, source_padding_mask)
+        attended = self.attender(decoder_states, memory, values, source_padding_mask)
         logits = self._predict(decoder_states, attended.glimpse)
         return Seq2SeqOutput(logits, attended.weights, attended.variables)
 
@@ -135,6 +154,7 @@ class RecurrentSeq2Seq(nn.Module):
         self,
         embedded: torch.Tensor,
         memory: torch.Tensor,
+        values: torch.Tensor,
         source_padding_mask: torch.Tensor,
         hidden: torch.Tensor,
     ) -> Seq2SeqOutput:
@@ -145,7 +165,7 @@ class RecurrentSeq2Seq(nn.Module):
         steps: list[_DecodedStep] = []
         for previous in embedded.split(1, dim=1):
             logits, hidden, attended = self._step(
-                previous, hidden, glimpse, memory, source_padding_mask, state
+                previous, hidden, glimpse, memory, values, source_padding_mask, state
             )
             state, glimpse = attended.state, attended.glimpse
             steps.append(_DecodedStep(logits, attended.weights, None, alive, attended.variables))
@@ -158,6 +178,7 @@ class RecurrentSeq2Seq(nn.Module):
         hidden: torch.Tensor,
         glimpse: torch.Tensor,
         memory: torch.Tensor,
+        values: torch.Tensor,
         source_padding_mask: torch.Tensor,
         state: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
@@ -166,7 +187,7 @@ class RecurrentSeq2Seq(nn.Module):
         if not self.decoder_recurrence:
             hidden = self._fresh_hidden(previous.size(0), memory)
         decoder_state, hidden = self.decoder(inputs, hidden)
-        attended = self.attender(decoder_state, memory, memory, source_padding_mask, state)
+        attended = self.attender(decoder_state, memory, values, source_padding_mask, state)
         return self._predict(decoder_state, attended.glimpse), hidden, attended
 
     def _fresh_hidden(self, batch: int, like: torch.Tensor) -> torch.Tensor:
@@ -183,6 +204,7 @@ class RecurrentSeq2Seq(nn.Module):
         Positions after a sequence's ``<eos>`` hold the pad id (and zero attention).
         """
         memory, hidden = self.encode(source, source_padding_mask)
+        values = self.encode_values(source, source_padding_mask, memory)
         batch = source.size(0)
         state = self.attender.initial_state(memory, source_padding_mask)
         previous = torch.full((batch, 1), self.sos_id, dtype=torch.long, device=source.device)
@@ -192,7 +214,7 @@ class RecurrentSeq2Seq(nn.Module):
         for _ in range(max_length):
             embedded = self.target_embedding(previous)
             logits, hidden, attended = self._step(
-                embedded, hidden, glimpse, memory, source_padding_mask, state
+                embedded, hidden, glimpse, memory, values, source_padding_mask, state
             )
             state, glimpse = attended.state, attended.glimpse
             tokens = self._best_tokens(logits).masked_fill(finished, self.pad_id)
@@ -213,6 +235,44 @@ class RecurrentSeq2Seq(nn.Module):
 
 
 ENCODERS = ("gru", "local")
+ENCODER_CONTEXTS = ("none", "right")
+ENCODER_VALUES = ("outputs", "word")
+
+
+class WordValues(nn.Module):
+    """Values that hold the attended word and its distance to the ends only (when small):
+    ``tanh(W x_s + U f_s)``, ``f_s`` the one-hots of "s is the i-th word" and "s is the i-th word
+    from the end" for ``i < edge`` (zero elsewhere).
+
+    The option ``encoder_values="word"`` (issue 26 part 2): keys stay the encoder outputs (a
+    window, a right context: what the content move and the chooser's scores need), but what a
+    glimpse *reads* is the attended word, nothing of its neighbours. With window values, an
+    attention one word past the right table reads that table through its neighbour's window, so a
+    two-word move (``forward2``) lets the model read tables out of order and learn a pattern that
+    holds at training lengths only (measured, docs/results.md, session 15). The edge flags keep
+    what a window gives near the ends, independent of the length: the Reversed task stops after
+    the first word, and with ``edge=2`` the chooser can tell the last table (second word from the
+    end) from the others, where ``end`` and ``forward`` (``start`` and ``backward``) lead to the
+    same word in training and only one of them extrapolates (with ``edge=1``, measured: some
+    (output, word) pairs seen only at the last table learn ``end`` and stop early on longer inputs).
+    """
+
+    def __init__(self, embedding_dim: int, hidden_dim: int, edge: int = 2) -> None:
+        super().__init__()
+        self.edge = edge
+        self.word = nn.Linear(embedding_dim, hidden_dim)
+        self.flags = nn.Linear(2 * edge, hidden_dim, bias=False)
+
+    def forward(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        """``embedded [B, S, E]`` with ``padding_mask [B, S]`` → ``[B, S, H]`` (any padding layout)."""
+        real = ~padding_mask
+        from_start = real.long().cumsum(dim=1) - 1
+        from_end = real.sum(dim=1, keepdim=True) - 1 - from_start
+        offsets = torch.arange(self.edge, device=embedded.device)
+        flags = torch.cat(
+            [from_start.unsqueeze(-1) == offsets, from_end.unsqueeze(-1) == offsets], dim=-1
+        ) & real.unsqueeze(-1)
+        return torch.tanh(self.word(embedded) + self.flags(flags.to(embedded.dtype)))
 
 
 class LocalEncoder(nn.Module):
@@ -222,19 +282,49 @@ class LocalEncoder(nn.Module):
     its position or on the length of the source, so keys and values look the same on inputs
     longer than any seen in training. Padding and the space beyond either end of the source
     read as zero vectors, so the first and last tokens are recognisable as such.
+
+    ``context="right"`` (issue 26 part 2) adds what follows each token, as a max-pooled summary:
+    ``h_s = tanh(Conv1d(x)_s + U max_{s' > s} ReLU(V x_{s'}))`` (the max over nothing is 0). A
+    feature of the summary says "some later word has property f" — e.g. "a ``!`` follows" — and,
+    being a maximum, it does not depend on how many words follow, so keys still look the same at
+    any length. Dubois et al. (2020)'s Noisy-multi Lookup Tables need it: the noise before the
+    real tables may itself hold ``!``, the tables start after the *last* one, and neither a
+    3-word window nor a left-to-right GRU can tell the word after the last ``!`` from the word
+    after an earlier one. Measured (docs/results.md, session 15): it solves Noisy multi in 5 runs of
+    6, but on short sources the summary of what follows is position-like, and on Reversed (and in
+    the sixth run) the content move counts with it and stops extrapolating. Default ``"none"``:
+    the window only.
     """
 
-    def __init__(self, embedding_dim: int, hidden_dim: int, window: int = 3) -> None:
+    def __init__(
+        self, embedding_dim: int, hidden_dim: int, window: int = 3, *, context: str = "none"
+    ) -> None:
         super().__init__()
         if window < 1 or window % 2 == 0:
             raise ValueError(f"encoder_window must be a positive odd number, got {window!r}")
+        if context not in ENCODER_CONTEXTS:
+            raise ValueError(f"encoder_context must be one of {ENCODER_CONTEXTS}, got {context!r}")
         self.convolution = nn.Conv1d(embedding_dim, hidden_dim, window, padding=window // 2)
         self.summary = MeanPooling(hidden_dim)  # the decoder's initial state: mean over real tokens
+        self.context = context
+        if context == "right":
+            self.context_features = nn.Linear(embedding_dim, hidden_dim)  # V
+            self.context_projection = nn.Linear(hidden_dim, hidden_dim, bias=False)  # U
 
     def forward(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         """``embedded [B, S, E]`` with ``padding_mask [B, S]`` → ``[B, S, H]``."""
         embedded = embedded.masked_fill(padding_mask.unsqueeze(-1), 0.0)
-        return torch.tanh(self.convolution(embedded.transpose(1, 2))).transpose(1, 2)
+        local = self.convolution(embedded.transpose(1, 2)).transpose(1, 2)
+        if self.context == "right":
+            local = local + self.context_projection(self.right_context(embedded, padding_mask))
+        return torch.tanh(local)
+
+    def right_context(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        """``max_{s' > s} ReLU(V x_{s'})`` over the real tokens after each ``s`` (0 where there are
+        none): ``[B, S, H]``."""
+        features = torch.relu(self.context_features(embedded)).masked_fill(padding_mask.unsqueeze(-1), 0.0)
+        from_here = features.flip(1).cummax(dim=1).values.flip(1)  # max over s' >= s
+        return torch.cat([from_here[:, 1:], torch.zeros_like(from_here[:, :1])], dim=1)
 
 
 def _residual_projection(embedding_dim: int, hidden_dim: int) -> nn.Module:

@@ -121,6 +121,8 @@ class Seq2SeqModelConfig:
     residual: bool = True
     encoder: str = "gru"
     encoder_window: int = 3
+    encoder_context: str = "none"
+    encoder_values: str = "outputs"
     decoder_recurrence: bool = True
     input_feeding: bool = False
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
@@ -251,6 +253,8 @@ def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabular
             residual=model.residual,
             encoder=model.encoder,
             encoder_window=model.encoder_window,
+            encoder_context=model.encoder_context,
+            encoder_values=model.encoder_values,
             decoder_recurrence=model.decoder_recurrence,
             input_feeding=model.input_feeding,
             pad_id=target.pad_id,
