@@ -50,6 +50,18 @@ Option ``content_strength`` (issue 26) bounds the content move's scores (cosine 
 a fixed strength, Graves et al. 2014): with unbounded scores, a content attention that settles on
 a wrong word keeps no gradient toward the right one, which is how some training seeds leave every
 Noisy-start example of one input value failing (docs/results.md).
+
+Option ``content_steps`` (issue 26 part 2) is an inductive bias, stated as one: the content-type
+moves (``content``, ``last_match``) are offered only at the first ``content_steps`` decoder steps
+(their logits are masked at every later step), so every later step must be a move of the previous
+attention. In all five of Dubois et al. (2020)'s Lookup-table variants (Long, Reversed, Noisy
+single, Noisy multi, Intermediate noise) the only step that needs to *find* a word is the jump to
+where the input or the tables start (decoder step 0 on Reversed, step 1 on the Noisy variants);
+every later step is an exact one- or two-word move at any length. A content move left available
+at later steps can instead fit the training lengths by a content walk (finding "the word before
+the one just read" by its key), which does not extrapolate (docs/results.md, session 15). The
+choice ``content_steps=2`` covers the jumps of all five variants; it is a prior about these
+tasks, not learnt.
 """
 
 from __future__ import annotations
@@ -82,12 +94,14 @@ from attnlab.attention.content import (
 from attnlab.attention.location import straight_through_one_hot
 from attnlab.attention.positional import source_positions
 
-__all__ = ["MOVES", "ShiftAttender", "move_stride", "shift_targets"]
+__all__ = ["CONTENT_MOVES", "MOVES", "ShiftAttender", "move_stride", "shift_targets"]
 
 MOVES = ("content", "stay", "forward", "backward", "start", "end")
 """The default moves; ``moves`` may also name ``"last_match"`` and stride moves ``forward<k>`` /
 ``backward<k>``."""
 EXTRA_MOVES = ("last_match",)
+CONTENT_MOVES = ("content", "last_match")
+"""The moves that find a word by its key (restricted by the option ``content_steps``)."""
 LAST_MATCH_STRENGTH = 5.0
 """``beta`` of the ``last_match`` move when ``content_strength`` is not set."""
 _STRIDE_MOVE = re.compile(r"(forward|backward)([1-9][0-9]*)?")
@@ -194,6 +208,12 @@ class ShiftAttender(Attender):
             elsewhere and no gradient toward the right word (issue 26, docs/results.md). Default
             ``None``: the content attender's own scores. Not with ``content="additive"`` (whose
             scores are already bounded by its output layer).
+        content_steps: if set (an int ``n >= 1``), the content-type moves (:data:`CONTENT_MOVES`:
+            ``"content"``, ``"last_match"``) can be chosen only at decoder steps ``0 … n-1``; at
+            every later step their logits are ``-inf`` (weight 0, no gradient through them), so
+            the attention is a move of the previous one (module docstring: an inductive bias for
+            the Lookup-table tasks, where only the first jump needs to find a word). Needs at
+            least one content-type and one other move. Default ``None``: every move at every step.
     """
 
     stateful = True
@@ -210,6 +230,7 @@ class ShiftAttender(Attender):
         content: str = "multiplicative",
         content_options: dict[str, Any] | None = None,
         content_strength: float | None = None,
+        content_steps: int | None = None,
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
@@ -239,6 +260,14 @@ class ShiftAttender(Attender):
                 raise ValueError(
                     f"{name}: option content_strength needs multiplicative or scaled_dot content"
                 )
+        if content_steps is not None:
+            if isinstance(content_steps, bool) or not isinstance(content_steps, int) or content_steps < 1:
+                raise ValueError(f"{name}: option content_steps must be an int >= 1, got {content_steps!r}")
+            if not any(move in CONTENT_MOVES for move in moves):
+                raise ValueError(f"{name}: option content_steps needs a move among {list(CONTENT_MOVES)}")
+            if all(move in CONTENT_MOVES for move in moves):
+                raise ValueError(f"{name}: option content_steps needs a move other than {list(CONTENT_MOVES)}")
+        self.content_steps = content_steps
         self.content_strength = None if content_strength is None else float(content_strength)
         self.moves = moves
         self.choice = choice
@@ -286,6 +315,8 @@ class ShiftAttender(Attender):
         state: AttentionState,
     ) -> AttentionOutput:
         logits = self.move_layer(F.relu(self.move_hidden(query)))  # [B, T, K]
+        if self.content_steps is not None:
+            logits = self._mask_content_moves(logits, state["step"])
         pis = self._choose(logits)
         content_attention = None
         if self.content is not None:
@@ -350,6 +381,17 @@ class ShiftAttender(Attender):
         # sum of log(1 - m_s') over s' > s: a reversed cumulative sum, exclusive
         after = log_miss.flip(-1).cumsum(-1).flip(-1) - log_miss
         return masked_softmax(log_match + after, key_padding_mask)
+
+    def _mask_content_moves(self, logits: torch.Tensor, first_step: Any) -> torch.Tensor:
+        """``logits`` ``[batch, steps, moves]`` with the content-type moves at ``-inf`` at every
+        decoder step ``>= content_steps`` (the queries are steps ``first_step, first_step + 1, …``)."""
+        assert self.content_steps is not None
+        steps = torch.arange(logits.size(1), device=logits.device) + first_step
+        late = (steps >= self.content_steps).view(1, -1, 1)  # [1, T, 1]
+        content_type = torch.tensor(
+            [move in CONTENT_MOVES for move in self.moves], dtype=torch.bool, device=logits.device
+        )
+        return logits.masked_fill(late & content_type, float("-inf"))
 
     def _choose(self, logits: torch.Tensor) -> torch.Tensor:
         """The weights ``pi`` of the moves from their logits ``[batch, steps, moves]``."""
