@@ -115,6 +115,8 @@ def test_without_content_move_there_is_no_content_attender(source, make_queries)
         ({"content_steps": True}, "content_steps must be an int >= 1"),
         ({"content_steps": 1, "moves": ("forward", "stay")}, "content_steps needs a move among"),
         ({"content_steps": 1, "moves": ("content", "last_match")}, "content_steps needs a move other than"),
+        ({"content_once": 1}, "content_once must be true or false"),
+        ({"content_once": True, "moves": ("forward", "stay")}, "content_once needs a move among"),
     ],
 )
 def test_bad_options_raise_clear_errors(options, message):
@@ -367,3 +369,46 @@ def test_content_steps_default_changes_nothing(source, make_queries):
     second = restricted(queries, source.keys, source.values, source.mask)
     torch.testing.assert_close(first.weights, second.weights)
     assert torch.all(first.variables["move_content"] == 1)
+
+
+def _content_once_attender(choice: str = "straight_through") -> ShiftAttender:
+    attender = ShiftAttender(
+        QUERY_DIM, KEY_DIM, VALUE_DIM, moves=CONTENT_STEP_MOVES, choice=choice, content_once=True
+    ).double()
+    with torch.no_grad():
+        attender.move_layer.weight.zero_()
+        attender.move_layer.bias.copy_(torch.tensor([10.0, 9.0, 5.0, -10.0]))
+    return attender
+
+
+@pytest.mark.parametrize("choice", ["straight_through", "gumbel"])
+def test_content_once_allows_one_content_type_move_per_sequence(source, make_queries, choice):
+    """The chooser prefers content at every step: it takes it at step 0 only, then forward; the
+    state carries the fact over calls, one step at a time or all at once alike."""
+    attender = _content_once_attender(choice).eval()
+    queries = make_queries(4, 5)
+    whole = attender(queries, source.keys, source.values, source.mask)
+    assert torch.all(whole.variables["move_content"][:, 0] == 1)
+    assert torch.all(whole.variables["move_content"][:, 1:] + whole.variables["move_last_match"][:, 1:] == 0)
+    assert torch.all(whole.variables["move_forward"][:, 1:] == 1)
+    assert whole.state["content_used"].all()
+    state = attender.initial_state(source.keys, source.mask)
+    assert not state["content_used"].any()
+    for step in range(5):
+        one = attender(queries[:, step], source.keys, source.values, source.mask, state)
+        state = one.state
+        torch.testing.assert_close(one.weights, whole.weights[:, step])
+    attender.train()
+    (attender(queries, source.keys, source.values, source.mask).glimpse ** 2).sum().backward()
+    assert torch.isfinite(attender.move_layer.bias.grad).all() and torch.all(attender.move_layer.bias.grad != 0)
+
+
+def test_content_once_waits_for_the_first_content_type_move():
+    """Rows that have not taken a content-type move may still take one (here: forward is
+    preferred, so content stays available and is never taken)."""
+    attender = _content_once_attender()
+    with torch.no_grad():
+        attender.move_layer.bias.copy_(torch.tensor([1.0, 0.0, 5.0, -10.0]))
+    keys = torch.randn(2, 6, KEY_DIM, dtype=torch.float64)
+    output = attender(torch.randn(2, 4, QUERY_DIM, dtype=torch.float64), keys, keys[..., :VALUE_DIM], None)
+    assert torch.all(output.variables["move_forward"] == 1) and not output.state["content_used"].any()

@@ -62,6 +62,13 @@ at later steps can instead fit the training lengths by a content walk (finding "
 the one just read" by its key), which does not extrapolate (docs/results.md, session 15). The
 choice ``content_steps=2`` covers the jumps of all five variants; it is a prior about these
 tasks, not learnt.
+
+Option ``content_once`` is the same bias in another form: a content-type move may be taken at
+most once per sequence (after the first, their logits are masked for the rest of the decoding).
+With ``content_steps=2`` alone, Reversed Lookup Tables (whose jump is at step 0, to the input
+word before ``.``) can still take ``content`` at step 1, and measured runs learn neither that nor
+``backward`` (docs/results.md, session 15 continued); with ``content_once`` the step after the
+jump must be a move of it.
 """
 
 from __future__ import annotations
@@ -214,6 +221,11 @@ class ShiftAttender(Attender):
             the attention is a move of the previous one (module docstring: an inductive bias for
             the Lookup-table tasks, where only the first jump needs to find a word). Needs at
             least one content-type and one other move. Default ``None``: every move at every step.
+        content_once: if true, a content-type move can be taken at most once per sequence: once
+            the chosen move (the argmax of ``pi_t``) has been ``"content"`` or ``"last_match"``,
+            their logits are ``-inf`` at every later step (state ``"content_used"``, ``[batch]``
+            bool). Same requirements on ``moves`` as ``content_steps``; the two combine. Default
+            false.
     """
 
     stateful = True
@@ -231,6 +243,7 @@ class ShiftAttender(Attender):
         content_options: dict[str, Any] | None = None,
         content_strength: float | None = None,
         content_steps: int | None = None,
+        content_once: bool = False,
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
@@ -263,11 +276,17 @@ class ShiftAttender(Attender):
         if content_steps is not None:
             if isinstance(content_steps, bool) or not isinstance(content_steps, int) or content_steps < 1:
                 raise ValueError(f"{name}: option content_steps must be an int >= 1, got {content_steps!r}")
+        if not isinstance(content_once, bool):
+            raise ValueError(f"{name}: option content_once must be true or false, got {content_once!r}")
+        for option, value in (("content_steps", content_steps is not None), ("content_once", content_once)):
+            if not value:
+                continue
             if not any(move in CONTENT_MOVES for move in moves):
-                raise ValueError(f"{name}: option content_steps needs a move among {list(CONTENT_MOVES)}")
+                raise ValueError(f"{name}: option {option} needs a move among {list(CONTENT_MOVES)}")
             if all(move in CONTENT_MOVES for move in moves):
-                raise ValueError(f"{name}: option content_steps needs a move other than {list(CONTENT_MOVES)}")
+                raise ValueError(f"{name}: option {option} needs a move other than {list(CONTENT_MOVES)}")
         self.content_steps = content_steps
+        self.content_once = content_once
         self.content_strength = None if content_strength is None else float(content_strength)
         self.moves = moves
         self.choice = choice
@@ -302,6 +321,8 @@ class ShiftAttender(Attender):
             "start": first,
             "end": last,
         }
+        if self.content_once:
+            state["content_used"] = torch.zeros(keys.size(0), dtype=torch.bool, device=keys.device)
         if self.content is not None:
             state.update(prefixed_state("content", self.content._init_state(keys, key_padding_mask, lengths)))
         return state
@@ -317,7 +338,11 @@ class ShiftAttender(Attender):
         logits = self.move_layer(F.relu(self.move_hidden(query)))  # [B, T, K]
         if self.content_steps is not None:
             logits = self._mask_content_moves(logits, state["step"])
-        pis = self._choose(logits)
+        updates: AttentionState = {}
+        if self.content_once:
+            pis, updates["content_used"] = self._choose_content_once(logits, state["content_used"])
+        else:
+            pis = self._choose(logits)
         content_attention = None
         if self.content is not None:
             content_state = unprefixed_state("content", state)
@@ -344,7 +369,7 @@ class ShiftAttender(Attender):
         return AttentionOutput(
             glimpse=weighted_sum(attention, values),
             weights=attention,
-            state=advance_state(state, query.size(1), previous_attention=previous),
+            state=advance_state(state, query.size(1), previous_attention=previous, **updates),
             variables=variables,
         )
 
@@ -388,10 +413,25 @@ class ShiftAttender(Attender):
         assert self.content_steps is not None
         steps = torch.arange(logits.size(1), device=logits.device) + first_step
         late = (steps >= self.content_steps).view(1, -1, 1)  # [1, T, 1]
-        content_type = torch.tensor(
-            [move in CONTENT_MOVES for move in self.moves], dtype=torch.bool, device=logits.device
-        )
+        content_type = self._content_type(logits.device)
         return logits.masked_fill(late & content_type, float("-inf"))
+
+    def _content_type(self, device: torch.device) -> torch.Tensor:
+        """``True`` at the content-type moves, ``[moves]``."""
+        return torch.tensor([move in CONTENT_MOVES for move in self.moves], dtype=torch.bool, device=device)
+
+    def _choose_content_once(
+        self, logits: torch.Tensor, used: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``pi`` ``[batch, steps, moves]`` step by step, masking the content-type moves in the rows
+        that have already taken one (``used`` ``[batch]`` bool); returns ``pi`` and the new ``used``."""
+        content_type = self._content_type(logits.device)
+        pis = []
+        for step_logits in logits.unbind(1):
+            pi = self._choose(step_logits.masked_fill(used.unsqueeze(1) & content_type, float("-inf")))
+            used = used | content_type[pi.detach().argmax(-1)]
+            pis.append(pi)
+        return torch.stack(pis, dim=1), used
 
     def _choose(self, logits: torch.Tensor) -> torch.Tensor:
         """The weights ``pi`` of the moves from their logits ``[batch, steps, moves]``."""
