@@ -400,7 +400,8 @@ def test_content_once_allows_one_content_type_move_per_sequence(source, make_que
         torch.testing.assert_close(one.weights, whole.weights[:, step])
     attender.train()
     (attender(queries, source.keys, source.values, source.mask).glimpse ** 2).sum().backward()
-    assert torch.isfinite(attender.move_layer.bias.grad).all() and torch.all(attender.move_layer.bias.grad != 0)
+    grad = attender.move_layer.bias.grad
+    assert torch.isfinite(grad).all() and torch.all(grad != 0)
 
 
 def test_content_once_waits_for_the_first_content_type_move():
