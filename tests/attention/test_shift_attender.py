@@ -110,6 +110,13 @@ def test_without_content_move_there_is_no_content_attender(source, make_queries)
             "content_strength needs the 'content' move",
         ),
         ({"content_strength": 5.0, "content": "additive"}, "content_strength needs multiplicative"),
+        ({"content_steps": 0}, "content_steps must be an int >= 1"),
+        ({"content_steps": 1.5}, "content_steps must be an int >= 1"),
+        ({"content_steps": True}, "content_steps must be an int >= 1"),
+        ({"content_steps": 1, "moves": ("forward", "stay")}, "content_steps needs a move among"),
+        ({"content_steps": 1, "moves": ("content", "last_match")}, "content_steps needs a move other than"),
+        ({"content_once": 1}, "content_once must be true or false"),
+        ({"content_once": True, "moves": ("forward", "stay")}, "content_once needs a move among"),
     ],
 )
 def test_bad_options_raise_clear_errors(options, message):
@@ -295,3 +302,114 @@ def test_last_match_has_its_own_parameters_only_when_asked_for():
     attender = ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, moves=(*MOVES, "last_match"))
     assert attender.last_match_query.weight.shape == (KEY_DIM, QUERY_DIM)
     assert attender.move_layer.out_features == 7
+
+
+# content_steps: the content-type moves only at the first decoder steps (an inductive bias)
+
+CONTENT_STEP_MOVES = ("content", "last_match", "forward", "stay")
+
+
+def _content_first_attender(content_steps: int | None, choice: str = "straight_through") -> ShiftAttender:
+    """Chooser prefers ``content`` (then ``last_match``) at every step; ``forward`` next best."""
+    attender = ShiftAttender(
+        QUERY_DIM, KEY_DIM, VALUE_DIM, moves=CONTENT_STEP_MOVES, choice=choice, content_steps=content_steps
+    ).double()
+    with torch.no_grad():
+        attender.move_layer.weight.zero_()
+        attender.move_layer.bias.copy_(torch.tensor([10.0, 9.0, 5.0, -10.0]))
+    return attender
+
+
+@pytest.mark.parametrize("choice", ["straight_through", "gumbel", "softmax"])
+def test_content_steps_masks_content_type_moves_after_the_first_steps(source, make_queries, choice):
+    """Steps 0-1 may take ``content``; from step 2 on ``content`` and ``last_match`` have weight 0
+    (training or evaluation), whether the steps come in one call or one at a time."""
+    attender = _content_first_attender(content_steps=2, choice=choice).train()
+    queries = make_queries(4, 6)
+    torch.manual_seed(0)
+    output = attender(queries, source.keys, source.values, source.mask)
+    for move in ("move_content", "move_last_match"):
+        assert torch.all(output.variables[move][:, 2:] == 0)
+    assert torch.all(output.variables["move_forward"][:, 2:] + output.variables["move_stay"][:, 2:] > 0.99)
+    if choice == "straight_through":
+        assert torch.all(output.variables["move_content"][:, :2] == 1)
+    attender.eval()
+    whole = attender(queries, source.keys, source.values, source.mask)
+    state = attender.initial_state(source.keys, source.mask)
+    for step in range(6):
+        one = attender(queries[:, step], source.keys, source.values, source.mask, state)
+        state = one.state
+        torch.testing.assert_close(one.weights, whole.weights[:, step])
+        if step < 2:
+            assert torch.all(one.variables["move_content"] > 0.5)
+        else:
+            assert torch.all(one.variables["move_content"] == 0)
+
+
+def test_content_steps_keeps_gradients_flowing_to_every_allowed_move(source, make_queries):
+    attender = _content_first_attender(content_steps=1)
+    queries = make_queries(4, 4).requires_grad_(True)
+    output = attender(queries, source.keys, source.values, source.mask)
+    (output.glimpse**2).sum().backward()
+    grad = attender.move_layer.bias.grad
+    assert torch.isfinite(grad).all() and torch.isfinite(queries.grad).all()
+    assert torch.all(grad != 0)  # content/last_match through step 0, forward/stay through every step
+    assert torch.isfinite(attender.move_hidden.weight.grad).all()
+    assert attender.last_match_query.weight.grad is not None  # the step-0 last_match candidate
+
+
+def test_content_steps_default_changes_nothing(source, make_queries):
+    torch.manual_seed(0)
+    plain = _content_first_attender(content_steps=None)
+    assert plain.content_steps is None and ShiftAttender(QUERY_DIM, KEY_DIM).content_steps is None
+    restricted = _content_first_attender(content_steps=100)
+    restricted.load_state_dict(plain.state_dict())  # same parameters: the option adds none
+    queries = make_queries(4, 5)
+    first = plain(queries, source.keys, source.values, source.mask)
+    second = restricted(queries, source.keys, source.values, source.mask)
+    torch.testing.assert_close(first.weights, second.weights)
+    assert torch.all(first.variables["move_content"] == 1)
+
+
+def _content_once_attender(choice: str = "straight_through") -> ShiftAttender:
+    attender = ShiftAttender(
+        QUERY_DIM, KEY_DIM, VALUE_DIM, moves=CONTENT_STEP_MOVES, choice=choice, content_once=True
+    ).double()
+    with torch.no_grad():
+        attender.move_layer.weight.zero_()
+        attender.move_layer.bias.copy_(torch.tensor([10.0, 9.0, 5.0, -10.0]))
+    return attender
+
+
+@pytest.mark.parametrize("choice", ["straight_through", "gumbel"])
+def test_content_once_allows_one_content_type_move_per_sequence(source, make_queries, choice):
+    """The chooser prefers content at every step: it takes it at step 0 only, then forward; the
+    state carries the fact over calls, one step at a time or all at once alike."""
+    attender = _content_once_attender(choice).eval()
+    queries = make_queries(4, 5)
+    whole = attender(queries, source.keys, source.values, source.mask)
+    assert torch.all(whole.variables["move_content"][:, 0] == 1)
+    assert torch.all(whole.variables["move_content"][:, 1:] + whole.variables["move_last_match"][:, 1:] == 0)
+    assert torch.all(whole.variables["move_forward"][:, 1:] == 1)
+    assert whole.state["content_used"].all()
+    state = attender.initial_state(source.keys, source.mask)
+    assert not state["content_used"].any()
+    for step in range(5):
+        one = attender(queries[:, step], source.keys, source.values, source.mask, state)
+        state = one.state
+        torch.testing.assert_close(one.weights, whole.weights[:, step])
+    attender.train()
+    (attender(queries, source.keys, source.values, source.mask).glimpse ** 2).sum().backward()
+    grad = attender.move_layer.bias.grad
+    assert torch.isfinite(grad).all() and torch.all(grad != 0)
+
+
+def test_content_once_waits_for_the_first_content_type_move():
+    """Rows that have not taken a content-type move may still take one (here: forward is
+    preferred, so content stays available and is never taken)."""
+    attender = _content_once_attender()
+    with torch.no_grad():
+        attender.move_layer.bias.copy_(torch.tensor([1.0, 0.0, 5.0, -10.0]))
+    keys = torch.randn(2, 6, KEY_DIM, dtype=torch.float64)
+    output = attender(torch.randn(2, 4, QUERY_DIM, dtype=torch.float64), keys, keys[..., :VALUE_DIM], None)
+    assert torch.all(output.variables["move_forward"] == 1) and not output.state["content_used"].any()

@@ -50,6 +50,25 @@ Option ``content_strength`` (issue 26) bounds the content move's scores (cosine 
 a fixed strength, Graves et al. 2014): with unbounded scores, a content attention that settles on
 a wrong word keeps no gradient toward the right one, which is how some training seeds leave every
 Noisy-start example of one input value failing (docs/results.md).
+
+Option ``content_steps`` (issue 26 part 2) is an inductive bias, stated as one: the content-type
+moves (``content``, ``last_match``) are offered only at the first ``content_steps`` decoder steps
+(their logits are masked at every later step), so every later step must be a move of the previous
+attention. In all five of Dubois et al. (2020)'s Lookup-table variants (Long, Reversed, Noisy
+single, Noisy multi, Intermediate noise) the only step that needs to *find* a word is the jump to
+where the input or the tables start (decoder step 0 on Reversed, step 1 on the Noisy variants);
+every later step is an exact one- or two-word move at any length. A content move left available
+at later steps can instead fit the training lengths by a content walk (finding "the word before
+the one just read" by its key), which does not extrapolate (docs/results.md, session 15). The
+choice ``content_steps=2`` covers the jumps of all five variants; it is a prior about these
+tasks, not learnt.
+
+Option ``content_once`` is the same bias in another form: a content-type move may be taken at
+most once per sequence (after the first, their logits are masked for the rest of the decoding).
+With ``content_steps=2`` alone, Reversed Lookup Tables (whose jump is at step 0, to the input
+word before ``.``) can still take ``content`` at step 1, and measured runs learn neither that nor
+``backward`` (docs/results.md, session 15 continued); with ``content_once`` the step after the
+jump must be a move of it.
 """
 
 from __future__ import annotations
@@ -82,12 +101,14 @@ from attnlab.attention.content import (
 from attnlab.attention.location import straight_through_one_hot
 from attnlab.attention.positional import source_positions
 
-__all__ = ["MOVES", "ShiftAttender", "move_stride", "shift_targets"]
+__all__ = ["CONTENT_MOVES", "MOVES", "ShiftAttender", "move_stride", "shift_targets"]
 
 MOVES = ("content", "stay", "forward", "backward", "start", "end")
 """The default moves; ``moves`` may also name ``"last_match"`` and stride moves ``forward<k>`` /
 ``backward<k>``."""
 EXTRA_MOVES = ("last_match",)
+CONTENT_MOVES = ("content", "last_match")
+"""The moves that find a word by its key (restricted by the option ``content_steps``)."""
 LAST_MATCH_STRENGTH = 5.0
 """``beta`` of the ``last_match`` move when ``content_strength`` is not set."""
 _STRIDE_MOVE = re.compile(r"(forward|backward)([1-9][0-9]*)?")
@@ -194,6 +215,17 @@ class ShiftAttender(Attender):
             elsewhere and no gradient toward the right word (issue 26, docs/results.md). Default
             ``None``: the content attender's own scores. Not with ``content="additive"`` (whose
             scores are already bounded by its output layer).
+        content_steps: if set (an int ``n >= 1``), the content-type moves (:data:`CONTENT_MOVES`:
+            ``"content"``, ``"last_match"``) can be chosen only at decoder steps ``0 … n-1``; at
+            every later step their logits are ``-inf`` (weight 0, no gradient through them), so
+            the attention is a move of the previous one (module docstring: an inductive bias for
+            the Lookup-table tasks, where only the first jump needs to find a word). Needs at
+            least one content-type and one other move. Default ``None``: every move at every step.
+        content_once: if true, a content-type move can be taken at most once per sequence: once
+            the chosen move (the argmax of ``pi_t``) has been ``"content"`` or ``"last_match"``,
+            their logits are ``-inf`` at every later step (state ``"content_used"``, ``[batch]``
+            bool). Same requirements on ``moves`` as ``content_steps``; the two combine. Default
+            false.
     """
 
     stateful = True
@@ -210,6 +242,8 @@ class ShiftAttender(Attender):
         content: str = "multiplicative",
         content_options: dict[str, Any] | None = None,
         content_strength: float | None = None,
+        content_steps: int | None = None,
+        content_once: bool = False,
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
@@ -239,6 +273,20 @@ class ShiftAttender(Attender):
                 raise ValueError(
                     f"{name}: option content_strength needs multiplicative or scaled_dot content"
                 )
+        if content_steps is not None:
+            if isinstance(content_steps, bool) or not isinstance(content_steps, int) or content_steps < 1:
+                raise ValueError(f"{name}: option content_steps must be an int >= 1, got {content_steps!r}")
+        if not isinstance(content_once, bool):
+            raise ValueError(f"{name}: option content_once must be true or false, got {content_once!r}")
+        for option, value in (("content_steps", content_steps is not None), ("content_once", content_once)):
+            if not value:
+                continue
+            if not any(move in CONTENT_MOVES for move in moves):
+                raise ValueError(f"{name}: option {option} needs a move among {list(CONTENT_MOVES)}")
+            if all(move in CONTENT_MOVES for move in moves):
+                raise ValueError(f"{name}: option {option} needs a move other than {list(CONTENT_MOVES)}")
+        self.content_steps = content_steps
+        self.content_once = content_once
         self.content_strength = None if content_strength is None else float(content_strength)
         self.moves = moves
         self.choice = choice
@@ -273,6 +321,8 @@ class ShiftAttender(Attender):
             "start": first,
             "end": last,
         }
+        if self.content_once:
+            state["content_used"] = torch.zeros(keys.size(0), dtype=torch.bool, device=keys.device)
         if self.content is not None:
             state.update(prefixed_state("content", self.content._init_state(keys, key_padding_mask, lengths)))
         return state
@@ -286,7 +336,13 @@ class ShiftAttender(Attender):
         state: AttentionState,
     ) -> AttentionOutput:
         logits = self.move_layer(F.relu(self.move_hidden(query)))  # [B, T, K]
-        pis = self._choose(logits)
+        if self.content_steps is not None:
+            logits = self._mask_content_moves(logits, state["step"])
+        updates: AttentionState = {}
+        if self.content_once:
+            pis, updates["content_used"] = self._choose_content_once(logits, state["content_used"])
+        else:
+            pis = self._choose(logits)
         content_attention = None
         if self.content is not None:
             content_state = unprefixed_state("content", state)
@@ -313,7 +369,7 @@ class ShiftAttender(Attender):
         return AttentionOutput(
             glimpse=weighted_sum(attention, values),
             weights=attention,
-            state=advance_state(state, query.size(1), previous_attention=previous),
+            state=advance_state(state, query.size(1), previous_attention=previous, **updates),
             variables=variables,
         )
 
@@ -350,6 +406,32 @@ class ShiftAttender(Attender):
         # sum of log(1 - m_s') over s' > s: a reversed cumulative sum, exclusive
         after = log_miss.flip(-1).cumsum(-1).flip(-1) - log_miss
         return masked_softmax(log_match + after, key_padding_mask)
+
+    def _mask_content_moves(self, logits: torch.Tensor, first_step: Any) -> torch.Tensor:
+        """``logits`` ``[batch, steps, moves]`` with the content-type moves at ``-inf`` at every
+        decoder step ``>= content_steps`` (the queries are steps ``first_step, first_step + 1, …``)."""
+        assert self.content_steps is not None
+        steps = torch.arange(logits.size(1), device=logits.device) + first_step
+        late = (steps >= self.content_steps).view(1, -1, 1)  # [1, T, 1]
+        content_type = self._content_type(logits.device)
+        return logits.masked_fill(late & content_type, float("-inf"))
+
+    def _content_type(self, device: torch.device) -> torch.Tensor:
+        """``True`` at the content-type moves, ``[moves]``."""
+        return torch.tensor([move in CONTENT_MOVES for move in self.moves], dtype=torch.bool, device=device)
+
+    def _choose_content_once(
+        self, logits: torch.Tensor, used: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``pi`` ``[batch, steps, moves]`` step by step, masking the content-type moves in the rows
+        that have already taken one (``used`` ``[batch]`` bool); returns ``pi`` and the new ``used``."""
+        content_type = self._content_type(logits.device)
+        pis = []
+        for step_logits in logits.unbind(1):
+            pi = self._choose(step_logits.masked_fill(used.unsqueeze(1) & content_type, float("-inf")))
+            used = used | content_type[pi.detach().argmax(-1)]
+            pis.append(pi)
+        return torch.stack(pis, dim=1), used
 
     def _choose(self, logits: torch.Tensor) -> torch.Tensor:
         """The weights ``pi`` of the moves from their logits ``[batch, steps, moves]``."""
