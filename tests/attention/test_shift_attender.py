@@ -309,10 +309,18 @@ def test_last_match_has_its_own_parameters_only_when_asked_for():
 CONTENT_STEP_MOVES = ("content", "last_match", "forward", "stay")
 
 
-def _content_first_attender(content_steps: int | None, choice: str = "straight_through") -> ShiftAttender:
+def _content_first_attender(
+    content_steps: int | None, choice: str = "straight_through", content_once: bool = False
+) -> ShiftAttender:
     """Chooser prefers ``content`` (then ``last_match``) at every step; ``forward`` next best."""
     attender = ShiftAttender(
-        QUERY_DIM, KEY_DIM, VALUE_DIM, moves=CONTENT_STEP_MOVES, choice=choice, content_steps=content_steps
+        QUERY_DIM,
+        KEY_DIM,
+        VALUE_DIM,
+        moves=CONTENT_STEP_MOVES,
+        choice=choice,
+        content_steps=content_steps,
+        content_once=content_once,
     ).double()
     with torch.no_grad():
         attender.move_layer.weight.zero_()
@@ -371,21 +379,11 @@ def test_content_steps_default_changes_nothing(source, make_queries):
     assert torch.all(first.variables["move_content"] == 1)
 
 
-def _content_once_attender(choice: str = "straight_through") -> ShiftAttender:
-    attender = ShiftAttender(
-        QUERY_DIM, KEY_DIM, VALUE_DIM, moves=CONTENT_STEP_MOVES, choice=choice, content_once=True
-    ).double()
-    with torch.no_grad():
-        attender.move_layer.weight.zero_()
-        attender.move_layer.bias.copy_(torch.tensor([10.0, 9.0, 5.0, -10.0]))
-    return attender
-
-
 @pytest.mark.parametrize("choice", ["straight_through", "gumbel"])
 def test_content_once_allows_one_content_type_move_per_sequence(source, make_queries, choice):
     """The chooser prefers content at every step: it takes it at step 0 only, then forward; the
     state carries the fact over calls, one step at a time or all at once alike."""
-    attender = _content_once_attender(choice).eval()
+    attender = _content_first_attender(None, choice, content_once=True).eval()
     queries = make_queries(4, 5)
     whole = attender(queries, source.keys, source.values, source.mask)
     assert torch.all(whole.variables["move_content"][:, 0] == 1)
@@ -407,7 +405,7 @@ def test_content_once_allows_one_content_type_move_per_sequence(source, make_que
 def test_content_once_waits_for_the_first_content_type_move():
     """Rows that have not taken a content-type move may still take one (here: forward is
     preferred, so content stays available and is never taken)."""
-    attender = _content_once_attender()
+    attender = _content_first_attender(None, content_once=True)
     with torch.no_grad():
         attender.move_layer.bias.copy_(torch.tensor([1.0, 0.0, 5.0, -10.0]))
     keys = torch.randn(2, 6, KEY_DIM, dtype=torch.float64)
