@@ -289,6 +289,8 @@ class ShiftAttender(Attender):
         self.content_once = content_once
         self.content_strength = None if content_strength is None else float(content_strength)
         self.moves = moves
+        # the shift moves' signed word offsets (forward +1, backward2 -2), parsed once, not per step
+        self.strides = {move: stride for move in moves if (stride := move_stride(move)) is not None}
         self.choice = choice
         self.content: ScoringAttender | None = (
             construct(CONTENT_ATTENDERS[content], query_dim, key_dim, value_dim, content_options)
@@ -311,12 +313,9 @@ class ShiftAttender(Attender):
         state: AttentionState = {
             "positions": ranks,
             "previous_attention": first,
-            "forward_targets": shift_targets(key_padding_mask, keys, +1),
-            "backward_targets": shift_targets(key_padding_mask, keys, -1),
             **{
                 f"{move}_targets": shift_targets(key_padding_mask, keys, stride)
-                for move in self.moves
-                if (stride := move_stride(move)) is not None and abs(stride) > 1
+                for move, stride in {"forward": +1, "backward": -1, **self.strides}.items()
             },
             "start": first,
             "end": last,
@@ -343,29 +342,22 @@ class ShiftAttender(Attender):
             pis, updates["content_used"] = self._choose_content_once(logits, state["content_used"])
         else:
             pis = self._choose(logits)
-        content_attention = None
+        found: dict[str, torch.Tensor] = {}  # the content-type moves' attentions, all steps at once
         if self.content is not None:
             content_state = unprefixed_state("content", state)
-            content_attention = self._content_attention(query, keys, key_padding_mask, content_state)
-        last_match = self._last_match(query, keys, key_padding_mask) if "last_match" in self.moves else None
+            found["content"] = self._content_attention(query, keys, key_padding_mask, content_state)
+        if "last_match" in self.moves:
+            found["last_match"] = self._last_match(query, keys, key_padding_mask)
         previous = state["previous_attention"]
         finals: list[torch.Tensor] = []
         for i, pi in enumerate(pis.unbind(1)):
-            candidates = [
-                self._candidate(move, previous, state, content_attention, i)
-                if move != "last_match"
-                else last_match[:, i]  # type: ignore[index]
-                for move in self.moves
-            ]
+            candidates = [self._candidate(move, previous, state, found, i) for move in self.moves]
             previous = torch.einsum("bk,bks->bs", pi, torch.stack(candidates, dim=1))
             finals.append(previous)
         attention = torch.stack(finals, dim=1)
         variables = {f"move_{move}": pis[..., k] for k, move in enumerate(self.moves)}
         variables["position"] = (attention * state["positions"].unsqueeze(1)).sum(-1)
-        if content_attention is not None:
-            variables["content_attention"] = content_attention
-        if last_match is not None:
-            variables["last_match_attention"] = last_match
+        variables.update({f"{move}_attention": attention for move, attention in found.items()})
         return AttentionOutput(
             glimpse=weighted_sum(attention, values),
             weights=attention,
@@ -444,19 +436,20 @@ class ShiftAttender(Attender):
             return straight_through_one_hot(logits + gumbel)
         return straight_through_one_hot(logits)
 
-    @staticmethod
     def _candidate(
+        self,
         move: str,
         previous: torch.Tensor,
         state: AttentionState,
-        content_attention: torch.Tensor | None,
+        found: dict[str, torch.Tensor],
         step: int,
     ) -> torch.Tensor:
-        if move == "content":
-            assert content_attention is not None
-            return content_attention[:, step]
+        """Move ``move``'s attention at decoder step ``step`` from ``previous``; ``found``: the
+        content-type moves' attentions ``[batch, steps, source_len]``."""
+        if move in found:  # "content", "last_match"
+            return found[move][:, step]
         if move == "stay":
             return previous
-        if move_stride(move) is not None:  # forward, backward, forward<k>, backward<k>
+        if move in self.strides:  # forward, backward, forward<k>, backward<k>
             return _shift(previous, state[f"{move}_targets"])
         return state[move]  # "start" or "end"

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from attnlab.attention import Attender, MeanPooling, build_attender
+from attnlab.attention.positional import source_positions
 
 
 @dataclass
@@ -266,7 +267,7 @@ class WordValues(nn.Module):
     def forward(self, embedded: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         """``embedded [B, S, E]`` with ``padding_mask [B, S]`` → ``[B, S, H]`` (any padding layout)."""
         real = ~padding_mask
-        from_start = real.long().cumsum(dim=1) - 1
+        from_start = source_positions(embedded, padding_mask).long()
         from_end = real.sum(dim=1, keepdim=True) - 1 - from_start
         offsets = torch.arange(self.edge, device=embedded.device)
         flags = torch.cat(

@@ -210,9 +210,11 @@ def _race_learning_rates(
         return
     run_dirs = {rate: cell.path(out_dir) / _lr_folder(rate) / f"seed{seed}" for rate in learning_rates}
     reached = {rate: epochs_to_goal(_history(run_dir), cell.goal) for rate, run_dir in run_dirs.items()}
-    limits = dict.fromkeys(learning_rates, max_epochs)  # a dropped rate's: the round it was dropped after
-    racing = list(learning_rates)
-    dropped: list[dict[str, Any]] = []
+    dropped: list[dict[str, Any]] = []  # halving: the race record's entries, one per dropped rate
+
+    def limit(learning_rate: float) -> int:
+        """The epochs a rate may train: the round it was dropped after, else ``max_epochs``."""
+        return next((d["after_round"] for d in dropped if d["learning_rate"] == learning_rate), max_epochs)
 
     def cap() -> int:
         """The cap so far: the fewest epochs any rate took to the goal, or ``max_epochs``."""
@@ -221,7 +223,7 @@ def _race_learning_rates(
     for budget in race_budgets(max_epochs):
         last_round = budget == max_epochs
         for learning_rate, run_dir in run_dirs.items():
-            target = min(budget, cap(), limits[learning_rate])
+            target = min(budget, cap(), limit(learning_rate))
             if reached[learning_rate] is not None or _trained_enough(run_dir, target, last_round):
                 continue
             log.info("== %s lr=%g: to epoch %d (cap %d)", cell.label, learning_rate, target, cap())
@@ -229,10 +231,9 @@ def _race_learning_rates(
             train_or_resume(config, run_dir)
             reached[learning_rate] = epochs_to_goal(_history(run_dir), cell.goal)
         if race == HALVING and not last_round:
-            for entry in _worse_half(cell, run_dirs, racing, budget):
-                limits[entry["learning_rate"]] = budget
-                racing.remove(entry["learning_rate"])
-                dropped.append(entry)
+            gone = {entry["learning_rate"] for entry in dropped}
+            racing = [rate for rate in learning_rates if rate not in gone]
+            dropped += _worse_half(cell, run_dirs, racing, budget)
     record: dict[str, Any] = {"race": race, "learning_rates": learning_rates, "max_epochs": max_epochs}
     record["cap"] = cap()
     if race == HALVING:
@@ -444,7 +445,7 @@ def _longer_table(out_dir: Path, seed: int) -> str:
     header = "#### Past the paper's lengths: epochs to 100% test accuracy (or accuracy at the cap)"
     columns = ["result", "best accuracy (%)", "learning rate", "s / epoch (median)"]
     table = format_table(rows, columns, markdown=True)
-    return f"{header}{_race_sentence(results)}\n\n{table}{_halving_footnote(results)}"
+    return _titled_table(header, table, results)
 
 
 def _reported_problems(out_dir: Path) -> list[str]:
@@ -474,7 +475,7 @@ def _table1(out_dir: Path, seed: int) -> str:
         f"(best over learning rates); the paper's value in parentheses. Padding: {_padding(out_dir)}"
     )
     table = format_table(rows, [f"T0={t0}" for t0 in T0S], markdown=True)
-    return f"{header}{_race_sentence(results)}\n\n{table}{_halving_footnote(results)}"
+    return _titled_table(header, table, results)
 
 
 def _padding(out_dir: Path) -> str:
@@ -509,6 +510,12 @@ def _variable_table(out_dir: Path, seed: int) -> str:
     header = "#### Variable length (§2.3): test accuracy on lengths uniform in [50, 10000]"
     columns = ["accuracy (%)", "epochs", "learning rate", "paper (100 epochs)"]
     table = format_table(rows, columns, markdown=True)
+    return _titled_table(header, table, results)
+
+
+def _titled_table(header: str, table: str, results: dict[str, CellResult]) -> str:
+    """A report table: its ``header`` with :func:`_race_sentence`, then the table and
+    :func:`_halving_footnote` (``results``: row/column label → the cell's result)."""
     return f"{header}{_race_sentence(results)}\n\n{table}{_halving_footnote(results)}"
 
 
