@@ -9,6 +9,7 @@ import torch
 
 from attnlab.cli import main
 from attnlab.config import ConfigError
+from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.experiments.scan import experiment
 from attnlab.experiments.scan.plots import plot_attention
@@ -109,6 +110,23 @@ def test_stopping_from_the_end_marker_learns_when_to_stop_on_a_tiny_add_jump(add
     assert stopping["seq_acc"] >= 60.0
     plots = plot_attention(tmp_path / "stop", ["jump twice after walk left"], device_name="cpu")
     assert plots[0].is_file()  # the heatmap has a column for the end marker
+    # Why today's model cannot stop: "jump" is only seen alone, so both of its decoding steps read
+    # out m_jump, and maximum likelihood splits m_jump between I_JUMP and <eos>.
+    # out m_jump, and maximum likelihood splits m_jump between I_JUMP and <eos>; words also seen
+    # composed ("walk") read out their action alone.
+    today_readout = word_readouts(tmp_path / "today")
+    assert today_readout["jump"]["<eos>"] >= 0.1
+    assert today_readout["walk"]["<eos>"] <= 0.01 and today_readout["walk"]["I_WALK"] >= 0.9
+
+
+def word_readouts(run_dir: Path) -> dict[str, dict[str, float]]:
+    """The readout of each source word's translation alone, by output token."""
+    model, source_vocab, target_vocab = load_trained(experiment.EXPERIMENT, run_dir, "cpu").loaded
+    table = model.word_translations()
+    return {
+        word: {token: float(table[row, column]) for column, token in enumerate(target_vocab.tokens)}
+        for row, word in enumerate(source_vocab.tokens)
+    }
 
 
 def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
@@ -165,7 +183,8 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert plots[0].is_file() and plots[0].suffix == ".png"
     assert main(["plot", str(run_dir), "--index", "0", "5", "--device", "cpu"]) == 0
     printed = [Path(line).name for line in capsys.readouterr().out.split()]
-    assert printed == ["attention_test_0.png", "attention_test_5.png", "training_curves.png"]
+    expected = ["attention_test_0.png", "attention_test_5.png", "translations.png", "training_curves.png"]
+    assert printed == expected
     assert main(["plot", str(run_dir), "--index", "200"]) == 2
     assert "--index [200] out of range: test has 200 examples (0..199)" in capsys.readouterr().err
     assert main(["plot", str(run_dir), "--data", str(scan_slice["small"]), "--index", "3"]) == 0

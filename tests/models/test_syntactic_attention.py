@@ -369,3 +369,29 @@ def test_stop_from_attention_decoder_state_reaches_eos_only_through_the_alignmen
 def test_stop_from_attention_needs_the_end_marker():
     with pytest.raises(ValueError, match="stop_from_attention needs end_marker"):
         SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, stop_from_attention=True, **SMALL)
+
+
+def test_word_translations_are_the_readout_when_a_word_is_attended_alone():
+    """A one-word source puts all attention on that word, so the first step's prediction is that
+    word's row of ``word_translations`` (eq. 1 with a one-hot ``α``)."""
+    model = build("syntactic_attention")
+    table = model.word_translations()
+    assert table.shape == (SOURCE_VOCAB, TARGET_VOCAB)
+    torch.testing.assert_close(table.sum(-1), torch.ones(SOURCE_VOCAB))
+    for word in (3, 7, 11):
+        source, mask = padded_batch([[word]])
+        output = model(source, mask, torch.tensor([[SOS]]))
+        torch.testing.assert_close(output.logits[0, 0].softmax(-1), table[word])
+
+
+def test_word_translations_with_the_stop_from_attention_never_read_out_eos():
+    table = build("stop_from_attention").word_translations()
+    assert table.shape == (SOURCE_VOCAB + 1, TARGET_VOCAB)  # the end marker has a row too
+    assert bool((table[:, EOS] == 0).all())
+    torch.testing.assert_close(table.sum(-1), torch.ones(SOURCE_VOCAB + 1))
+
+
+@pytest.mark.parametrize("name", ["translation_rnn", "translate_from_context"])
+def test_word_translations_refuse_a_translation_that_depends_on_context(name):
+    with pytest.raises(ValueError, match="depends on its context"):
+        build(name).word_translations()

@@ -334,6 +334,28 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         words = words + words_mass.clamp_min(tiny).log()
         return torch.where(is_eos, on_end.clamp_min(tiny).log(), words)
 
+    def word_translations(self) -> torch.Tensor:
+        """What each source word says when attended alone: ``softmax(W_y m_w + b)`` (eq. 1 with
+        ``α`` one-hot on word ``w``), ``[source words (+ the end marker), target tokens]``.
+
+        Dropout is not applied; with ``stop_from_attention`` no word reads out ``<eos>``. A row
+        that splits its mass between an action and ``<eos>`` is a word the model cannot both act
+        on and stop after; on add-jump the paper's model learns ``I_JUMP`` 0.52 / ``<eos>`` 0.48
+        for "jump", whose only training command is "jump" (docs/results.md). Not defined when a
+        word's translation depends on its context (``translation_encoder="rnn"`` or
+        ``translate_from_context``): a ``ValueError``.
+        """
+        if self.translation_rnn is not None or self.translate_from_context:
+            raise ValueError(
+                "word_translations needs translation_encoder='linear' and translate_from_context=False: "
+                "otherwise a word's translation depends on its context"
+            )
+        with torch.no_grad():
+            logits = self.output(self.translation_embedding.weight)
+            if self.stop_from_attention:  # <eos> comes from the attention alone, never from a word
+                logits[:, self.eos_id] = float("-inf")
+            return torch.softmax(logits, dim=-1)
+
     def _features(self, weights: torch.Tensor, state: _SyntacticState) -> torch.Tensor:
         features = torch.bmm(weights, state.translations)
         if self.translate_from_context:

@@ -292,6 +292,7 @@ def plot_attention_heatmap(
     vmax: float | None = None,
     dpi: float = 150,
     axis_labels: tuple[str, str] = ("source tokens", "output tokens"),
+    value_label: str = "attention weight",
 ) -> Path:
     """Plot one attention matrix as a heatmap (a panel of Dubois et al. 2020, Figure 9).
 
@@ -312,6 +313,8 @@ def plot_attention_heatmap(
         dpi: resolution of raster output.
         axis_labels: the x and y axis labels (a language model's memory: window positions and
             the words read).
+        value_label: the colour bar's label (another table of probabilities, e.g. a word's
+            readout, names what its values are).
 
     Returns:
         The path written.
@@ -345,7 +348,7 @@ def plot_attention_heatmap(
     )
     colorbar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
     colorbar.ax.tick_params(labelsize=geo.fontsize)
-    colorbar.set_label("attention weight", fontsize=geo.fontsize)
+    colorbar.set_label(value_label, fontsize=geo.fontsize)
     return _save_figure(fig, path, dpi=dpi)
 
 

@@ -1,7 +1,9 @@
-"""``attnlab plot`` for SCAN and English–French runs: attention heatmaps and training curves.
+"""``attnlab plot`` for SCAN and English–French runs: attention heatmaps, the words' translations
+and training curves.
 
-Each heatmap is the alignment attention of the greedy decoding of one command (Russin et al.
-2019, Figure 3): rows are the output actions, columns the command's words.
+Each attention heatmap is the alignment attention of the greedy decoding of one command (Russin et
+al. 2019, Figure 3): rows are the output actions, columns the command's words. For Syntactic
+Attention ``translations.png`` shows what each word says when attended alone (eq. 1).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.scan import experiment
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq, SyntacticAttentionSeq2Seq
 from attnlab.plotting import plot_attention_heatmap, plot_run_history
 from attnlab.tasks import scan, scan_data
 from attnlab.tasks.batching import collate
@@ -55,9 +57,45 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     for index in check_plot_indices(list(request.indices), len(examples), name):
         path = run.plots_dir / f"attention_{name}_{index}.png"
         written.append(_plot_command(model, vocabularies, config, examples[index].source, path))
+    if isinstance(model, SyntacticAttentionSeq2Seq) and _context_free(model):
+        written.append(plot_word_translations(model, vocabularies, run.plots_dir / "translations.png"))
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
     written += [curves] if curves else []
     return written
+
+
+def _context_free(model: SyntacticAttentionSeq2Seq) -> bool:
+    """Whether each word has one translation (no translation RNN, no readout of the context)."""
+    return model.translation_rnn is None and not model.translate_from_context
+
+
+def plot_word_translations(
+    model: SyntacticAttentionSeq2Seq, vocabularies: tuple[Vocabulary, Vocabulary], path: Path
+) -> Path:
+    """What each word says when attended alone (:meth:`SyntacticAttentionSeq2Seq.word_translations`):
+    one row per source word, one column per output token, the special tokens left out except ``<eos>``."""
+    source_vocab, target_vocab = vocabularies
+    table = model.word_translations().cpu().numpy()
+    rows = [index for index, word in enumerate(source_vocab.tokens) if word not in source_vocab.specials]
+    words = [source_vocab.tokens[index] for index in rows]
+    if model.end_marker_id is not None:
+        rows.append(model.end_marker_id)
+        words.append(END_MARKER_LABEL)
+    kept = {target_vocab.eos_id} | {
+        index for index, token in enumerate(target_vocab.tokens) if token not in target_vocab.specials
+    }
+    columns = sorted(kept)
+    outputs = [target_vocab.tokens[index] for index in columns]
+    return plot_attention_heatmap(
+        table[rows][:, columns],
+        outputs,
+        words,
+        path,
+        title="readout of each word's translation, softmax(W_y m_w + b)",
+        axis_labels=("output token", "source word"),
+        value_label="probability",
+        vmax=1.0,
+    )
 
 
 def _load(
