@@ -41,14 +41,10 @@ import torch
 
 from attnlab.attention import ATTENDERS
 from attnlab.evaluation.seq2seq import decoding_budget, evaluate_seq2seq, teacher_forced_loss
-from attnlab.experiments.lookup.experiment import (
-    LookupDataConfig,
-    Seq2SeqModelConfig,
-    build_model,
-    load_splits,
-)
+from attnlab.experiments.lookup.experiment import Seq2SeqModelConfig, build_model
 from attnlab.io import atomic_write_json
 from attnlab.tasks.batching import batches, encode_examples, epoch_generator
+from attnlab.tasks.lookup_data import LookupDataConfig, load_splits
 from attnlab.tasks.vocab import build_vocabularies
 from attnlab.training.allocator import keep_freed_memory
 from attnlab.training.trainer import make_optimizer

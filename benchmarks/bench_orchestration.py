@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attnlab.experiments import race as races
 from attnlab.experiments.memory import recipe
 from attnlab.experiments.registry import train_or_resume
 from attnlab.metric_names import read_metrics
@@ -72,13 +73,13 @@ def tune_trainable(config: dict[str, Any]) -> None:
     """One learning rate of the race as a Tune trial: the race's rounds, one report per round."""
     from ray import tune
 
-    run_dir = CELL.path(Path(config["out"])) / f"lr{config['learning_rate']:g}" / "seed0"
-    for budget in recipe.race_budgets(config["max_epochs"]):
-        data = recipe.cell_config(CELL, config["learning_rate"], budget, True, ["training.seed=0"])
-        train_or_resume(data, run_dir)
+    spec = recipe.cell_race(CELL, Path(config["out"]), config["max_epochs"], quick=True)
+    run_dir = races.run_dir(spec.cell_dir, config["learning_rate"])
+    for budget in races.race_budgets(config["max_epochs"]):
+        train_or_resume(spec.run_config(config["learning_rate"], budget), run_dir)
         history = read_metrics(run_dir / "metrics.jsonl")
-        reached = recipe.epochs_to_goal(history, CELL.goal)
-        tune.report({"accuracy": max(r[recipe.VALID_ACCURACY] for r in history), "epochs": len(history)})
+        reached = races.epochs_to_goal(history, spec.goal, spec.metric)
+        tune.report({"accuracy": max(r[spec.metric] for r in history), "epochs": len(history)})
         if reached is not None:
             return
 
@@ -96,7 +97,7 @@ def run_tune(out: Path, max_epochs: int, cpus: int) -> dict[str, Any]:
         time_attr="training_iteration",
         metric="accuracy",
         mode="max",
-        max_t=len(recipe.race_budgets(max_epochs)),
+        max_t=len(races.race_budgets(max_epochs)),
         grace_period=1,
         reduction_factor=2,
     )

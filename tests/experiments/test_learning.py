@@ -6,6 +6,7 @@ import torch
 from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
 from attnlab.tasks.batching import batches
+from attnlab.tasks.lookup_data import encode_split, load_splits
 
 
 def _small_config(name: str, *, interpolation: int, long_levels: int, epochs: int, extra=()):
@@ -51,9 +52,9 @@ def test_extrapolating_model_stops_at_the_right_step_on_longer_inputs(tmp_path, 
     model, source_vocab, target_vocab = lookup.model_from_checkpoint(
         tmp_path / "run" / "checkpoints" / "best.pt", torch.device("cpu")
     )
-    splits = lookup.load_splits(config.data)
+    splits = load_splits(config.data)
     longest_training_target = max(len(example.target) for example in splits["train"])
-    long3 = lookup._encode(config.data, "long3", splits["long3"], source_vocab, target_vocab)
+    long3 = encode_split(config.data, "long3", splits["long3"], source_vocab, target_vocab)
     batch = next(iter(batches(long3, 100, shuffle=False)))
     decoded = model.greedy_decode(batch.source, batch.source_padding_mask, max_length=40)
     stop_step = (decoded.tokens == model.eos_id).float().argmax(dim=1)

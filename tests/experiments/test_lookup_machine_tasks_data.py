@@ -8,6 +8,7 @@ from attnlab.cli import main
 from attnlab.config import ConfigError
 from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
+from attnlab.tasks import lookup_data
 from attnlab.tasks.lookup_machine_tasks import MachineTasksLookupSpec, write_machine_tasks_lookup
 
 # A small instance of the protocol: 4 inputs, t1-t3 trained, t4 held out, up to 3 tables in training.
@@ -47,14 +48,14 @@ def _small_overrides(variant: str = "noisy-multi") -> list[str]:
 
 def test_generated_protocol_splits_and_test_sets() -> None:
     config = lookup.EXPERIMENT.parse_config(resolve_config("lookup", _small_overrides()))
-    splits = lookup.load_splits(config.data)
+    splits = lookup_data.load_splits(config.data)
     assert list(splits) == ["train", "validation", *TEST_SETS]
-    assert lookup.test_set_names(config.data) == TEST_SETS
+    assert lookup_data.test_set_names(config.data) == TEST_SETS
     # 16 unary rows + 9 two-table compositions x 4 inputs + (27 - 2) x 3; ceil(5%) validate.
     assert (len(splits["train"]), len(splits["validation"])) == (16 + 36 + 75 - 6, 6)
     default = lookup.EXPERIMENT.parse_config(resolve_config("lookup", []))
     assert default.data.protocol == "attnlab"
-    assert lookup.test_set_names(default.data) == ["interpolation", *(f"long{i}" for i in range(1, 6))]
+    assert lookup_data.test_set_names(default.data) == ["interpolation", *(f"long{i}" for i in range(1, 6))]
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,7 @@ def test_impossible_generation_arguments_name_the_key() -> None:
     overrides = ["data.protocol=machine_tasks", "data.machine_tasks={n_heldout_compositions: 1296}"]
     config = lookup.EXPERIMENT.parse_config(resolve_config("lookup", overrides))
     with pytest.raises(ConfigError, match="data.machine_tasks: n_heldout_compositions=1296"):
-        lookup.load_splits(config.data)
+        lookup_data.load_splits(config.data)
 
 
 def test_one_epoch_on_generated_machine_tasks_data(tmp_path) -> None:

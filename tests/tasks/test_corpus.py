@@ -20,6 +20,7 @@ from attnlab.tasks.corpus import (
     read_lines,
     read_vocabulary_file,
     segments,
+    vocabulary_file_difference,
     write_vocabulary_file,
     write_wikitext_folder,
 )
@@ -83,6 +84,15 @@ def test_vocabulary_is_capped_by_frequency_and_unknown_words_become_unk(wikitext
     write_vocabulary_file(tmp_path / "vocab.txt", vocabulary)
     assert read_vocabulary_file(tmp_path / "vocab.txt") == vocabulary
     assert build_lm_vocabulary(Counter({"a": 2, "b": 1}), min_count=2).tokens[3:] == ("a",)
+    assert vocabulary_file_difference(tmp_path / "vocab.txt", vocabulary) is None
+    other = build_lm_vocabulary(Counter({"=": 3, ".": 2, "b": 1}))
+    assert vocabulary_file_difference(tmp_path / "vocab.txt", other) == (
+        "6 vs 6 tokens, first difference at line 6"
+    )
+    shorter = build_lm_vocabulary(Counter({"=": 3, ".": 2}))
+    assert vocabulary_file_difference(tmp_path / "vocab.txt", shorter) == (
+        "6 vs 5 tokens, first difference at line 6"
+    )
 
 
 def test_split_files_in_wikitext_and_ptb_layouts(tmp_path):

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from attnlab.models.language_model import LanguageModel, ModelState
 from attnlab.tasks.cbt import ClozeQuestion
-from attnlab.tasks.corpus import EOS_TOKEN, LMBatch, token_ids
+from attnlab.tasks.corpus import EOS_TOKEN, EncodedCorpus, LMBatch, token_ids
 from attnlab.tasks.vocab import Vocabulary
 
 
@@ -139,6 +139,20 @@ def evaluate_perplexity(
         result["attention_by_position"] = (weight_sum / max(weight_steps, 1)).tolist()
         result["attention_steps"] = weight_steps
     return result
+
+
+def evaluate_corpus(
+    model: LanguageModel,
+    segments: Iterable[LMBatch],
+    corpus: EncodedCorpus,
+    eos_id: int,
+    device: torch.device,
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """:func:`evaluate_perplexity` of a whole ``corpus`` (read as ``segments``) with the attention
+    statistics, and the NLL of each of its sentences (:func:`sentence_losses`)."""
+    token_nll = torch.full((len(corpus),), float("nan"), dtype=torch.float64)
+    metrics = evaluate_perplexity(model, segments, device, attention_statistics=True, token_nll=token_nll)
+    return metrics, sentence_losses(token_nll, corpus.tokens, eos_id, corpus.document_starts)
 
 
 # --------------------------------------------------------------------------------------------

@@ -356,6 +356,16 @@ def count_parameters(model: nn.Module, *, include_embedding: bool = False) -> in
     return total
 
 
+def model_summary(model: LanguageModel) -> dict[str, int]:
+    """The LSTM size, the output parts and the parameter count without the word embeddings."""
+    parts = output_parts(model.variant, model.ngram or 4)
+    return {
+        "hidden_dim": model.hidden_dim,
+        "parts": parts,
+        "parameters_without_embeddings": count_parameters(model),
+    }
+
+
 def parameter_count(vocab_size: int, *, include_embedding: bool = False, **options: Any) -> int:
     """Parameters of ``LanguageModel(vocab_size, **options)``, counted on the meta device (no memory)."""
     with torch.device("meta"):

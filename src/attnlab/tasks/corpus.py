@@ -210,6 +210,19 @@ def read_vocabulary_file(path: str | os.PathLike[str]) -> Vocabulary:
     return Vocabulary(tokens, LM_SPECIALS)
 
 
+def vocabulary_file_difference(path: str | os.PathLike[str], vocabulary: Vocabulary) -> str | None:
+    """How the vocabulary file at ``path`` differs from ``vocabulary`` (``"N vs M tokens, first
+    difference at line K"``), or ``None`` where it holds that vocabulary."""
+    from_file = read_vocabulary_file(path)
+    if from_file == vocabulary:
+        return None
+    mismatch = next(
+        (i for i, (a, b) in enumerate(zip(from_file.tokens, vocabulary.tokens)) if a != b),
+        min(len(from_file), len(vocabulary)),
+    )
+    return f"{len(from_file)} vs {len(vocabulary)} tokens, first difference at line {mismatch + 1}"
+
+
 def token_ids(vocabulary: Vocabulary) -> dict[str, int]:
     """Token → id, for encoding many tokens fast (unknown tokens: use the ``<unk>`` id)."""
     return {token: index for index, token in enumerate(vocabulary.tokens)}

@@ -35,12 +35,7 @@ import torch
 
 from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation.generation import as_text, generate_text
-from attnlab.evaluation.perplexity import (
-    evaluate_cbt,
-    evaluate_perplexity,
-    segment_loss,
-    sentence_losses,
-)
+from attnlab.evaluation.perplexity import evaluate_cbt, evaluate_corpus, evaluate_perplexity, segment_loss
 from attnlab.experiments.base import Capability, Evaluation, Experiment, GenerationRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.runs import RunDirectory
@@ -49,9 +44,8 @@ from attnlab.io import atomic_write_json
 from attnlab.models.language_model import (
     LanguageModel,
     ModelState,
-    count_parameters,
     hidden_dim_for_budget,
-    output_parts,
+    model_summary,
     parameter_count,
 )
 from attnlab.tasks.corpus import (
@@ -59,8 +53,8 @@ from attnlab.tasks.corpus import (
     LMBatch,
     Streams,
     find_split_files,
-    read_vocabulary_file,
     segments,
+    vocabulary_file_difference,
     write_vocabulary_file,
 )
 from attnlab.tasks.corpus_data import (
@@ -197,21 +191,6 @@ def model_from_checkpoint(
     check_model_spec(path, checkpoint, model_spec(model_config, vocabulary, int(spec["hidden_dim"])))
     load_model_weights(path, model, checkpoint)
     return model.to(device).eval(), vocabulary
-
-
-def check_vocabulary_file(path: str, vocabulary: Vocabulary, checkpoint: Path) -> None:
-    """A configured vocabulary file must be the checkpoint's vocabulary."""
-    from_file = read_vocabulary_file(path)
-    if from_file == vocabulary:
-        return
-    mismatch = next(
-        (i for i, (a, b) in enumerate(zip(from_file.tokens, vocabulary.tokens)) if a != b),
-        min(len(from_file), len(vocabulary)),
-    )
-    raise CheckpointError(
-        f"{path} does not match the vocabulary of {checkpoint}: {len(from_file)} vs {len(vocabulary)} "
-        f"tokens, first difference at line {mismatch + 1}"
-    )
 
 
 # ------------------------------------------------------------------------------- training
@@ -366,8 +345,12 @@ class LanguageModelExperiment(Experiment[LMExperimentConfig, LMData, LoadedLM]):
     @staticmethod
     def _checked_vocabulary(config: LMExperimentConfig, loaded: LoadedLM) -> Vocabulary:
         """The checkpoint's vocabulary, which a configured vocabulary file must equal."""
-        if config.data.vocabulary_file is not None:
-            check_vocabulary_file(config.data.vocabulary_file, loaded.vocabulary, loaded.checkpoint)
+        path = config.data.vocabulary_file
+        difference = None if path is None else vocabulary_file_difference(path, loaded.vocabulary)
+        if difference is not None:
+            raise CheckpointError(
+                f"{path} does not match the vocabulary of {loaded.checkpoint}: {difference}"
+            )
         return loaded.vocabulary
 
     def evaluate_set(
@@ -377,15 +360,8 @@ class LanguageModelExperiment(Experiment[LMExperimentConfig, LMData, LoadedLM]):
         every sentence)."""
         config, (model, vocabulary, _) = evaluation.config, evaluation.loaded
         streams = streams_for(test_set, vocabulary, config.evaluation.batch_size, config.evaluation.layout)
-        token_nll = torch.full((len(test_set),), float("nan"), dtype=torch.float64)
-        metrics = evaluate_perplexity(
-            model,
-            segments(streams, config.training.bptt),
-            evaluation.device,
-            attention_statistics=True,
-            token_nll=token_nll,
-        )
-        sentences = sentence_losses(token_nll, test_set.tokens, vocabulary.eos_id, test_set.document_starts)
+        split = segments(streams, config.training.bptt)
+        metrics, sentences = evaluate_corpus(model, split, test_set, vocabulary.eos_id, evaluation.device)
         path = evaluation.run.evaluation_file(name, SENTENCES_SUFFIX, data_file=evaluation.data_file)
         write_sentence_losses(path, sentences)
         return metrics
@@ -407,9 +383,7 @@ class LanguageModelExperiment(Experiment[LMExperimentConfig, LMData, LoadedLM]):
         }
         if attention:
             atomic_write_json(run.eval_dir / "attention.json", {"window": model.window, **attention})
-        info = {"hidden_dim": model.hidden_dim, "parts": output_parts(model.variant, model.ngram or 4)}
-        info["parameters_without_embeddings"] = count_parameters(model)
-        atomic_write_json(run.eval_dir / "model.json", info)
+        atomic_write_json(run.eval_dir / "model.json", model_summary(model))
         return dict(cbt)
 
     def generate_text(self, run_dir: str | Path, request: GenerationRequest) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.plotting import plot_attention_heatmap, plot_interpretable_variables, plot_run_history
 from attnlab.tasks.batching import collate_examples
 from attnlab.tasks.examples import Seq2SeqExample
+from attnlab.tasks.lookup_data import load_splits, test_set_names
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary
 
@@ -51,13 +52,13 @@ def _examples(
 ) -> tuple[str, list[Seq2SeqExample]]:
     if data_file is not None:
         return Path(data_file).stem, read_tsv(data_file)
-    names = lookup.test_set_names(config.data)
+    names = test_set_names(config.data)
     if not names:
         raise ConfigError("the run has no test sets; give --data FILE.tsv")
     name = test_set or names[-1]
     if name not in names:
         raise ConfigError(f"--test-set {name!r} is not a test set of this run; choose one of {names}")
-    return name, lookup.load_splits(config.data)[name]
+    return name, load_splits(config.data)[name]
 
 
 def _choose(examples: list[Seq2SeqExample], indices: list[int], name: str) -> list[Seq2SeqExample]:

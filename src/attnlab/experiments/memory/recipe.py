@@ -8,31 +8,13 @@ epochs when it never does. The variable-length experiment trains one model on le
 a variable-length run stops early once it passes the paper's accuracy (:attr:`Cell.goal`), which is
 then the result, and runs its 100 epochs otherwise.
 
-Learning rates are raced in rounds, which gives the same table for less compute. In each round
-every rate still in the race trains (resuming exactly where it stopped) up to the round's budget of
-epochs, :data:`RACE_ROUNDS` and then the cap; once one reaches 100% in ``k`` epochs, ``k`` becomes
-the cap of the others (they can only tie or beat it within ``k``). Every rate is thus trained to
-``min(its own epochs to 100%, the best rate's)``, exactly as if each ran alone, but a fast rate that
-never reaches 100% no longer makes the slower ones wait for its 100 epochs. ``max_epochs`` (paper:
-100) caps every run; a cell that never reaches 100% shows its best accuracy and the cap, so that a
-lower cap is never mistaken for the paper's setting.
-
-That exact race (``race="exact"``, ``--race exact``, the default) still trains every rate for the
-full 100 epochs in a cell that no rate solves (the cells the paper greys out, and most
-variable-length mean cells): 400 epochs, hours of CPU. ``race="halving"`` (``--race halving``)
-races by successive halving instead: after each round but the last in which no rate has reached
-the goal, only the better half (``ceil(n / 2)``) of the rates still racing goes on, ranked by their
-best test accuracy within the round's budget of epochs (ties keep the rate earlier in
-:data:`LEARNING_RATES`); the others are not trained further (their runs stay, and count in the
-report). Once a rate reaches the goal the race goes on exactly as the exact one, for the rates
-still in it. With four rates a cell that nobody solves then costs 4·5 + 2·5 + 1·90 = 120 epochs
-instead of 400. This deviates from the paper's exhaustive grid (§2.2: "the best result achieved
-using any learning rate"): it can in principle drop a rate that starts slow and wins late. That is
-why it is an option, stated in each cell's race record (mode, and which rate was dropped after
-which round) and marked "†" in the report's tables, with the dropped rates in a footnote. The
-decisions are read from the runs' logs of epochs (the first ``budget`` epochs of each), so a race
-resumed after an interruption decides as the first one did; a cell whose race was finished in the
-other mode is left as it is (logged), not raced again.
+A cell's learning rates are raced in rounds (``experiments/race.py``), which gives the same table
+for less compute: ``--race exact`` (the default) trains every rate to ``min(its own epochs to
+100%, the best rate's)``, exactly as if each ran alone; ``--race halving`` races by successive
+halving, which deviates from the paper's exhaustive grid (§2.2: "the best result achieved using
+any learning rate") and is marked "†" in the report's tables, with the dropped rates in a
+footnote. ``max_epochs`` (paper: 100) caps every run; a cell that never reaches 100% shows its best
+accuracy and the cap, so that a lower cap is never mistaken for the paper's setting.
 
 Writes, under ``out_dir``:
 
@@ -49,23 +31,19 @@ tables and figures from the run directories alone.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides, load_yaml
-from attnlab.experiments.registry import resolve_config, train_or_resume
-from attnlab.experiments.runner import add_parallel_arguments, parallel_options, run_parallel
+from attnlab.experiments import race as races
+from attnlab.experiments.race import EXACT, Race, RaceResult
+from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.runner import add_parallel_arguments, parallel_options
 from attnlab.io import atomic_write_text
-from attnlab.metric_names import read_metrics, valid_name
+from attnlab.metric_names import valid_name
 from attnlab.reporting.tables import format_table
 from attnlab.tasks.memory_problems import MIN_LENGTH, PADDINGS
-
-log = logging.getLogger(__name__)
 
 PAPER = "raffel2015"
 """The recipe's name: ``attnlab reproduce raffel2015``."""
@@ -78,15 +56,12 @@ grid, reported against the paper's addition row."""
 T0S = (50, 100, 500, 1000, 5000, 10_000)
 POOLINGS = ("attention", "mean")
 LEARNING_RATES = (1e-2, 3e-3, 1e-3, 3e-4)
-"""The paper's grid, in the order they are raced (fast rates first: they usually win)."""
-EXACT, HALVING = "exact", "halving"
-RACES = (EXACT, HALVING)
-"""How a cell's learning rates are raced (``--race``; the module docstring): ``exact``, every rate
-until the best one's epochs to the goal (the paper's grid, for less compute); ``halving``,
-successive halving (only the better half goes on after each round nobody reached the goal)."""
-HALVING_MARK = "†"
-"""The report's mark on a cell whose learning rates were raced by successive halving."""
+"""The paper's grid, in the order they are raced (fast rates first: they usually win); halving
+ties keep the rate earlier here."""
 VARIABLE = "variable"
+VALID_ACCURACY = valid_name("accuracy")
+"""The accuracy on the validation set, which is the test set here (fresh problems of the same
+generator): what the race and Table 1 go by."""
 
 PAPER_TABLE1: dict[tuple[str, str], tuple[str, ...]] = {
     ("addition", "attention"): ("1", "1", "1", "1", "2", "3"),
@@ -134,23 +109,40 @@ class Cell:
         return PAPER_VARIABLE[(_paper_key(self.problem), self.pooling)]
 
 
-def cell_config(cell: Cell, learning_rate: float, epochs: int, quick: bool, overrides: Sequence[str]) -> dict:
+def cell_race(
+    cell: Cell,
+    out_dir: Path,
+    max_epochs: int,
+    learning_rates: Sequence[float] = LEARNING_RATES,
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    overrides: Sequence[str] = (),
+    race: str = EXACT,
+) -> Race:
+    """The cell's learning-rate race (``race``: one of :data:`~attnlab.experiments.race.RACES`) in
+    ``cell.path(out_dir)``: the ``memory_addition`` config set to the cell, stopping at its goal."""
     setting = ["data.setting=variable", "data.t0=null"] if cell.t0 is None else [f"data.t0={cell.t0}"]
     if cell.problem == PAPER_TEXT_ADDITION:
         problem = ["data.problem=addition", "data.addition=paper_text"]
     else:
         problem = [f"data.problem={cell.problem}"]
-    chosen = [
-        *problem,
-        *setting,
-        f"model.pooling={cell.pooling}",
-        f"training.learning_rate={learning_rate}",
-        f"training.epochs={epochs}",
-        f"training.stop_at_accuracy={cell.goal}",
-        "training.progress=false",
-    ]
-    return apply_overrides(
-        resolve_config("memory_addition", []), [*chosen, *(QUICK_OVERRIDES if quick else ()), *overrides]
+    chosen = [*problem, *setting, f"model.pooling={cell.pooling}"]
+    config = apply_overrides(resolve_config("memory_addition", []), chosen)
+    rest = [f"training.stop_at_accuracy={cell.goal}", "training.progress=false"]
+    rest += [*(QUICK_OVERRIDES if quick else ()), *overrides]
+    return Race(
+        cell_dir=cell.path(out_dir),
+        base_config=config,
+        overrides=rest,
+        learning_rates=list(learning_rates),
+        goal=cell.goal,
+        max_epochs=max_epochs,
+        metric=VALID_ACCURACY,
+        seed=seed,
+        mode=race,
+        preference=LEARNING_RATES,
+        label=cell.label,
     )
 
 
@@ -173,230 +165,27 @@ def reproduce(
     overrides: Sequence[str] = (),
 ) -> str:
     """Train every missing run (learning rates raced within a cell, as ``race`` says: one of
-    :data:`RACES`), then write the report."""
+    :data:`~attnlab.experiments.race.RACES`), then write the report."""
     cells = [(Cell(p, t0, pool), max_epochs) for p in problems for t0 in t0s for pool in poolings]
     if variable:
         cells += [(Cell(p, None, pool), variable_epochs) for p in problems for pool in poolings]
-    arguments = [
-        (out_dir, cell, epochs, list(learning_rates), seed, quick, list(overrides), race)
+    cell_races = [
+        cell_race(
+            cell, out_dir, epochs, learning_rates, seed=seed, quick=quick, overrides=overrides, race=race
+        )
         for cell, epochs in cells
     ]
-    run_parallel(_race_learning_rates, arguments, jobs, backend=backend, address=address)
+    races.run_races(cell_races, jobs, backend, address)
     return report(out_dir, seed)
-
-
-def _race_learning_rates(
-    out_dir: Path,
-    cell: Cell,
-    max_epochs: int,
-    learning_rates: list[float],
-    seed: int,
-    quick: bool,
-    overrides: list[str],
-    race: str = EXACT,
-) -> None:
-    """Race the cell's learning rates round by round (:func:`race_budgets`), exactly or by
-    successive halving (``race``, one of :data:`RACES`), and write its :func:`race_record`; a cell
-    whose race ended in the other mode is left as it is."""
-    previous = read_race(cell.path(out_dir), seed)
-    if previous is not None and race_mode(previous) != race:
-        log.warning(
-            "== %s: its race ended in %s mode (%s), which stands; not raced again in %s mode",
-            cell.label,
-            race_mode(previous),
-            race_record(cell.path(out_dir), seed),
-            race,
-        )
-        return
-    run_dirs = {rate: cell.path(out_dir) / _lr_folder(rate) / f"seed{seed}" for rate in learning_rates}
-    reached = {rate: epochs_to_goal(_history(run_dir), cell.goal) for rate, run_dir in run_dirs.items()}
-    dropped: list[dict[str, Any]] = []  # halving: the race record's entries, one per dropped rate
-
-    def limit(learning_rate: float) -> int:
-        """The epochs a rate may train: the round it was dropped after, else ``max_epochs``."""
-        return next((d["after_round"] for d in dropped if d["learning_rate"] == learning_rate), max_epochs)
-
-    def cap() -> int:
-        """The cap so far: the fewest epochs any rate took to the goal, or ``max_epochs``."""
-        return min([max_epochs, *(epochs for epochs in reached.values() if epochs is not None)])
-
-    for budget in race_budgets(max_epochs):
-        last_round = budget == max_epochs
-        for learning_rate, run_dir in run_dirs.items():
-            target = min(budget, cap(), limit(learning_rate))
-            if reached[learning_rate] is not None or _trained_enough(run_dir, target, last_round):
-                continue
-            log.info("== %s lr=%g: to epoch %d (cap %d)", cell.label, learning_rate, target, cap())
-            config = cell_config(cell, learning_rate, target, quick, [*overrides, f"training.seed={seed}"])
-            train_or_resume(config, run_dir)
-            reached[learning_rate] = epochs_to_goal(_history(run_dir), cell.goal)
-        if race == HALVING and not last_round:
-            gone = {entry["learning_rate"] for entry in dropped}
-            racing = [rate for rate in learning_rates if rate not in gone]
-            dropped += _worse_half(cell, run_dirs, racing, budget)
-    record: dict[str, Any] = {"race": race, "learning_rates": learning_rates, "max_epochs": max_epochs}
-    record["cap"] = cap()
-    if race == HALVING:
-        record["dropped"] = dropped
-    atomic_write_text(race_record(cell.path(out_dir), seed), json.dumps(record, indent=2) + "\n")
-
-
-def _worse_half(
-    cell: Cell, run_dirs: dict[float, Path], racing: list[float], budget: int
-) -> list[dict[str, Any]]:
-    """After a round of ``budget`` epochs of a halving race, the rates of ``racing`` it drops, as
-    entries of the race record's ``dropped``: all but :func:`halving_survivors`, or none when a
-    rate has reached the cell's goal within the round."""
-    best = {rate: best_accuracy_within(run_dir, budget) for rate, run_dir in run_dirs.items()}
-    if max(best.values()) >= cell.goal:
-        return []
-    survivors = halving_survivors({rate: best[rate] for rate in racing})
-    entries: list[dict[str, Any]] = []
-    for rate in racing:
-        if rate not in survivors:
-            log.info(
-                "== %s lr=%g: dropped after %d epochs (best %.2f%%)", cell.label, rate, budget, best[rate]
-            )
-            entries.append({"learning_rate": rate, "after_round": budget, "best_accuracy": best[rate]})
-    return entries
-
-
-def best_accuracy_within(run_dir: Path, epochs: int) -> float:
-    """The run's best test accuracy (%) in its first ``epochs`` epochs (``-inf``: none logged), read
-    from its log of epochs: also when it has trained past them or was stopped before its evaluation,
-    so that a resumed halving race decides as the first one did."""
-    history = read_metrics(run_dir / "metrics.jsonl")
-    return max((record[VALID_ACCURACY] for record in history if record["epoch"] <= epochs), default=-math.inf)
-
-
-def halving_survivors(best: dict[float, float]) -> list[float]:
-    """The better half (``ceil(n / 2)``) of the rates still racing, by their best test accuracy
-    (``best``: rate → accuracy); ties keep the rate earlier in :data:`LEARNING_RATES`. In the order
-    of ``best``."""
-    ranked = sorted(best, key=lambda rate: (-best[rate], _grid_position(rate)))
-    kept = set(ranked[: math.ceil(len(ranked) / 2)])
-    return [rate for rate in best if rate in kept]
-
-
-def _grid_position(learning_rate: float) -> int:
-    """The rate's place in :data:`LEARNING_RATES` (after them all when it is not one of them)."""
-    return LEARNING_RATES.index(learning_rate) if learning_rate in LEARNING_RATES else len(LEARNING_RATES)
-
-
-def race_record(cell_dir: Path, seed: int) -> Path:
-    """The file a finished race writes; until it exists the cell's result is provisional (a later
-    round can still lower the epochs, or raise the accuracy)."""
-    return cell_dir / f"race_seed{seed}.json"
-
-
-def read_race(cell_dir: Path, seed: int) -> dict[str, Any] | None:
-    """The cell's :func:`race_record` (``None``: the race has not ended): the learning rates, the
-    epoch cap, the race's mode (:func:`race_mode`) and, raced by halving, which rate was dropped
-    after which round (``dropped``: ``learning_rate``, ``after_round``, ``best_accuracy``)."""
-    path = race_record(cell_dir, seed)
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def race_mode(record: dict[str, Any]) -> str:
-    """How the recorded race was run (one of :data:`RACES`); records older than the option say
-    nothing and were exact."""
-    return str(record.get("race", EXACT))
-
-
-RACE_ROUNDS = (5, 10, 20, 40)
-"""Epoch budgets of the race's rounds before the last one, whose budget is the cap."""
-
-
-def race_budgets(max_epochs: int) -> list[int]:
-    """The rounds' epoch budgets: :data:`RACE_ROUNDS` below ``max_epochs``, then ``max_epochs``."""
-    return [budget for budget in RACE_ROUNDS if budget < max_epochs] + [max_epochs]
-
-
-def _trained_enough(run_dir: Path, epochs: int, last_round: bool) -> bool:
-    """Whether the run needs no training call for a target of ``epochs``: it has trained at least that
-    many (by its log of epochs, so that a round never shortens a run) and, in the last round, also
-    been evaluated (an interrupted run past the cap is then evaluated as it stands)."""
-    metrics = run_dir / "metrics.jsonl"
-    if not metrics.is_file():
-        return False
-    done = sum(1 for line in metrics.read_text().splitlines() if line.strip())
-    evaluated = (run_dir / "eval" / "summary.json").is_file()
-    return done >= epochs and (evaluated or not last_round)
-
-
-def _lr_folder(learning_rate: float) -> str:
-    return f"lr{learning_rate:g}"
 
 
 # ---------------------------------------------------------------------------------- report
 
 
-def _history(run_dir: Path) -> list[dict[str, Any]]:
-    """A finished run's epochs (``metrics.jsonl``, in current names also when an earlier version
-    wrote it); ``[]`` for a run not finished."""
-    if not (run_dir / "eval" / "summary.json").is_file():
-        return []  # not finished
-    return read_metrics(run_dir / "metrics.jsonl")
-
-
-VALID_ACCURACY = valid_name("accuracy")
-"""The accuracy on the validation set, which is the test set here (fresh problems of the same
-generator): what the race and Table 1 go by."""
-
-
-def epochs_to_goal(history: Sequence[dict[str, Any]], goal: float = 100.0) -> int | None:
-    """The first epoch whose test accuracy reached ``goal`` (%), or ``None``."""
-    for record in history:
-        if record[VALID_ACCURACY] >= goal:
-            return int(record["epoch"])
-    return None
-
-
-@dataclass
-class CellResult:
-    """The best run of a cell over learning rates: fewest epochs to the goal, else highest accuracy."""
-
-    epochs: int | None
-    accuracy: float
-    epochs_run: int
-    learning_rate: float
-    history: list[dict[str, Any]]
-    finished: bool = True
-    """Whether the cell's race has ended (:func:`race_record`); otherwise the result is provisional."""
-    race: str = EXACT
-    """How the ended race was run (:func:`race_mode`)."""
-    dropped: list[dict[str, Any]] = field(default_factory=list)
-    """Raced by halving: the rates dropped, and after which round (the race record's ``dropped``)."""
-
-    @property
-    def mark(self) -> str:
-        """:data:`HALVING_MARK` when the learning rates were raced by successive halving, else ``""``."""
-        return HALVING_MARK if self.race == HALVING else ""
-
-    def table_cell(self) -> str:
-        reached = self.epochs is not None
-        text = str(self.epochs) if reached else f"{self.accuracy:.1f}% ({self.epochs_run} ep.)"
-        return text + self.mark if self.finished else f"{text}, unfinished"
-
-
-def best_result(cell_dir: Path, seed: int = 0, goal: float = 100.0) -> CellResult | None:
-    """The cell's :class:`CellResult` over its finished learning-rate runs (``None``: none finished);
-    ``epochs`` counts the epochs to ``goal`` (%)."""
-    candidates = []
-    for lr_dir in sorted(cell_dir.glob("lr*")):
-        history = _history(lr_dir / f"seed{seed}")
-        if history:
-            epochs = epochs_to_goal(history, goal)
-            accuracy = history[-1][VALID_ACCURACY]
-            candidates.append(CellResult(epochs, accuracy, len(history), float(lr_dir.name[2:]), history))
-    if not candidates:
-        return None
-    best = min(candidates, key=lambda c: (c.epochs is None, c.epochs or 0, -c.accuracy, -c.epochs_run))
-    record = read_race(cell_dir, seed)
-    best.finished = record is not None
-    if record is not None:
-        best.race, best.dropped = race_mode(record), record.get("dropped", [])
-    return best
+def best_result(cell_dir: Path, seed: int = 0, goal: float = 100.0) -> RaceResult | None:
+    """The cell's best run over its finished learning-rate runs (``None``: none finished);
+    ``epochs`` counts the epochs to ``goal`` (% test accuracy)."""
+    return races.best_result(cell_dir, seed, goal, VALID_ACCURACY)
 
 
 def report(out_dir: Path, seed: int = 0) -> str:
@@ -424,7 +213,7 @@ def _longer_t0s(out_dir: Path) -> list[int]:
 def _longer_table(out_dir: Path, seed: int) -> str:
     """Cells at T0s past the paper's largest (issue 22, part 4): epochs, accuracy, seconds per epoch."""
     rows: dict[str, dict[str, object]] = {}
-    results: dict[str, CellResult] = {}
+    results: dict[str, RaceResult] = {}
     for t0 in _longer_t0s(out_dir):
         for problem in _reported_problems(out_dir):
             for pooling in POOLINGS:
@@ -445,7 +234,7 @@ def _longer_table(out_dir: Path, seed: int) -> str:
     header = "#### Past the paper's lengths: epochs to 100% test accuracy (or accuracy at the cap)"
     columns = ["result", "best accuracy (%)", "learning rate", "s / epoch (median)"]
     table = format_table(rows, columns, markdown=True)
-    return _titled_table(header, table, results)
+    return races.titled_table(header, table, results)
 
 
 def _reported_problems(out_dir: Path) -> list[str]:
@@ -459,7 +248,7 @@ def _paper_key(problem: str) -> str:
 
 def _table1(out_dir: Path, seed: int) -> str:
     rows: dict[str, dict[str, object]] = {}
-    results: dict[str, CellResult] = {}
+    results: dict[str, RaceResult] = {}
     for problem in _reported_problems(out_dir):
         for pooling in POOLINGS:
             cells: dict[str, object] = {}
@@ -475,7 +264,7 @@ def _table1(out_dir: Path, seed: int) -> str:
         f"(best over learning rates); the paper's value in parentheses. Padding: {_padding(out_dir)}"
     )
     table = format_table(rows, [f"T0={t0}" for t0 in T0S], markdown=True)
-    return _titled_table(header, table, results)
+    return races.titled_table(header, table, results)
 
 
 def _padding(out_dir: Path) -> str:
@@ -493,7 +282,7 @@ def _padding(out_dir: Path) -> str:
 
 def _variable_table(out_dir: Path, seed: int) -> str:
     rows: dict[str, dict[str, object]] = {}
-    results: dict[str, CellResult] = {}
+    results: dict[str, RaceResult] = {}
     for problem in _reported_problems(out_dir):
         for pooling in POOLINGS:
             cell = Cell(problem, None, pooling)
@@ -501,7 +290,7 @@ def _variable_table(out_dir: Path, seed: int) -> str:
             label = f"{problem} / {_pooling_name(pooling)}"
             rows[label] = {
                 "accuracy (%)": "–" if result is None else f"{result.accuracy:.1f}{result.mark}",
-                "epochs": "–" if result is None else _epochs_run(result),
+                "epochs": "–" if result is None else result.epochs_text(),
                 "learning rate": "–" if result is None else f"{result.learning_rate:g}",
                 "paper (100 epochs)": f"{PAPER_VARIABLE[(_paper_key(problem), pooling)]:.1f}",
             }
@@ -510,58 +299,7 @@ def _variable_table(out_dir: Path, seed: int) -> str:
     header = "#### Variable length (§2.3): test accuracy on lengths uniform in [50, 10000]"
     columns = ["accuracy (%)", "epochs", "learning rate", "paper (100 epochs)"]
     table = format_table(rows, columns, markdown=True)
-    return _titled_table(header, table, results)
-
-
-def _titled_table(header: str, table: str, results: dict[str, CellResult]) -> str:
-    """A report table: its ``header`` with :func:`_race_sentence`, then the table and
-    :func:`_halving_footnote` (``results``: row/column label → the cell's result)."""
-    return f"{header}{_race_sentence(results)}\n\n{table}{_halving_footnote(results)}"
-
-
-def _race_sentence(results: dict[str, CellResult]) -> str:
-    """How the table's learning rates were raced, for its header: nothing when every ended race was
-    exact (the paper's grid; so the reports of exact campaigns read as before ``--race``)."""
-    modes = {result.race for result in results.values() if result.finished}
-    if HALVING not in modes:
-        return ""
-    if modes == {HALVING}:
-        return f". Learning rates raced by successive halving (every ended race; cells marked {HALVING_MARK})"
-    return (
-        ". Learning rates raced over the whole grid (unmarked cells) and by successive halving "
-        f"(cells marked {HALVING_MARK})"
-    )
-
-
-def _halving_footnote(results: dict[str, CellResult]) -> str:
-    """The footnote of the cells marked :data:`HALVING_MARK` (table row/column → result): which
-    rate was dropped after which round; ``""`` when there are none."""
-    lines = [
-        f"- {label}: {_dropped_text(result.dropped)}" for label, result in results.items() if result.mark
-    ]
-    if not lines:
-        return ""
-    return (
-        f"\n\n{HALVING_MARK} learning rates raced by successive halving (`--race halving`: after each "
-        "round in which no rate reached the goal, only the better half went on; unlike the paper's "
-        "full grid, this can miss a rate that starts slow and wins late); rates dropped after rounds:\n"
-        + "\n".join(lines)
-    )
-
-
-def _dropped_text(dropped: list[dict[str, Any]]) -> str:
-    """``"lr 0.001, 0.0003 after 5 epochs; lr 0.003 after 10 epochs"``, from a race record's ``dropped``."""
-    rounds: dict[int, list[str]] = {}
-    for entry in dropped:
-        rounds.setdefault(entry["after_round"], []).append(f"{entry['learning_rate']:g}")
-    text = "; ".join(
-        f"lr {', '.join(rates)} after {budget} epochs" for budget, rates in sorted(rounds.items())
-    )
-    return text or "no rate dropped (as the exact race)"
-
-
-def _epochs_run(result: CellResult) -> str:
-    return str(result.epochs_run) if result.finished else f"{result.epochs_run}, unfinished"
+    return races.titled_table(header, table, results)
 
 
 def _pooling_name(pooling: str) -> str:
@@ -613,15 +351,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "cells only; use its own --out)",
     )
     parser.add_argument("--seed", type=int, default=0, help="training seed of every run (one run per cell)")
-    parser.add_argument(
-        "--race",
-        choices=RACES,
-        default=EXACT,
-        help="how a cell's learning rates are raced: exact (default; every rate until the best one's "
-        "epochs to the goal, or the cap: the paper's grid) or halving (after each round nobody reached "
-        "the goal only the better half goes on; far cheaper where no rate solves the cell, but can miss "
-        "a rate that starts slow and wins late; such cells are marked in the report)",
-    )
+    races.add_race_argument(parser)
     add_parallel_arguments(parser, "cells")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (20 updates per epoch)")
     parser.add_argument("--report-only", action="store_true", help="rebuild tables and figures only")
