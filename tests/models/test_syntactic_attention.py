@@ -4,7 +4,12 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.attention.syntactic import DotProductAttender, ShiftedBidirectionalEncoder, reverse_padded
+from attnlab.attention.syntactic import (
+    ComposedWordEmbedding,
+    DotProductAttender,
+    ShiftedBidirectionalEncoder,
+    reverse_padded,
+)
 from attnlab.models.syntactic_attention import (
     GRUAttentionSeq2Seq,
     SyntacticAttentionSeq2Seq,
@@ -34,6 +39,9 @@ VARIANTS = {
         translate_from_context=True,
         translation_encoder="rnn",
         **SMALL,
+    ),
+    "alignment_word_dropout": lambda: SyntacticAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, alignment_word_dropout=0.1, end_marker=True, **SMALL
     ),
     "gru_attention": lambda: GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, **SMALL),
     "gru_attention_nodep": lambda: GRUAttentionSeq2Seq(
@@ -395,3 +403,61 @@ def test_word_translations_with_the_stop_from_attention_never_read_out_eos():
 def test_word_translations_refuse_a_translation_that_depends_on_context(name):
     with pytest.raises(ValueError, match="depends on its context"):
         build(name).word_translations()
+
+
+# ----------------------------------------------------------------------- composed-word embedding
+
+
+def test_composed_word_embedding_records_only_words_seen_with_others_and_never_padding():
+    embedding = ComposedWordEmbedding(10, 4, dropout=0.5, padding_idx=PAD).train()
+    words, mask = padded_batch([[3, 4, 5], [6], [7, 3]])
+    embedding(words, mask, (~mask).sum(1))
+    assert sorted(embedding.composed.nonzero().flatten().tolist()) == [3, 4, 5, 7]  # not 6, not PAD
+
+
+def test_composed_word_embedding_reads_a_never_composed_word_as_the_unknown_word_at_evaluation():
+    torch.manual_seed(0)
+    embedding = ComposedWordEmbedding(10, 4, dropout=0.2, padding_idx=PAD)
+    with torch.no_grad():
+        embedding.unknown.fill_(7.0)
+    embedding.train()(*_with_counts([[3, 4], [5]]))
+    out = embedding.eval()(*_with_counts([[3, 5, 4]]))
+    torch.testing.assert_close(out[0, 1], torch.full((4,), 7.0))  # 5 was only ever alone
+    torch.testing.assert_close(out[0, [0, 2]], embedding.embedding.weight[[3, 4]])
+
+
+def test_composed_word_embedding_drops_real_words_with_its_probability_in_training():
+    torch.manual_seed(0)
+    embedding = ComposedWordEmbedding(10, 4, dropout=0.3, padding_idx=PAD).train()
+    with torch.no_grad():
+        embedding.unknown.fill_(float("nan"))  # marks the replaced positions
+    words, mask = padded_batch([[3, 4, 5, 6, 7, 8, 9]] * 2000 + [[3]])
+    dropped = embedding(words, mask, (~mask).sum(1)).isnan().all(-1)
+    assert 0.28 < dropped[:-1].float().mean() < 0.32
+    assert not bool(dropped[-1, 1:].any())  # padding is never replaced
+
+
+def _with_counts(sequences: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    words, mask = padded_batch(sequences)
+    return words, mask, (~mask).sum(1)
+
+
+def test_alignment_word_dropout_makes_never_composed_words_align_alike_and_is_saved():
+    """Two words seen only alone in training are the same word to the alignment stream at test,
+    while their translations stay their own; the record is part of the state dict."""
+    torch.manual_seed(0)
+    model = SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, alignment_word_dropout=0.1, **SMALL)
+    model.train()
+    source, mask = padded_batch([[3, 4, 5], [10], [11]])
+    model(source, mask, torch.tensor([[SOS, 3], [SOS, 4], [SOS, 5]]))
+    model.eval()
+    with_10 = model.start(*padded_batch([[3, 10, 4]]))
+    with_11 = model.start(*padded_batch([[3, 11, 4]]))
+    torch.testing.assert_close(with_10.keys, with_11.keys)
+    assert not torch.allclose(with_10.translations, with_11.translations)
+    state = model.state_dict()
+    assert state["alignment_embedding.composed"][[3, 4, 5]].all()
+    assert not state["alignment_embedding.composed"][[10, 11]].any()
+    fresh = SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, alignment_word_dropout=0.1, **SMALL)
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.alignment_embedding.composed, model.alignment_embedding.composed)

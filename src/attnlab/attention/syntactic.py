@@ -11,6 +11,9 @@ translation stream and decoder, is :class:`attnlab.models.syntactic_attention.Sy
 * :class:`DotProductAttender` — eq. 2: ``e_ij = a(s_i, h_j) = s_i · h_j``, ``α_ij = softmax_j(e_ij)``
   (unscaled, unlike :class:`~attnlab.attention.content.ScaledDotAttender`), with the interface of
   every attender (:mod:`attnlab.attention.base`).
+* :class:`ComposedWordEmbedding` — an attnlab option, not in the paper: the alignment stream's word
+  embedding with word dropout to a learned unknown word, which also stands for every word never
+  seen composed with others in training (issue 29; docs/results.md).
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from torch import nn
 from attnlab.attention.base import AttentionState, check_padding_mask
 from attnlab.attention.content import ScoringAttender, check_same_dims
 
-__all__ = ["DotProductAttender", "ShiftedBidirectionalEncoder", "ShiftedEncoding", "reverse_padded"]
+__all__ = [
+    "ComposedWordEmbedding",
+    "DotProductAttender",
+    "ShiftedBidirectionalEncoder",
+    "ShiftedEncoding",
+    "reverse_padded",
+]
 
 
 class DotProductAttender(ScoringAttender):
@@ -104,6 +113,51 @@ class ShiftedBidirectionalEncoder(nn.Module):
         last = (lengths - 1).view(-1, 1, 1).expand(-1, 1, self.hidden_dim)
         summary = torch.cat([forward_states.gather(1, last).squeeze(1), backward_states[:, 0]], dim=-1)
         return ShiftedEncoding(keys=torch.cat([previous, following], dim=-1), summary=summary)
+
+
+class ComposedWordEmbedding(nn.Module):
+    """A word embedding that reads a word it never saw composed as a learned unknown word.
+
+    Why (attnlab, issue 29): in a one-word source the alignment has one position to attend
+    (``α = 1`` whatever the scores), so no gradient reaches that word's alignment embedding. On
+    SCAN's add-jump split "jump" occurs only alone, and its alignment embedding stays at its random
+    initialisation through training (docs/results.md): at test the alignment stream reads a random
+    vector, and whether it treats "jump" like "walk" depends on the seed. This embedding:
+
+    * in training, replaces each real word by a learned vector ``u`` with probability ``dropout``
+      (word dropout), so the alignment learns to align a word it cannot identify from its context;
+    * records every word that occurs in a source with at least two real words (``composed``);
+    * in evaluation, reads every word never recorded as ``u``.
+
+    The record is a buffer, so it is saved with the model and a resumed run continues it. The
+    choice of "composed" (two or more real words, an appended end marker not counted) as the test
+    of "trained" is ours: it is when the alignment embedding of a word can matter.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, dropout: float, padding_idx: int) -> None:
+        super().__init__()
+        if not 0.0 < dropout < 1.0:
+            raise ValueError(f"word dropout must be in (0, 1), got {dropout}")
+        self.dropout = dropout
+        self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
+        self.unknown = nn.Parameter(torch.zeros(embedding_dim))
+        self.composed: torch.Tensor
+        self.register_buffer("composed", torch.zeros(num_embeddings, dtype=torch.bool))
+
+    def forward(
+        self, words: torch.Tensor, padding_mask: torch.Tensor, real_words: torch.Tensor
+    ) -> torch.Tensor:
+        """``[B, S, D]`` embeddings of ``words`` ``[B, S]``; ``padding_mask`` ``[B, S]`` is ``True``
+        at padding, ``real_words`` ``[B]`` counts each source's words (an end marker left out)."""
+        embedded = self.embedding(words)
+        real = ~padding_mask
+        if self.training:
+            rows = real_words >= 2
+            self.composed[words[rows][real[rows]]] = True
+            unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
+        else:
+            unknown = real & ~self.composed[words]
+        return torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
 
 
 def reverse_padded(sequences: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

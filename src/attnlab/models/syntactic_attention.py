@@ -69,7 +69,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab.attention import AttentionState, build_attender
 from attnlab.attention.base import check_padding_mask
-from attnlab.attention.syntactic import DotProductAttender, ShiftedBidirectionalEncoder
+from attnlab.attention.syntactic import ComposedWordEmbedding, DotProductAttender, ShiftedBidirectionalEncoder
 from attnlab.models.seq2seq import Seq2SeqOutput
 
 __all__ = ["GRUAttentionSeq2Seq", "StepwiseSeq2Seq", "SyntacticAttentionSeq2Seq", "append_end_marker"]
@@ -210,6 +210,11 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
     ``end_marker`` and ``stop_from_attention`` (default ``False``: the paper's model) are the
     stop mechanisms of the module docstring. The end marker is source word ``source_vocab_size``
     (the embeddings get one more row); sources must be right-padded.
+
+    ``alignment_word_dropout`` (default 0: the paper's model) makes the alignment stream's word
+    embedding a :class:`~attnlab.attention.syntactic.ComposedWordEmbedding` with that word-dropout
+    probability: a word never seen composed with others in training (add-jump's "jump") is read
+    by the alignment as the learned unknown word, not as its never-trained embedding.
     """
 
     uniform_alignment: bool = False
@@ -228,6 +233,7 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         translate_from_context: bool = False,
         end_marker: bool = False,
         stop_from_attention: bool = False,
+        alignment_word_dropout: float = 0.0,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -249,7 +255,11 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
             if translation_encoder == "rnn"
             else None
         )
-        self.alignment_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
+        self.alignment_embedding: nn.Embedding | ComposedWordEmbedding = (
+            ComposedWordEmbedding(source_vocab_size, embedding_dim, alignment_word_dropout, pad_id)
+            if alignment_word_dropout
+            else nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
+        )
         self.alignment_encoder = ShiftedBidirectionalEncoder(
             embedding_dim, encoder_hidden_dim, encoder_layers, dropout
         )
@@ -263,12 +273,17 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _SyntacticState:
         check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
         end_positions = None
+        real_words = (~source_padding_mask).sum(dim=1)
         if self.end_marker_id is not None:
             source, source_padding_mask, end_positions = append_end_marker(
                 source, source_padding_mask, self.end_marker_id, self.pad_id
             )
         translations = self._translations(source, source_padding_mask)
-        encoding = self.alignment_encoder(self.dropout(self.alignment_embedding(source)), source_padding_mask)
+        if isinstance(self.alignment_embedding, ComposedWordEmbedding):
+            words = self.alignment_embedding(source, source_padding_mask, real_words)
+        else:
+            words = self.alignment_embedding(source)
+        encoding = self.alignment_encoder(self.dropout(words), source_padding_mask)
         cell = self.decoder_cell
         gate_inputs = F.linear(encoding.keys, cell.weight_ih, cell.bias_ih + cell.bias_hh)
         hidden = torch.relu(self.initial_state(encoding.summary))

@@ -76,7 +76,10 @@ class ScanModelConfig:
     word the alignment can attend; its translation is read out as ``<eos>``) and
     ``stop_from_attention`` (``p(<eos>)`` = the attention on that end marker; needs
     ``end_marker``) are the stop mechanisms of issue 29 (Syntactic Attention only; see
-    :mod:`attnlab.models.syntactic_attention`). All default to the paper's model.
+    :mod:`attnlab.models.syntactic_attention`). ``alignment_word_dropout`` (a probability in
+    [0, 1); Syntactic Attention only) reads a word never seen composed in training as a learned
+    unknown word in the alignment stream
+    (:class:`~attnlab.attention.syntactic.ComposedWordEmbedding`). All default to the paper's model.
     ``transformer`` holds the Transformer's own options
     (:class:`~attnlab.experiments.seq2seq_common.TransformerModelConfig`: ``positional``,
     ``cross_attention``, sizes, its own ``dropout``); the recurrent sizes and ``dropout`` above
@@ -95,6 +98,7 @@ class ScanModelConfig:
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
     end_marker: bool = False
     stop_from_attention: bool = False
+    alignment_word_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.architecture != "syntactic_attention" and (
@@ -102,11 +106,14 @@ class ScanModelConfig:
             or self.translate_from_context
             or self.end_marker
             or self.stop_from_attention
+            or self.alignment_word_dropout
         ):
             raise ValueError(
-                "translation_encoder / translate_from_context / end_marker / stop_from_attention "
-                "apply to syntactic_attention only"
+                "translation_encoder / translate_from_context / end_marker / stop_from_attention / "
+                "alignment_word_dropout apply to syntactic_attention only"
             )
+        if not 0 <= self.alignment_word_dropout < 1:
+            raise ValueError(f"alignment_word_dropout must be in [0, 1), got {self.alignment_word_dropout}")
         if self.stop_from_attention and not self.end_marker:
             raise ValueError(
                 "stop_from_attention needs end_marker: true (p(<eos>) is the attention on the end marker)"
@@ -202,6 +209,7 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
                 translate_from_context=model.translate_from_context,
                 end_marker=model.end_marker,
                 stop_from_attention=model.stop_from_attention,
+                alignment_word_dropout=model.alignment_word_dropout,
                 **common,
             )
         return GRUAttentionSeq2Seq(len(source), len(target), previous_output=model.previous_output, **common)
