@@ -9,6 +9,8 @@ import torch
 
 from attnlab.cli import main
 from attnlab.config import ConfigError
+from attnlab.evaluation.bleu import BLEU_STATISTIC
+from attnlab.experiments.compare import read_units
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.experiments.scan import experiment
@@ -175,8 +177,10 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert json.loads(out.read_text())["comparisons"][str(run_dir)] == comparison
     assert main([*full_name, "--test-set", "small"]) == 2
     assert "names test set 'test', --test-set 'small'" in capsys.readouterr().err
-    assert main(["compare", str(after_one_epoch), str(run_dir), "--metric", "bleu"]) == 2
-    assert "has the metrics seq_acc, seq_acc_given_length" in capsys.readouterr().err
+    assert main(["compare", str(after_one_epoch), str(run_dir), "--metric", "rouge"]) == 2
+    assert "has the metrics seq_acc, seq_acc_given_length, bleu" in capsys.readouterr().err
+    assert main(["compare", str(after_one_epoch), str(run_dir), "--metric", "bleu", "--samples", "50"]) == 0
+    assert "test/test/bleu" in capsys.readouterr().out  # BLEU of any predictions file
     assert main(["compare", str(run_dir), str(run_dir), "--test-set", "small"]) == 0
     assert "100 examples" in capsys.readouterr().out
     plots = plot_attention(run_dir, ["jump twice after walk left"], device_name="cpu")
@@ -253,7 +257,7 @@ def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):
     ]
     test = [
         Seq2SeqExample(("w1", "daxy", "."), ("m1", "daxiste", ".")),
-        Seq2SeqExample(("w3", "w4", "."), ("m3", "m4", ".")),
+        *(Seq2SeqExample((f"w{i}", f"w{i + 1}", "."), (f"m{i}", f"m{i + 1}", ".")) for i in range(3, 14)),
     ]
     write_scan_file(tmp_path / "train.txt", train)
     write_scan_file(tmp_path / "test.txt", test)
@@ -262,6 +266,12 @@ def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):
     results = experiment.EXPERIMENT.train(config(files, **overrides), tmp_path / "run")["test"]
     assert results["unknown_source_words"] == 1.0 and results["unknown_target_words"] == 1.0
     assert 0.0 <= results["bleu"] <= 100.0
+    # the predictions file keeps the raw references BLEU was scored against: compare's BLEU of it
+    # on the whole test set is the reported BLEU exactly
+    _, first, *_ = (tmp_path / "run" / "eval" / "test.predictions.tsv").read_text().splitlines()
+    assert first.split("\t")[1:3] == ["w1 <unk> .", "m1 daxiste ."]
+    units = read_units(tmp_path / "run", "test", None, "bleu")
+    assert BLEU_STATISTIC.of_sums(units.scores.values.sum(axis=0, keepdims=True))[0] == results["bleu"]
 
 
 def test_unknown_word_at_evaluation_names_file_and_line(scan_slice, tmp_path):

@@ -2,12 +2,18 @@
 of which test examples happened to be drawn?
 
 Both systems are scored on the same units (sentences of a corpus, examples of a test set). A
-*ratio statistic* covers the metrics used here: with per-unit numerators ``x_u`` and denominators
-``n_u`` it is ``f(Σ x_u / Σ n_u)``:
+statistic here is a function of *additive* per-unit statistics: unit ``u`` contributes a row
+``s_u`` of ``k`` numbers (:class:`UnitScores`), and the statistic of a test set is ``g(Σ_u s_u)``
+(:class:`Statistic`). A *ratio statistic* (:class:`RatioStatistic`) is the special case ``k = 2``,
+``g(x, n) = f(x / n)`` with per-unit numerators ``x_u`` and denominators ``n_u``:
 
 * perplexity: ``x_u`` the summed negative log-likelihood of sentence ``u``, ``n_u`` its token
   count, ``f = exp``;
 * accuracy: ``x_u`` 1 if example ``u`` is right, ``n_u = 1``, ``f(r) = 100·r``.
+
+Corpus BLEU is another: ``s_u`` holds sentence ``u``'s matching and total n-grams for
+n = 1…4, its hypothesis and its reference length, and ``g`` is BLEU of those sums
+(:data:`attnlab.evaluation.bleu.BLEU_STATISTIC`).
 
 :func:`paired_bootstrap` draws ``samples`` test sets of the same size from the units with
 replacement, the *same* draw for both systems (Koehn 2004, "Statistical Significance Tests for
@@ -26,20 +32,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
 
+class Statistic(Protocol):
+    """A statistic of a test set computed from the sums of its units' additive statistics."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def lower_is_better(self) -> bool: ...
+
+    def of_sums(self, sums: np.ndarray) -> np.ndarray:
+        """The statistic of each test set, ``sums`` ``[draws, k]`` its units' statistics summed."""
+        ...
+
+
 @dataclass(frozen=True)
 class RatioStatistic:
-    """``transform(Σ numerator / Σ denominator)`` over units; see the module docstring."""
+    """``transform(Σ numerator / Σ denominator)`` over units: a :class:`Statistic` of units with
+    two statistics each (:meth:`UnitScores.ratio`); see the module docstring."""
 
     name: str
     transform: Transform
     lower_is_better: bool
+
+    def of_sums(self, sums: np.ndarray) -> np.ndarray:
+        return self.transform(sums[:, 0] / sums[:, 1])
 
 
 PERPLEXITY = RatioStatistic("perplexity", np.exp, lower_is_better=True)
@@ -48,16 +72,27 @@ ACCURACY = RatioStatistic("accuracy", lambda ratio: 100.0 * ratio, lower_is_bett
 
 @dataclass(frozen=True)
 class UnitScores:
-    """One system's per-unit numerators and denominators (e.g. sentence NLL sums and lengths)."""
+    """One system's additive statistics per unit: ``values[u]`` are unit ``u``'s ``k`` statistics
+    (e.g. a sentence's NLL sum and length, or its BLEU n-gram counts)."""
 
-    numerator: np.ndarray
-    denominator: np.ndarray
+    values: np.ndarray
 
     def __post_init__(self) -> None:
-        if self.numerator.shape != self.denominator.shape or self.numerator.ndim != 1:
-            raise ValueError("numerator and denominator must be 1-D arrays of the same length")
-        if self.numerator.size == 0:
+        if self.values.ndim != 2:
+            raise ValueError("the statistics must be a [units, k] array")
+        if self.values.shape[0] == 0:
             raise ValueError("no units to compare")
+
+    @classmethod
+    def ratio(cls, numerator: np.ndarray, denominator: np.ndarray) -> UnitScores:
+        """The units of a :class:`RatioStatistic`: per-unit numerators and denominators."""
+        if numerator.shape != denominator.shape or numerator.ndim != 1:
+            raise ValueError("numerator and denominator must be 1-D arrays of the same length")
+        return cls(np.stack([numerator, denominator], axis=1))
+
+    @property
+    def units(self) -> int:
+        return int(self.values.shape[0])
 
 
 @dataclass(frozen=True)
@@ -84,7 +119,7 @@ class PairedComparison:
 def paired_bootstrap(
     a: UnitScores,
     b: UnitScores,
-    statistic: RatioStatistic,
+    statistic: Statistic,
     *,
     samples: int = 1000,
     confidence: float = 0.95,
@@ -96,20 +131,21 @@ def paired_bootstrap(
     Units are resampled ``samples`` times (in chunks of ``chunk`` draws, to bound memory); the
     result is reproducible for a given ``seed``.
     """
-    if a.numerator.size != b.numerator.size:
+    if a.values.shape != b.values.shape:
         raise ValueError(
-            f"the systems were scored on different units ({a.numerator.size} vs {b.numerator.size})"
+            f"the systems were scored on different units ({a.units} vs {b.units}, "
+            f"{a.values.shape[1]} vs {b.values.shape[1]} statistics each)"
         )
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    units = a.numerator.size
-    observed_a = _ratio(statistic, a, np.ones((1, units)))[0]
-    observed_b = _ratio(statistic, b, np.ones((1, units)))[0]
+    units = a.units
+    observed_a = _resampled(statistic, a, np.ones((1, units)))[0]
+    observed_b = _resampled(statistic, b, np.ones((1, units)))[0]
     differences = np.concatenate(
         [
-            _ratio(statistic, b, counts) - _ratio(statistic, a, counts)
+            _resampled(statistic, b, counts) - _resampled(statistic, a, counts)
             for counts in _resampling_counts(units, samples, seed, chunk)
         ]
     )
@@ -132,10 +168,12 @@ def paired_bootstrap(
     )
 
 
-def _ratio(statistic: RatioStatistic, scores: UnitScores, counts: np.ndarray) -> np.ndarray:
+def _resampled(statistic: Statistic, scores: UnitScores, counts: np.ndarray) -> np.ndarray:
     """The statistic of each resampled test set; ``counts`` ``[draws, units]`` says how often each
-    unit was drawn."""
-    return statistic.transform((counts @ scores.numerator) / (counts @ scores.denominator))
+    unit was drawn, so ``counts @ values`` are the draws' summed statistics (one column at a time:
+    a matrix-vector product per statistic)."""
+    sums = np.stack([counts @ np.ascontiguousarray(column) for column in scores.values.T], axis=1)
+    return statistic.of_sums(sums)
 
 
 def _resampling_counts(units: int, samples: int, seed: int, chunk: int) -> Iterator[np.ndarray]:

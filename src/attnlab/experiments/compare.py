@@ -9,8 +9,12 @@ set, beyond the noise of the test set's sample? A paired bootstrap over the test
   makes the sentence interval somewhat too narrow; documents are independent but fewer.
 * sequence-to-sequence runs (Lookup Tables, SCAN, English–French):
   ``eval/<test set>.predictions.tsv``, each example's prediction and whether it is right →
-  accuracy (``--metric seq_acc``, ``seq_acc_be`` or ``seq_acc_given_length``). BLEU is not a
-  per-example ratio; sacrebleu's ``--paired-bs`` compares BLEU scores.
+  accuracy (``--metric seq_acc``, ``seq_acc_be`` or ``seq_acc_given_length``); its target and
+  prediction → corpus BLEU (``--metric bleu``, English–French). BLEU is not a mean over
+  sentences: each resampled test set sums its sentences' n-gram matches and totals (n = 1…4) and
+  lengths, and BLEU is computed from those sums, as sacrebleu computes corpus BLEU (the test of
+  sacrebleu's ``--paired-bs``). On the whole test set it is the ``bleu`` that evaluation reported
+  (``eval/<test set>.json``), which is checked.
 
 See :mod:`attnlab.experiments.unit_scores` for the files.
 
@@ -85,8 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--metric",
-        help="perplexity for language models; seq_acc (default), seq_acc_be or seq_acc_given_length "
-        "for sequence-to-sequence runs; or a full name test/<test set>/<metric>, e.g. test/long3/seq_acc",
+        help="perplexity for language models; seq_acc (default), seq_acc_be, seq_acc_given_length or "
+        "bleu (corpus BLEU) for sequence-to-sequence runs; or a full name test/<test set>/<metric>, "
+        "e.g. test/long3/seq_acc",
     )
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap samples (default 1000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="of the interval (default 0.95)")
@@ -158,15 +163,20 @@ def _comparison_table(
     first = next(iter(comparisons.values()))
     rows: dict[str, dict[str, object]] = {f"{baseline_dir} (baseline)": {name: first.a}}
     for run_dir, result in comparisons.items():
-        rows[run_dir] = {
-            name: result.b,
-            "difference": f"{result.difference:+.2f}",
-            interval: f"{result.low:+.2f} … {result.high:+.2f}",
-            "p": _p_value(result),
-            "verdict": _verdict(result),
-        }
+        rows[run_dir] = {name: result.b, **comparison_cells(result, interval)}
     units = f"{first.units} {baseline.unit}s, {first.samples} paired bootstrap samples"
     return format_table(rows, [name, "difference", interval, "p", "verdict"]) + f"\n({units})"
+
+
+def comparison_cells(result: PairedComparison, interval: str) -> dict[str, object]:
+    """A comparison's table cells: ``difference``, the interval (column ``interval``), ``p`` and
+    ``verdict``."""
+    return {
+        "difference": f"{result.difference:+.2f}",
+        interval: f"{result.low:+.2f} … {result.high:+.2f}",
+        "p": _p_value(result),
+        "verdict": _verdict(result),
+    }
 
 
 def _p_value(result: PairedComparison) -> str:

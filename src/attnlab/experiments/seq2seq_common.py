@@ -177,15 +177,18 @@ def evaluate_with_predictions(
     name: str,
     dataset: EncodedDataset,
     evaluate: Callable[[ExampleOutcomes], dict[str, Any]],
+    references: list[str] | None = None,
 ) -> dict[str, Any]:
     """The metrics ``evaluate`` computes on test set ``name`` while it records each example's
     outcome, and those outcomes written to ``eval/<name>.predictions.tsv`` (``eval/files/`` for
     given files) for ``attnlab compare``; ``evaluation.loaded`` is the model with its source and
-    target vocabularies."""
+    target vocabularies. The target column holds ``references`` when given (the raw references
+    BLEU is computed against), else the targets as the model saw them."""
     _, source, target = evaluation.loaded
     outcomes = ExampleOutcomes()
     metrics = evaluate(outcomes)
     sources, targets = dataset_texts(dataset, source, target)
+    targets = targets if references is None else references
     path = evaluation.run.evaluation_file(name, PREDICTIONS_SUFFIX, data_file=evaluation.data_file)
     write_predictions(path, sources, targets, outcomes, target)
     return metrics

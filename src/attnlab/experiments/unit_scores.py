@@ -4,7 +4,9 @@
 * ``eval/<test set>.sentences.csv`` (language models): per sentence, its document, first token,
   token count and summed negative log-likelihood → perplexity;
 * ``eval/<test set>.predictions.tsv`` (sequence-to-sequence runs): per example, the source, the
-  target, the greedy prediction and a 0/1 column per accuracy metric (``seq_acc``, …) → accuracy.
+  target, the greedy prediction and a 0/1 column per accuracy metric (``seq_acc``, …) → accuracy;
+  the target and prediction columns → BLEU (``bleu``: each sentence's n-gram statistics, summed
+  over a test set to corpus BLEU, :mod:`attnlab.evaluation.bleu`).
 
 A reader returns :class:`Units`: one system's scores per unit, and what identifies each unit, so
 that two runs can be checked to have been scored on the same data.
@@ -13,6 +15,8 @@ that two runs can be checked to have been scored on the same data.
 from __future__ import annotations
 
 import csv
+import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from attnlab.config import ConfigError
+from attnlab.evaluation.bleu import BLEU_STATISTIC, sentence_statistics
 from attnlab.evaluation.seq2seq import ExampleOutcomes
-from attnlab.evaluation.significance import ACCURACY, PERPLEXITY, RatioStatistic, UnitScores
+from attnlab.evaluation.significance import ACCURACY, PERPLEXITY, Statistic, UnitScores
 from attnlab.io import atomic_write_text
 from attnlab.tasks.batching import EncodedDataset
 from attnlab.tasks.tsv import DataFormatError
@@ -32,6 +37,8 @@ SENTENCES_SUFFIX = ".sentences.csv"
 SENTENCE_COLUMNS = ("sentence", "document", "first_token", "tokens", "nll")
 PREDICTIONS_SUFFIX = ".predictions.tsv"
 PREDICTION_COLUMNS = ("example", "source", "target", "prediction")
+BLEU = "bleu"
+"""The metric of a predictions file's target and prediction columns (not a column of its own)."""
 MIN_UNITS = 10
 """Fewer units than this make a bootstrap meaningless (PTB, for one, is a single document)."""
 
@@ -45,7 +52,7 @@ class Units:
     scores: UnitScores
     identity: list[tuple[Any, ...]]
     unit: str
-    statistic: RatioStatistic
+    statistic: Statistic
     path: Path
     metric: str
 
@@ -91,7 +98,7 @@ def read_sentence_units(path: Path, unit: str | None = None, metric: str | None 
         tokens, nll = np.bincount(inverse, weights=tokens), np.bincount(inverse, weights=nll)
     _check_enough(path, tokens.size, unit)
     identity = [(int(first), int(count)) for first, count in zip(firsts, tokens)]
-    return Units(UnitScores(nll, tokens), identity, unit, PERPLEXITY, path, "perplexity")
+    return Units(UnitScores.ratio(nll, tokens), identity, unit, PERPLEXITY, path, "perplexity")
 
 
 # ----------------------------------------------------------------------------- sequence to sequence
@@ -125,13 +132,16 @@ def write_predictions(
 
 def read_prediction_units(path: Path, unit: str | None = None, metric: str | None = None) -> Units:
     """A predictions file, with examples as the units; the statistic is the accuracy (percent) of
-    ``metric``'s column (default ``seq_acc``)."""
+    ``metric``'s column (default ``seq_acc``), or with ``metric`` ``bleu`` the corpus BLEU of the
+    prediction column against the target column (:func:`_bleu_units`)."""
     if unit not in (None, "example"):
         raise ConfigError(f"--unit {unit}: sequence-to-sequence runs compare by example")
     metric = metric or "seq_acc"
     header, rows = _read_table(path, PREDICTION_COLUMNS, delimiter="\t")
+    if metric == BLEU:
+        return _bleu_units(path, header, rows)
     if metric not in header[len(PREDICTION_COLUMNS) :]:
-        choices = ", ".join(header[len(PREDICTION_COLUMNS) :])
+        choices = ", ".join([*header[len(PREDICTION_COLUMNS) :], BLEU])
         raise ConfigError(f"--metric {metric}: {path} has the metrics {choices}")
     column = header.index(metric)
     correct, identity = np.zeros(len(rows)), []
@@ -141,7 +151,50 @@ def read_prediction_units(path: Path, unit: str | None = None, metric: str | Non
         correct[line - 2] = float(row[column])
         identity.append((row[1], row[2]))
     _check_enough(path, correct.size, "example")
-    return Units(UnitScores(correct, np.ones_like(correct)), identity, "example", ACCURACY, path, metric)
+    scores = UnitScores.ratio(correct, np.ones_like(correct))
+    return Units(scores, identity, "example", ACCURACY, path, metric)
+
+
+
+def _bleu_units(path: Path, header: list[str], rows: list[tuple[int, list[str]]]) -> Units:
+    """The rows of a predictions file as BLEU units: each sentence's
+    :func:`~attnlab.evaluation.bleu.sentence_statistics` of its prediction against its target,
+    the same strings evaluation scored (space-separated tokens, specials stripped).
+
+    When the run's metrics of that test set (``<test set>.json`` next to the file) have a
+    ``bleu``, the corpus BLEU of the file must equal it; it does not for files written before the
+    target column held the raw references (``<unk>`` where the reference had an unknown word).
+    """
+    targets, predictions, identity = [], [], []
+    for line, row in rows:
+        if len(row) != len(header):
+            raise DataFormatError(path, line, f"expected {len(header)} tab-separated fields")
+        targets.append(row[2])
+        predictions.append(row[3])
+        identity.append((row[1], row[2]))
+    _check_enough(path, len(rows), "example")
+    scores = UnitScores(sentence_statistics(predictions, targets))
+    units = Units(scores, identity, "example", BLEU_STATISTIC, path, BLEU)
+    _check_reported_bleu(units)
+    return units
+
+
+def _check_reported_bleu(units: Units) -> None:
+    """Raise when the BLEU of ``units`` on the whole file is not the BLEU evaluation reported."""
+    metrics_file = units.path.with_name(units.path.name.removesuffix(PREDICTIONS_SUFFIX) + ".json")
+    try:
+        reported = json.loads(metrics_file.read_text()).get(BLEU)
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(reported, (int, float)):
+        return
+    computed = float(BLEU_STATISTIC.of_sums(units.scores.values.sum(axis=0, keepdims=True))[0])
+    if not math.isclose(computed, reported, rel_tol=1e-9, abs_tol=1e-9):
+        raise ConfigError(
+            f"{units.path}: the BLEU of its predictions is {computed:.4f}, but {metrics_file} reports "
+            f"{reported:.4f} (predictions written before the target column held the raw references); "
+            "`attnlab evaluate RUN_DIR` writes them anew"
+        )
 
 
 # ----------------------------------------------------------------------------- shared

@@ -304,8 +304,7 @@ def _mean_units(runs: Sequence[dict[str, Any]], unit: str | None = None) -> Unit
         if not per_seed:
             return None
         first = per_seed[0]
-        numerator = np.mean([units.scores.numerator for units in per_seed], axis=0)
-        scores = UnitScores(numerator, first.scores.denominator)
+        scores = UnitScores(np.mean([units.scores.values for units in per_seed], axis=0))
         return Units(scores, first.identity, first.unit, first.statistic, first.path, first.metric)
     return None
 

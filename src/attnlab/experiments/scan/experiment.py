@@ -371,7 +371,9 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
     def evaluate_set(
         self, evaluation: Evaluation[ScanExperimentConfig, LoadedScan], name: str, test_set: Any
     ) -> dict[str, Any]:
-        """The metrics of :func:`~attnlab.evaluation.seq2seq.evaluate_split`; ``<name>.predictions.tsv``."""
+        """The metrics of :func:`~attnlab.evaluation.seq2seq.evaluate_split`; ``<name>.predictions.tsv``
+        with the raw references (unknown words as they are, not ``<unk>``) as its targets, the
+        strings BLEU scored."""
         model, _, target = evaluation.loaded
         options, device = evaluation.config.evaluation, evaluation.device
         return evaluate_with_predictions(
@@ -379,6 +381,7 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
             name,
             test_set.dataset,
             lambda outcomes: evaluate_split(model, test_set, target, options, device, outcomes=outcomes),
+            references=[" ".join(reference) for reference in test_set.references],
         )
 
 

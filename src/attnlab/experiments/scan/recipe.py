@@ -6,8 +6,11 @@
 * **Table 2**: on add-jump, Syntactic Attention, an RNN for the translation encoding
   (``model.translation_encoder=rnn``) and ``c_i`` used for translation
   (``model.translate_from_context=true``).
-* **MT**: Syntactic Attention and the ``c_i``-for-translation variant on Lake & Baroni's
-  English–French set; sacrebleu BLEU on ``test.txt`` (and on ``test_no_unk.txt``).
+* **MT**: Syntactic Attention, the ``c_i``-for-translation variant and the GRU + attention baseline
+  (``scan_gru_attention``'s model, trained with the same data, budget and BLEU) on Lake & Baroni's
+  English–French set; sacrebleu BLEU on ``test.txt`` (and on ``test_no_unk.txt``), and each
+  variant against the baseline seed by seed: the paired bootstrap of ``attnlab compare
+  mt/gru_attention/seed<N> mt/<variant>/seed<N> --metric bleu`` over the test sentences.
 
 Every cell runs once per seed with early stopping on 20% of the training set. Tables give, per cell,
 the test accuracy over seeds as ``mean ± std (median; n)``, both with the model producing ``<eos>``
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,11 +41,13 @@ from typing import Any
 
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments.aggregate import summarize
+from attnlab.experiments.compare import compare_runs, comparison_cells, read_units
 from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.runner import Grid, add_parallel_arguments, parallel_options, run_grid
 from attnlab.io import atomic_write_text
 from attnlab.metric_names import read_summary
 from attnlab.reporting.tables import format_table, stats_text
+from attnlab.tasks.tsv import DataFormatError
 
 PAPER = "russin2019"
 """The recipe's name: ``attnlab reproduce russin2019``."""
@@ -63,7 +69,20 @@ TABLE2_VARIANTS: dict[str, tuple[str, ...]] = {
     "translation_rnn": ("model.translation_encoder=rnn",),
     "translate_from_context": ("model.translate_from_context=true",),
 }
-MT_VARIANTS = {name: TABLE2_VARIANTS[name] for name in ("syntactic_attention", "translate_from_context")}
+MT_BASELINE = "gru_attention"
+MT_VARIANTS: dict[str, tuple[str, ...]] = {
+    **{name: TABLE2_VARIANTS[name] for name in ("syntactic_attention", "translate_from_context")},
+    MT_BASELINE: (
+        f"model={json.dumps(resolve_config(TABLE1_MODELS[MT_BASELINE][0], [])['model'])}",
+        "training.uniform_alignment_epochs=0",  # a Syntactic Attention option
+    ),
+}
+"""English–French runs: overrides of ``mt_eng_fra``. The GRU + attention baseline is Table 1's
+model (the ``model`` group of ``scan_gru_attention``, whole) with the same data, training budget
+and BLEU as the Syntactic Attention runs."""
+MT_COMPARISON_SAMPLES = 1000
+PREDICTIONS = "eval/test.predictions.tsv"
+"""What an MT run is compared on: its test sentences' predictions (``attnlab compare``)."""
 LABELS = {
     "gru_attention": "GRU + attn (Bastings et al.)",
     "gru_attention_nodep": "GRU + attn − dep (Bastings et al.)",
@@ -299,7 +318,44 @@ def _mt_table(out_dir: Path) -> str:
     if not rows:
         return ""
     header = "#### English–French: sacrebleu corpus BLEU, mean ± std (median; seeds)\n\n"
-    return header + format_table(rows, ["BLEU test", "BLEU test_no_unk", "paper"], markdown=True)
+    table = format_table(rows, ["BLEU test", "BLEU test_no_unk", "paper"], markdown=True)
+    comparisons = _mt_comparisons(out_dir)
+    return header + table + (f"\n\n{comparisons}" if comparisons else "")
+
+
+def _mt_comparisons(out_dir: Path) -> str:
+    """Each MT variant against the GRU + attention baseline of the same seed: BLEU on ``test``, the
+    difference and the paired bootstrap over its sentences (``attnlab compare --metric bleu``)."""
+    interval = "95% CI"
+    found = (out_dir / "mt" / MT_BASELINE).glob(f"seed*/{PREDICTIONS}")
+    baselines = sorted(path.parents[1] for path in found)
+    rows: dict[str, dict[str, object]] = {}
+    for variant in MT_VARIANTS:
+        for baseline in baselines:
+            run = out_dir / "mt" / variant / baseline.name
+            if variant == MT_BASELINE or not (run / PREDICTIONS).is_file():
+                continue
+            label = f"{LABELS[variant]}, {baseline.name}"
+            try:
+                result = compare_runs(
+                    read_units(baseline, "test", None, "bleu"),
+                    read_units(run, "test", None, "bleu"),
+                    samples=MT_COMPARISON_SAMPLES,
+                    confidence=0.95,
+                    seed=0,
+                )
+            except (ConfigError, DataFormatError) as error:  # e.g. predictions of an older version
+                rows[label] = {"verdict": f"not compared: {error}"}
+                continue
+            rows[label] = {"baseline BLEU": result.a, "BLEU": result.b, **comparison_cells(result, interval)}
+    if not rows:
+        return ""
+    header = (
+        f"#### English–French against {LABELS[MT_BASELINE]}, seed by seed: test BLEU, paired bootstrap "
+        f"over test sentences ({MT_COMPARISON_SAMPLES} samples)\n\n"
+    )
+    columns = ["baseline BLEU", "BLEU", "difference", interval, "p", "verdict"]
+    return header + format_table(rows, columns, markdown=True)
 
 
 def _attention_plots(out_dir: Path) -> list[Path]:
