@@ -191,13 +191,14 @@ def test_once_a_rate_reaches_the_goal_the_halving_race_caps_the_rest_as_the_exac
     ]
 
 
-def test_a_rate_reaching_the_goal_in_the_first_round_leaves_nothing_to_halve(tmp_path, calls_with):
+def test_a_rate_reaching_the_goal_in_the_first_round_leaves_nothing_to_halve_or_mark(tmp_path, calls_with):
     calls = calls_with({1e-2: [50.0, 100.0], 3e-3: [60.0] * 5, 1e-3: [70.0] * 5})
     races.run_race(_race(tmp_path, [1e-2, 3e-3, 1e-3], 100, "halving"))
     assert calls == [(1e-2, 5), (3e-3, 2), (1e-3, 2)]
     assert _record(tmp_path)["dropped"] == []
-    table = races.titled_table("#### T", "| table |", {"cell": _best(tmp_path)})
-    assert "- cell: no rate dropped (as the exact race)" in table
+    best = _best(tmp_path)
+    assert best.race == "halving" and best.mark == ""  # decided exactly as the exact race: not marked
+    assert races.titled_table("#### T", "| table |", {"cell": best}) == "#### T\n\n| table |"
 
 
 def test_halving_can_drop_a_rate_that_starts_slow_and_wins_late(tmp_path, calls_with):

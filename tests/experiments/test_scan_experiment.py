@@ -113,7 +113,6 @@ def test_stopping_from_the_end_marker_learns_when_to_stop_on_a_tiny_add_jump(add
     plots = plot_attention(tmp_path / "stop", ["jump twice after walk left"], device_name="cpu")
     assert plots[0].is_file()  # the heatmap has a column for the end marker
     # Why today's model cannot stop: "jump" is only seen alone, so both of its decoding steps read
-    # out m_jump, and maximum likelihood splits m_jump between I_JUMP and <eos>.
     # out m_jump, and maximum likelihood splits m_jump between I_JUMP and <eos>; words also seen
     # composed ("walk") read out their action alone.
     today_readout = word_readouts(tmp_path / "today")

@@ -286,8 +286,9 @@ class RaceResult:
 
     @property
     def mark(self) -> str:
-        """:data:`HALVING_MARK` when the learning rates were raced by successive halving, else ``""``."""
-        return HALVING_MARK if self.race == HALVING else ""
+        """:data:`HALVING_MARK` when successive halving dropped a learning rate, else ``""`` (a
+        halving race that dropped none trained every rate as the exact race does)."""
+        return HALVING_MARK if self.race == HALVING and self.dropped else ""
 
     def table_cell(self) -> str:
         reached = self.epochs is not None
@@ -321,16 +322,16 @@ def best_result(cell_dir: Path, seed: int, goal: float, metric: str) -> RaceResu
 
 def titled_table(header: str, table: str, results: dict[str, RaceResult]) -> str:
     """A report table of race results: its ``header`` with how the rates were raced (nothing when
-    every ended race was exact), then the table and the footnote of the cells marked
+    no ended race dropped a rate), then the table and the footnote of the cells marked
     :data:`HALVING_MARK` (``results``: row/column label → the cell's result)."""
     return f"{header}{_race_sentence(results)}\n\n{table}{_halving_footnote(results)}"
 
 
 def _race_sentence(results: dict[str, RaceResult]) -> str:
-    modes = {result.race for result in results.values() if result.finished}
-    if HALVING not in modes:
+    marked = {bool(result.mark) for result in results.values() if result.finished}
+    if True not in marked:
         return ""
-    if modes == {HALVING}:
+    if marked == {True}:
         return f". Learning rates raced by successive halving (every ended race; cells marked {HALVING_MARK})"
     return (
         ". Learning rates raced over the whole grid (unmarked cells) and by successive halving "
@@ -361,4 +362,4 @@ def _dropped_text(dropped: list[dict[str, Any]]) -> str:
     text = "; ".join(
         f"lr {', '.join(rates)} after {budget} epochs" for budget, rates in sorted(rounds.items())
     )
-    return text or "no rate dropped (as the exact race)"
+    return text
