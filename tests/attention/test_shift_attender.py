@@ -117,6 +117,19 @@ def test_without_content_move_there_is_no_content_attender(source, make_queries)
         ({"content_steps": 1, "moves": ("content", "last_match")}, "content_steps needs a move other than"),
         ({"content_once": 1}, "content_once must be true or false"),
         ({"content_once": True, "moves": ("forward", "stay")}, "content_once needs a move among"),
+        (
+            {"shared_match_query": 1, "moves": ("content", "last_match")},
+            "shared_match_query must be true or false",
+        ),
+        ({"shared_match_query": True}, "shared_match_query needs both the 'content' and 'last_match'"),
+        (
+            {"shared_match_query": True, "moves": ("last_match", "forward")},
+            "shared_match_query needs both the 'content' and 'last_match'",
+        ),
+        (
+            {"shared_match_query": True, "moves": ("content", "last_match"), "content": "additive"},
+            "shared_match_query needs multiplicative or scaled_dot",
+        ),
     ],
 )
 def test_bad_options_raise_clear_errors(options, message):
@@ -411,3 +424,71 @@ def test_content_once_waits_for_the_first_content_type_move():
     keys = torch.randn(2, 6, KEY_DIM, dtype=torch.float64)
     output = attender(torch.randn(2, 4, QUERY_DIM, dtype=torch.float64), keys, keys[..., :VALUE_DIM], None)
     assert torch.all(output.variables["move_forward"] == 1) and not output.state["content_used"].any()
+
+
+# shared_match_query: content and last_match compare the keys with one query map
+
+
+def _shared_match_attender(content: str, shared: bool, move: str = "last_match") -> ShiftAttender:
+    """Chooser always on ``move`` among content / last_match / forward; strength 5."""
+    torch.manual_seed(0)
+    attender = ShiftAttender(
+        QUERY_DIM,
+        KEY_DIM,
+        VALUE_DIM,
+        moves=("content", "last_match", "forward"),
+        choice="straight_through",
+        content=content,
+        content_strength=5.0,
+        shared_match_query=shared,
+    ).double()
+    with torch.no_grad():
+        attender.move_layer.weight.zero_()
+        attender.move_layer.bias.copy_(torch.tensor([-10.0, -10.0, -10.0], dtype=torch.float64))
+        attender.move_layer.bias[attender.moves.index(move)] = 10.0
+    return attender
+
+
+@pytest.mark.parametrize("content", ["multiplicative", "scaled_dot"])
+def test_shared_match_query_scores_last_match_with_the_content_query(source, make_queries, content):
+    """``last_match`` is the stick-breaking attention of ``sigmoid(5 cos(W q, k) + b)``, ``W`` the
+    content move's own query map (the identity for scaled_dot content), and it has no map of its own."""
+    attender = _shared_match_attender(content, shared=True)
+    assert not hasattr(attender, "last_match_query")
+    queries = make_queries(4, 3)
+    output = attender(queries, source.keys, source.values, source.mask)
+    projected = attender.content.query_layer(queries) if content == "multiplicative" else queries
+    cosine = torch.nn.functional.cosine_similarity(projected.unsqueeze(2), source.keys.unsqueeze(1), dim=-1)
+    match = torch.sigmoid(5.0 * cosine + attender.last_match_bias)
+    for row, length in enumerate(source.lengths):
+        m = match[row, :, :length]
+        miss_after = torch.stack(
+            [torch.prod(1 - m[:, s + 1 :], dim=-1) for s in range(length)], dim=-1
+        )  # prod over s' > s
+        expected = m * miss_after / (m * miss_after).sum(-1, keepdim=True)
+        torch.testing.assert_close(output.weights[row, :, :length], expected)
+        assert output.weights[row, :, length:].abs().sum() == 0
+    content_scores = torch.softmax(5.0 * cosine.masked_fill(source.mask.unsqueeze(1), float("-inf")), dim=-1)
+    torch.testing.assert_close(output.variables["content_attention"], content_scores)
+
+
+@pytest.mark.parametrize("move", ["content", "last_match"])
+def test_shared_match_query_trains_one_map_whichever_move_is_taken(source, make_queries, move):
+    """The point of the option: a loss on the attention of either move reaches the same query map,
+    so the step that makes the jump trains one direction whichever of the two is chosen. With
+    separate maps, ``last_match`` trains its own map and the content map gets nothing from it."""
+    for shared in (True, False):
+        attender = _shared_match_attender("multiplicative", shared, move)
+        output = attender(make_queries(4, 2), source.keys, source.values, source.mask)
+        (output.glimpse**2).sum().backward()
+        content_grad = attender.content.query_layer.weight.grad
+        if shared or move == "content":
+            assert content_grad is not None and content_grad.abs().sum() > 0
+        else:
+            assert content_grad is None or content_grad.abs().sum() == 0
+            assert attender.last_match_query.weight.grad.abs().sum() > 0
+
+
+def test_shared_match_query_default_keeps_last_match_its_own_map():
+    attender = ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, moves=("content", "last_match", "forward"))
+    assert attender.shared_match_query is False and hasattr(attender, "last_match_query")

@@ -37,7 +37,11 @@ def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
 
 @pytest.mark.parametrize(
     ("config_name", "variant", "epochs"),
-    [("lookup_extrapolate", "long", 4), ("lookup_shift", "reversed", 5)],
+    [
+        ("lookup_extrapolate", "long", 4),
+        ("lookup_shift", "reversed", 5),
+        ("lookup_shift_robust", "reversed", 5),
+    ],
 )
 def test_extrapolating_model_stops_at_the_right_step_on_longer_inputs(tmp_path, config_name, variant, epochs):
     """Issue 6: trained on 1-4 tables, the model decides itself to stop after 7 tables (long 3):

@@ -40,6 +40,10 @@ DECODERS = [
     ),
     pytest.param(SHIFT_OPTIONS_OF_ISSUE_26 | {"encoder_context": "right"}, id="shift-right-context"),
     pytest.param(SHIFT_OPTIONS_OF_ISSUE_26 | {"encoder_values": "word"}, id="shift-word-values"),
+    pytest.param(
+        SHIFT_OPTIONS_OF_ISSUE_26 | {"encoder_values": "word", "prediction": "word"},
+        id="shift-word-prediction",
+    ),
 ]
 
 
@@ -214,6 +218,7 @@ def test_word_values_hold_the_word_and_its_end_flags_only(encoder, residual):
         ({"encoder": "local", "encoder_values": "embeddings"}, "encoder_values must be one of"),
         ({"encoder": "gru", "encoder_context": "right"}, "encoder_context='right' needs encoder='local'"),
         ({"encoder": "local", "encoder_context": "left"}, "encoder_context must be one of"),
+        ({"prediction": "glimpse"}, "prediction must be one of"),
     ],
 )
 def test_bad_encoder_context_is_refused(options, message):
@@ -340,3 +345,45 @@ def test_content_anchor_needs_anchors():
 def test_unknown_combination_is_refused():
     with pytest.raises(ValueError, match="option combination must be one of"):
         build_attender("mix", 4, 4, 4, combination="sum")
+
+
+def _always_forward_model(prediction: str) -> RecurrentSeq2Seq:
+    """A Shift-Attender model whose chooser always takes ``forward``: step t attends word t + 1."""
+    model = _model(
+        attender="shift",
+        attender_options={"moves": ["content", "stay", "forward"]},
+        encoder="local",
+        decoder_recurrence=False,
+        input_feeding=True,
+        prediction=prediction,
+    )
+    with torch.no_grad():
+        model.attender.move_layer.weight.zero_()
+        model.attender.move_layer.bias.copy_(torch.tensor([-10.0, -10.0, 10.0]))
+    return model
+
+
+@pytest.mark.parametrize("prediction", ["state", "word"])
+def test_word_prediction_depends_on_the_previous_token_and_the_attended_word_only(prediction):
+    """``prediction="word"`` (issue 26 part 3): a step's output is a function of the previous output
+    and the attended word, as a lookup table is, whatever surrounds the word and whatever was read
+    before; the default prediction also sees the decoder state and the window key's neighbours."""
+    model = _always_forward_model(prediction)
+    target = torch.tensor([[4, 5, 6]])
+    source = torch.tensor([[3, 4, 5, 6, 7, 8]])
+    other = torch.tensor([[9, 10, 5, 11, 3, 4]])  # the same word at position 2, read at step 1
+    first, second = model(source, _no_padding(source), target), model(other, _no_padding(other), target)
+    assert torch.all(first.attention.argmax(-1) == torch.tensor([[1, 2, 3]]))
+    torch.testing.assert_close(first.attention, second.attention)
+    same = torch.allclose(first.logits[:, 1], second.logits[:, 1])
+    assert same == (prediction == "word")
+    assert not torch.allclose(first.logits[:, 2], second.logits[:, 2])  # words 6 and 11 differ
+
+
+def _no_padding(source: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(source, dtype=torch.bool)
+
+
+def test_word_prediction_has_no_state_inputs_in_its_combination_layer():
+    assert _model(prediction="word").combine.in_features == 2 * 8  # two embeddings
+    assert _model().combine.in_features == 2 * 16  # decoder state and glimpse

@@ -69,6 +69,16 @@ With ``content_steps=2`` alone, Reversed Lookup Tables (whose jump is at step 0,
 word before ``.``) can still take ``content`` at step 1, and measured runs learn neither that nor
 ``backward`` (docs/results.md, session 15 continued); with ``content_once`` the step after the
 jump must be a move of it.
+
+Option ``shared_match_query`` (issue 26 part 2, session 16) makes ``last_match`` score words with
+the content move's query map (``m_s = sigmoid(beta cos(W q, k_s) + b)``, ``W`` the content
+attender's ``query_layer``), so that the two content-type moves share what "matching" means and
+differ only in which matching word they take (all of them by a softmax, or the last one). Where
+either move can make the jump — Reversed Lookup Tables at decoder step 0, where the query is the
+same for every sequence — the sampled choice alternates between them; with separate maps each
+trains the keys toward its own direction, and a measured run (Reversed, training seed 4) kept both
+attentions at about 0.6 on the right word for 10 epochs and never fit. With one map a gradient
+through either move sharpens both (docs/results.md, session 16).
 """
 
 from __future__ import annotations
@@ -155,6 +165,11 @@ def _real_keys(ranks: torch.Tensor, key_padding_mask: torch.Tensor | None) -> to
     return torch.ones_like(ranks, dtype=torch.bool) if key_padding_mask is None else ~key_padding_mask
 
 
+def _cosine(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Cosine of every query ``[batch, steps, dim]`` with every key ``[batch, source_len, dim]``."""
+    return torch.bmm(F.normalize(queries, dim=-1), F.normalize(keys, dim=-1).transpose(1, 2))
+
+
 def _shift(weights: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Move the weight of key ``s`` to key ``targets[s]`` (``[batch, source_len]`` each)."""
     return torch.zeros_like(weights).scatter_add(1, targets, weights)
@@ -226,6 +241,12 @@ class ShiftAttender(Attender):
             their logits are ``-inf`` at every later step (state ``"content_used"``, ``[batch]``
             bool). Same requirements on ``moves`` as ``content_steps``; the two combine. Default
             false.
+        shared_match_query: if true, ``"last_match"`` compares the keys with the content move's
+            query map (``content.query_layer`` for multiplicative content, the query itself for
+            scaled_dot) instead of its own ``last_match_query`` (which is then not created), so
+            both content-type moves train one notion of a match (module docstring). Needs the
+            ``"content"`` and ``"last_match"`` moves and multiplicative or scaled_dot content.
+            Default false.
     """
 
     stateful = True
@@ -244,6 +265,7 @@ class ShiftAttender(Attender):
         content_strength: float | None = None,
         content_steps: int | None = None,
         content_once: bool = False,
+        shared_match_query: bool = False,
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
@@ -285,8 +307,19 @@ class ShiftAttender(Attender):
                 raise ValueError(f"{name}: option {option} needs a move among {list(CONTENT_MOVES)}")
             if all(move in CONTENT_MOVES for move in moves):
                 raise ValueError(f"{name}: option {option} needs a move other than {list(CONTENT_MOVES)}")
+        if not isinstance(shared_match_query, bool):
+            raise ValueError(
+                f"{name}: option shared_match_query must be true or false, got {shared_match_query!r}"
+            )
+        if shared_match_query and not {"content", "last_match"} <= set(moves):
+            raise ValueError(
+                f"{name}: option shared_match_query needs both the 'content' and 'last_match' moves"
+            )
+        if shared_match_query and content == "additive":
+            raise ValueError(f"{name}: option shared_match_query needs multiplicative or scaled_dot content")
         self.content_steps = content_steps
         self.content_once = content_once
+        self.shared_match_query = shared_match_query
         self.content_strength = None if content_strength is None else float(content_strength)
         self.moves = moves
         # the shift moves' signed word offsets (forward +1, backward2 -2), parsed once, not per step
@@ -298,7 +331,8 @@ class ShiftAttender(Attender):
             else None
         )
         if "last_match" in moves:
-            self.last_match_query = nn.Linear(query_dim, key_dim, bias=False)
+            if not shared_match_query:
+                self.last_match_query = nn.Linear(query_dim, key_dim, bias=False)
             self.last_match_bias = nn.Parameter(torch.zeros(()))
         self.move_hidden = nn.Linear(query_dim, hidden_dim)
         self.move_layer = nn.Linear(hidden_dim, len(moves))
@@ -377,10 +411,13 @@ class ShiftAttender(Attender):
         assert self.content is not None
         if self.content_strength is None:
             return self.content.attention(query, keys, key_padding_mask, content_state)
-        if isinstance(self.content, MultiplicativeAttender):
-            query = self.content.query_layer(query)
-        cosine = torch.bmm(F.normalize(query, dim=-1), F.normalize(keys, dim=-1).transpose(1, 2))
+        cosine = _cosine(self._content_query(query), keys)
         return masked_softmax(self.content_strength * cosine, key_padding_mask)
+
+    def _content_query(self, query: torch.Tensor) -> torch.Tensor:
+        """What the content move compares with the keys: ``W q`` (multiplicative content) or ``q``."""
+        assert self.content is not None
+        return self.content.query_layer(query) if isinstance(self.content, MultiplicativeAttender) else query
 
     def _last_match(
         self, query: torch.Tensor, keys: torch.Tensor, key_padding_mask: torch.Tensor | None
@@ -388,10 +425,8 @@ class ShiftAttender(Attender):
         """The ``last_match`` move's attention ``[batch, steps, source_len]`` (module docstring):
         ``w_s ∝ m_s prod_{s'>s} (1 - m_s')``, in log space; padding never matches."""
         strength = LAST_MATCH_STRENGTH if self.content_strength is None else self.content_strength
-        cosine = torch.bmm(
-            F.normalize(self.last_match_query(query), dim=-1), F.normalize(keys, dim=-1).transpose(1, 2)
-        )
-        scores = strength * cosine + self.last_match_bias
+        matched = self._content_query(query) if self.shared_match_query else self.last_match_query(query)
+        scores = strength * _cosine(matched, keys) + self.last_match_bias
         log_match, log_miss = F.logsigmoid(scores), F.logsigmoid(-scores)
         if key_padding_mask is not None:
             log_miss = log_miss.masked_fill(key_padding_mask.unsqueeze(1), 0.0)

@@ -15,6 +15,15 @@ Where the paper is silent:
   ``d_t``) and the attended table ``t_i`` (held in ``g_t``). With the attention outside the
   recurrence, teacher-forced training runs the decoder GRU over all steps in one fused call, and
   stateless attenders attend for all steps at once.
+
+Option ``prediction="word"`` (issue 26 part 3) predicts from ``tanh(W_c [y_{t-1}; sum_s alpha_ts
+x_s])`` instead: the embedding of the previous output and the attention-weighted source
+*embeddings*, no decoder state and no encoder context. A lookup ``t_i(x)`` is a function of the
+previous output and the table word alone, so a table seen in training only alone (applied to every
+input) is translated the same way inside compositions; with the default, the prediction also sees
+the decoder state, which holds the previous glimpse (another table in a composition, the input word
+when the table was alone), and with window values the word's neighbours. The decoder state is still
+the query: it chooses the attention, not the output.
 """
 
 from __future__ import annotations
@@ -66,6 +75,7 @@ class RecurrentSeq2Seq(nn.Module):
         encoder_values: str = "outputs",
         decoder_recurrence: bool = True,
         input_feeding: bool = False,
+        prediction: str = "state",
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -95,7 +105,12 @@ class RecurrentSeq2Seq(nn.Module):
         )
         glimpse_dim = self.attender.value_dim if input_feeding else 0
         self.decoder = nn.GRU(embedding_dim + glimpse_dim, hidden_dim, batch_first=True)
-        self.combine = nn.Linear(2 * hidden_dim, hidden_dim)
+        if prediction not in PREDICTIONS:
+            raise ValueError(f"prediction must be one of {PREDICTIONS}, got {prediction!r}")
+        self.prediction = prediction
+        # prediction="word": tanh(W [y_{t-1}; sum_s alpha_ts x_s]) from embeddings only
+        combined_inputs = 2 * hidden_dim if prediction == "state" else 2 * embedding_dim
+        self.combine = nn.Linear(combined_inputs, hidden_dim)
         self.generator = nn.Linear(hidden_dim, target_vocab_size)
         never_predicted = torch.zeros(target_vocab_size)
         never_predicted[[pad_id, sos_id]] = float("-inf")
@@ -138,7 +153,9 @@ class RecurrentSeq2Seq(nn.Module):
         values = self.encode_values(source, source_padding_mask, memory)
         embedded = self.target_embedding(target_input)
         if self.input_feeding:
-            return self._teacher_forced_steps(embedded, memory, values, source_padding_mask, hidden)
+            return self._teacher_forced_steps(
+                embedded, memory, values, source_padding_mask, hidden, self._words(source)
+            )
         if self.decoder_recurrence:
             decoder_states, _ = self.decoder(embedded, hidden)
         else:  # every step starts from the same fresh state: all steps in one call
@@ -148,7 +165,7 @@ class RecurrentSeq2Seq(nn.Module):
             )
             decoder_states = flat.reshape(batch, steps, -1)
         attended = self.attender(decoder_states, memory, values, source_padding_mask)
-        logits = self._predict(decoder_states, attended.glimpse)
+        logits = self._predict(decoder_states, attended, embedded, self._words(source))
         return Seq2SeqOutput(logits, attended.weights, attended.variables)
 
     def _teacher_forced_steps(
@@ -158,6 +175,7 @@ class RecurrentSeq2Seq(nn.Module):
         values: torch.Tensor,
         source_padding_mask: torch.Tensor,
         hidden: torch.Tensor,
+        words: torch.Tensor | None,
     ) -> Seq2SeqOutput:
         """Input feeding needs the previous glimpse, so teacher forcing runs step by step."""
         state = self.attender.initial_state(memory, source_padding_mask)
@@ -166,7 +184,7 @@ class RecurrentSeq2Seq(nn.Module):
         steps: list[_DecodedStep] = []
         for previous in embedded.split(1, dim=1):
             logits, hidden, attended = self._step(
-                previous, hidden, glimpse, memory, values, source_padding_mask, state
+                previous, hidden, glimpse, memory, values, source_padding_mask, state, words
             )
             state, glimpse = attended.state, attended.glimpse
             steps.append(_DecodedStep(logits, attended.weights, None, alive, attended.variables))
@@ -182,6 +200,7 @@ class RecurrentSeq2Seq(nn.Module):
         values: torch.Tensor,
         source_padding_mask: torch.Tensor,
         state: Any,
+        words: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
         """One decoder step from the embedded previous token ``[B, 1, E]`` and the previous glimpse."""
         inputs = torch.cat([previous, glimpse], dim=-1) if self.input_feeding else previous
@@ -189,7 +208,7 @@ class RecurrentSeq2Seq(nn.Module):
             hidden = self._fresh_hidden(previous.size(0), memory)
         decoder_state, hidden = self.decoder(inputs, hidden)
         attended = self.attender(decoder_state, memory, values, source_padding_mask, state)
-        return self._predict(decoder_state, attended.glimpse), hidden, attended
+        return self._predict(decoder_state, attended, previous, words), hidden, attended
 
     def _fresh_hidden(self, batch: int, like: torch.Tensor) -> torch.Tensor:
         """The state every step starts from without decoder recurrence: zeros, no encoder summary."""
@@ -206,6 +225,7 @@ class RecurrentSeq2Seq(nn.Module):
         """
         memory, hidden = self.encode(source, source_padding_mask)
         values = self.encode_values(source, source_padding_mask, memory)
+        words = self._words(source)
         batch = source.size(0)
         state = self.attender.initial_state(memory, source_padding_mask)
         previous = torch.full((batch, 1), self.sos_id, dtype=torch.long, device=source.device)
@@ -215,7 +235,7 @@ class RecurrentSeq2Seq(nn.Module):
         for _ in range(max_length):
             embedded = self.target_embedding(previous)
             logits, hidden, attended = self._step(
-                embedded, hidden, glimpse, memory, values, source_padding_mask, state
+                embedded, hidden, glimpse, memory, values, source_padding_mask, state, words
             )
             state, glimpse = attended.state, attended.glimpse
             tokens = self._best_tokens(logits).masked_fill(finished, self.pad_id)
@@ -230,14 +250,30 @@ class RecurrentSeq2Seq(nn.Module):
         """Argmax over the vocabulary for ``[B, 1, V]`` logits, never ``<pad>`` or ``<sos>``."""
         return (logits.squeeze(1) + self.never_predicted).argmax(dim=-1)
 
-    def _predict(self, decoder_states: torch.Tensor, glimpse: torch.Tensor) -> torch.Tensor:
-        combined = torch.tanh(self.combine(torch.cat([decoder_states, glimpse], dim=-1)))
-        return self.generator(combined)
+    def _words(self, source: torch.Tensor) -> torch.Tensor | None:
+        """The source embeddings ``[B, S, E]`` that ``prediction="word"`` reads, else ``None``."""
+        return self.source_embedding(source) if self.prediction == "word" else None
+
+    def _predict(
+        self,
+        decoder_states: torch.Tensor,
+        attended: Any,
+        previous: torch.Tensor,
+        words: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Logits ``[B, T, V]`` from ``tanh(W_c [d_t; g_t])``, or with ``prediction="word"`` from
+        ``tanh(W_c [y_{t-1}; sum_s alpha_ts x_s])`` (``previous`` = the embedded ``y_{t-1}``)."""
+        if words is None:
+            inputs = torch.cat([decoder_states, attended.glimpse], dim=-1)
+        else:
+            inputs = torch.cat([previous, torch.bmm(attended.weights, words)], dim=-1)
+        return self.generator(torch.tanh(self.combine(inputs)))
 
 
 ENCODERS = ("gru", "local")
 ENCODER_CONTEXTS = ("none", "right")
 ENCODER_VALUES = ("outputs", "word")
+PREDICTIONS = ("state", "word")
 
 
 class WordValues(nn.Module):

@@ -60,6 +60,7 @@ class Seq2SeqModelConfig:
     encoder_values: str = "outputs"
     decoder_recurrence: bool = True
     input_feeding: bool = False
+    prediction: str = "state"
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
 
 
@@ -119,6 +120,7 @@ def build_model(model: Seq2SeqModelConfig, source: Vocabulary, target: Vocabular
             encoder_values=model.encoder_values,
             decoder_recurrence=model.decoder_recurrence,
             input_feeding=model.input_feeding,
+            prediction=model.prediction,
             pad_id=target.pad_id,
             sos_id=target.sos_id,
             eos_id=target.eos_id,
