@@ -388,6 +388,17 @@ def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
     assert "RNN for translation encoding | 2.0 ± 2.0 (median 2.0; n=3)" in text
     assert "| 12.0 (n=1) |" in text  # one seed: no spread shown
     assert (tmp_path / "results.md").read_text().strip() == text.strip()
+    assert "Stopping by itself" not in text  # no run of the stop table yet
+    for seed, (eos, given) in enumerate([(90.0, 95.0), (80.0, 85.0)]):
+        summary = tmp_path / "stop" / "composed_words" / f"seed{seed}" / "eval" / "summary.json"
+        summary.parent.mkdir(parents=True)
+        summary.write_text(json.dumps({"test": {"seq_acc": eos, "seq_acc_given_length": given}}))
+    stop_table = russin2019.report(tmp_path).split("#### Stopping by itself")[1]
+    assert "| Syntactic Attention | 80.0 ± 26.5 (median 90.0; n=3) | 100.0 ± 0.0" in stop_table
+    assert (
+        "| + never-composed words aligned as unknown | 85.0 ± 7.1 (median 85.0; n=2) | 90.0 ± 7.1"
+        in stop_table
+    )
     folders = [folder for folder, _, _ in russin2019.cells(["table2"])]
     assert folders == [
         "table1/addprim_jump/syntactic_attention",
@@ -460,3 +471,21 @@ def test_a_missing_public_split_is_one_clear_error_listing_the_splits_there(spli
     assert message in error
     assert "the splits here are: addprim_jump, filler_num1, template_around_right" in error
     assert len(error.strip().splitlines()) == 1
+
+
+def test_russin2019_stop_table_cells_add_each_option_to_the_one_before():
+    from attnlab.experiments.scan import recipe as russin2019
+
+    found = {folder: overrides for folder, _, overrides in russin2019.cells(["stop"])}
+    assert list(found) == [
+        "table1/addprim_jump/syntactic_attention",
+        "stop/end_marker",
+        "stop/stop_from_attention",
+        "stop/composed_words",
+    ]
+    assert found["stop/composed_words"] == (
+        "data.split=addprim_jump",
+        "model.end_marker=true",
+        "model.stop_from_attention=true",
+        "model.alignment_word_dropout=0.1",
+    )

@@ -6,6 +6,9 @@
 * **Table 2**: on add-jump, Syntactic Attention, an RNN for the translation encoding
   (``model.translation_encoder=rnn``) and ``c_i`` used for translation
   (``model.translate_from_context=true``).
+* **Stop** (attnlab, issue 29; not in the paper): on add-jump, the paper's model against the stop
+  options ``end_marker``, ``+ stop_from_attention`` and ``+ alignment_word_dropout=0.1``, each
+  with ``<eos>`` and with the length given (the ablation of docs/results.md at the paper's size).
 * **MT**: Syntactic Attention, the ``c_i``-for-translation variant and the GRU + attention baseline
   (``scan_gru_attention``'s model, trained with the same data, budget and BLEU) on Lake & Baroni's
   English–French set; sacrebleu BLEU on ``test.txt`` (and on ``test_no_unk.txt``), and each
@@ -18,8 +21,9 @@ itself and with the output length given (the authors' evaluation), beside the pa
 
 Writes, under ``out_dir``:
 
-* ``table1/<split>/<model>/seed<N>/``, ``table2/<variant>/seed<N>/``, ``mt/<variant>/seed<N>/``:
-  run directories (Table 2's Syntactic Attention row reuses Table 1's add-jump runs);
+* ``table1/<split>/<model>/seed<N>/``, ``table2/<variant>/seed<N>/``, ``stop/<variant>/seed<N>/``,
+  ``mt/<variant>/seed<N>/``: run directories (the Syntactic Attention rows of Table 2 and of the
+  stop table reuse Table 1's add-jump runs);
 * ``attention/``: attention heatmaps of a few add-jump test commands (first seed of Syntactic
   Attention on add-jump);
 * ``results.md``: all tables.
@@ -70,6 +74,17 @@ TABLE2_VARIANTS: dict[str, tuple[str, ...]] = {
     "translate_from_context": ("model.translate_from_context=true",),
 }
 MT_BASELINE = "gru_attention"
+STOP_VARIANTS: dict[str, tuple[str, ...]] = {
+    "syntactic_attention": (),
+    "end_marker": ("model.end_marker=true",),
+    "stop_from_attention": ("model.end_marker=true", "model.stop_from_attention=true"),
+    "composed_words": (
+        "model.end_marker=true",
+        "model.stop_from_attention=true",
+        "model.alignment_word_dropout=0.1",
+    ),
+}
+"""The stop table's rows (issue 29): the paper's model, then each option added to the one before."""
 MT_VARIANTS: dict[str, tuple[str, ...]] = {
     **{name: TABLE2_VARIANTS[name] for name in ("syntactic_attention", "translate_from_context")},
     MT_BASELINE: (
@@ -89,6 +104,9 @@ LABELS = {
     "syntactic_attention": "Syntactic Attention",
     "translation_rnn": "RNN for translation encoding",
     "translate_from_context": "c_i used for translation",
+    "end_marker": "+ end marker",
+    "stop_from_attention": "+ stop from the attention on it",
+    "composed_words": "+ never-composed words aligned as unknown",
 }
 
 PAPER_TABLE1: dict[str, dict[str, str]] = {
@@ -128,7 +146,7 @@ QUICK_OVERRIDES = (
     "data.test_limit=100",
     "training.progress=false",
 )
-TABLES = ("table1", "table2", "mt")
+TABLES = ("table1", "table2", "stop", "mt")
 
 
 def cell_config(
@@ -151,7 +169,7 @@ def _data_overrides(config: str, shared_data: Path) -> list[str]:
 def cells(tables: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
     """(folder relative to out_dir, config name, overrides) of every cell of ``tables``."""
     found = []
-    if "table1" in tables or "table2" in tables:  # Table 2's first row is Table 1's add-jump cell
+    if {"table1", "table2", "stop"} & set(tables):  # their Syntactic Attention rows: Table 1's add-jump
         splits = SPLITS if "table1" in tables else ("addprim_jump",)
         for split in splits:
             models = (
@@ -165,6 +183,10 @@ def cells(tables: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
         for variant, overrides in TABLE2_VARIANTS.items():
             if variant != "syntactic_attention":
                 found.append((f"table2/{variant}", "scan", ("data.split=addprim_jump", *overrides)))
+    if "stop" in tables:
+        for variant, overrides in STOP_VARIANTS.items():
+            if variant != "syntactic_attention":
+                found.append((f"stop/{variant}", "scan", ("data.split=addprim_jump", *overrides)))
     if "mt" in tables:
         found += [(f"mt/{variant}", "mt_eng_fra", overrides) for variant, overrides in MT_VARIANTS.items()]
     return found
@@ -254,7 +276,7 @@ def cell_text(results: list[dict[str, dict[str, float]]], test_set: str, metric:
 
 def report(out_dir: Path) -> str:
     """Write ``results.md`` (and attention plots) from the run directories; return the markdown."""
-    sections = [_table1(out_dir), _table2(out_dir), _mt_table(out_dir)]
+    sections = [_table1(out_dir), _table2(out_dir), _stop_table(out_dir), _mt_table(out_dir)]
     text = "\n\n".join(section for section in sections if section)
     if not text:
         return f"no finished runs under {out_dir}"
@@ -283,25 +305,40 @@ def _table1(out_dir: Path) -> str:
 
 
 def _table2(out_dir: Path) -> str:
-    folders = {
-        variant: out_dir / ("table1/addprim_jump/syntactic_attention" if variant == "syntactic_attention"
-                            else f"table2/{variant}")
-        for variant in TABLE2_VARIANTS
-    }  # fmt: skip
+    paper = {"syntactic_attention": PAPER_TABLE1["syntactic_attention"]["addprim_jump"]}
+    return _add_jump_table(out_dir, "table2", TABLE2_VARIANTS, "Table 2: add-jump", paper)
+
+
+def _stop_table(out_dir: Path) -> str:
+    if not any(collect(out_dir / "stop" / variant) for variant in STOP_VARIANTS):
+        return ""  # Table 1's add-jump row alone is no stop table
+    paper = {variant: "not in the paper" for variant in STOP_VARIANTS}
+    paper["syntactic_attention"] = PAPER_TABLE1["syntactic_attention"]["addprim_jump"]
+    return _add_jump_table(out_dir, "stop", STOP_VARIANTS, "Stopping by itself (issue 29): add-jump", paper)
+
+
+def _add_jump_table(
+    out_dir: Path, table: str, variants: dict[str, tuple[str, ...]], title: str, paper: dict[str, str]
+) -> str:
+    """Add-jump rows of ``variants`` (folder ``<table>/<variant>``; the paper's model is Table 1's
+    add-jump cell), with ``<eos>`` and with the length given, beside the paper's value."""
     rows = {}
-    for variant, folder in folders.items():
-        runs = collect(folder)
+    for variant in variants:
+        folder = (
+            "table1/addprim_jump/syntactic_attention"
+            if variant == "syntactic_attention"
+            else f"{table}/{variant}"
+        )
+        runs = collect(out_dir / folder)
         if runs:
             rows[LABELS[variant]] = {
                 "ours, <eos>": cell_text(runs, "test", "seq_acc"),
                 "ours, length given": cell_text(runs, "test", "seq_acc_given_length"),
-                "paper": PAPER_TABLE1["syntactic_attention"]["addprim_jump"]
-                if variant == "syntactic_attention"
-                else PAPER_NOT_EXTRACTED,
+                "paper": paper.get(variant, PAPER_NOT_EXTRACTED),
             }
     if not rows:
         return ""
-    header = "#### Table 2: add-jump test sequence accuracy (%), mean ± std (median; seeds)\n\n"
+    header = f"#### {title} test sequence accuracy (%), mean ± std (median; seeds)\n\n"
     return header + format_table(rows, ["ours, <eos>", "ours, length given", "paper"], markdown=True)
 
 
