@@ -143,15 +143,7 @@ def converge(args: argparse.Namespace) -> None:
                     f"training {setting}, seed {seed}, into {run_dir} ({epochs[setting]} epochs at most)",
                     flush=True,
                 )
-                overrides = [
-                    f"data.split={args.split}",
-                    f"data.root={SCAN_ROOT.resolve()}",
-                    f"training.batch_size={batch_sizes[setting]}",
-                    f"training.epochs={epochs[setting]}",
-                    f"training.seed={seed}",
-                    f"training.device={args.device}",
-                    "training.progress=false",
-                ]
+                overrides = protocol_overrides(args, batch_sizes[setting], epochs[setting], seed)
                 train_or_resume(resolve_config("scan", overrides), run_dir)
             row = finished_run(run_dir, batch_sizes[setting])
             rows[setting].append(row)
@@ -162,6 +154,22 @@ def converge(args: argparse.Namespace) -> None:
             )
     print("\n".join(lines))
     print(compare_protocols(rows))
+
+
+def protocol_overrides(args: argparse.Namespace, batch_size: int, epochs: int, seed: int) -> list[str]:
+    """The ``scan`` config overrides of one ``--converge`` run: the split, the protocol's batch size
+    and epoch cap, the seed, then ``--overrides`` (the same for both protocols, e.g. the stop options
+    ``model.end_marker=true model.stop_from_attention=true model.alignment_word_dropout=0.1``)."""
+    return [
+        f"data.split={args.split}",
+        f"data.root={SCAN_ROOT.resolve()}",
+        f"training.batch_size={batch_size}",
+        f"training.epochs={epochs}",
+        f"training.seed={seed}",
+        f"training.device={args.device}",
+        "training.progress=false",
+        *args.overrides,
+    ]
 
 
 def compare_protocols(rows: dict[str, list[dict[str, float]]]) -> str:
@@ -221,6 +229,13 @@ def main() -> None:
     )
     parser.add_argument("--split", default="simple", help="SCAN split of --converge (e.g. addprim_jump)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds of --converge")
+    parser.add_argument(
+        "--overrides",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides of both --converge protocols (e.g. model.end_marker=true)",
+    )
     parser.add_argument(
         "--batched-epochs", type=int, default=50, help="epoch cap of the batched runs (the config's)"
     )

@@ -61,3 +61,18 @@ def test_compare_protocols_gives_statistics_over_seeds_and_the_time_ratio(bench:
     )
     assert lines[1].startswith("one_at_a_time: <eos> 49.5 ± 0.0 (median 49.5; n=1)")
     assert lines[2] == "time to the best checkpoint: 20.0x shorter batched (target: >= 10x)"
+
+
+def test_converge_overrides_apply_to_both_protocols_after_the_protocol_settings(bench: ModuleType) -> None:
+    import argparse
+
+    args = argparse.Namespace(
+        split="addprim_jump", device="cpu", overrides=["model.end_marker=true", "training.patience=3"]
+    )
+    batched = bench.protocol_overrides(args, batch_size=64, epochs=50, seed=2)
+    single = bench.protocol_overrides(args, batch_size=1, epochs=17, seed=2)
+    assert batched[-2:] == single[-2:] == ["model.end_marker=true", "training.patience=3"]
+    assert "training.batch_size=64" in batched and "training.batch_size=1" in single
+    config = resolve_config("scan", single)
+    assert config["model"]["end_marker"] is True and config["training"]["patience"] == 3
+    assert config["training"]["epochs"] == 17 and config["data"]["split"] == "addprim_jump"
