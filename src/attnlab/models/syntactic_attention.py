@@ -345,7 +345,7 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         features = self._features(on_words / words_mass.clamp_min(1e-6), state)
         is_eos = torch.zeros(self.output.out_features, dtype=torch.bool, device=weights.device)
         is_eos[self.eos_id] = True
-        words = F.log_softmax(self.output(features).masked_fill(is_eos, float("-inf")), dim=-1)
+        words = F.log_softmax(self._words_readout(features), dim=-1)
         words = words + words_mass.clamp_min(tiny).log()
         return torch.where(is_eos, on_end.clamp_min(tiny).log(), words)
 
@@ -360,16 +360,27 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         word's translation depends on its context (``translation_encoder="rnn"`` or
         ``translate_from_context``): a ``ValueError``.
         """
-        if self.translation_rnn is not None or self.translate_from_context:
+        if not self.translates_words_alone:
             raise ValueError(
                 "word_translations needs translation_encoder='linear' and translate_from_context=False: "
                 "otherwise a word's translation depends on its context"
             )
         with torch.no_grad():
-            logits = self.output(self.translation_embedding.weight)
-            if self.stop_from_attention:  # <eos> comes from the attention alone, never from a word
-                logits[:, self.eos_id] = float("-inf")
-            return torch.softmax(logits, dim=-1)
+            return torch.softmax(self._words_readout(self.translation_embedding.weight), dim=-1)
+
+    @property
+    def translates_words_alone(self) -> bool:
+        """Whether a word's translation ``m_w`` depends on that word alone (no translation RNN, no
+        readout of the context ``c_i``), so that :meth:`word_translations` is defined."""
+        return self.translation_rnn is None and not self.translate_from_context
+
+    def _words_readout(self, features: torch.Tensor) -> torch.Tensor:
+        """``W_y features + b``; with ``stop_from_attention`` the ``<eos>`` logit is ``-inf``: the
+        stop comes from the attention on the end marker alone, never from what a word says."""
+        logits = self.output(features)
+        if self.stop_from_attention:
+            logits = logits.index_fill(-1, torch.tensor([self.eos_id], device=logits.device), float("-inf"))
+        return logits
 
     def _features(self, weights: torch.Tensor, state: _SyntacticState) -> torch.Tensor:
         features = torch.bmm(weights, state.translations)

@@ -57,16 +57,11 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     for index in check_plot_indices(list(request.indices), len(examples), name):
         path = run.plots_dir / f"attention_{name}_{index}.png"
         written.append(_plot_command(model, vocabularies, config, examples[index].source, path))
-    if isinstance(model, SyntacticAttentionSeq2Seq) and _context_free(model):
+    if isinstance(model, SyntacticAttentionSeq2Seq) and model.translates_words_alone:
         written.append(plot_word_translations(model, vocabularies, run.plots_dir / "translations.png"))
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
     written += [curves] if curves else []
     return written
-
-
-def _context_free(model: SyntacticAttentionSeq2Seq) -> bool:
-    """Whether each word has one translation (no translation RNN, no readout of the context)."""
-    return model.translation_rnn is None and not model.translate_from_context
 
 
 def plot_word_translations(
