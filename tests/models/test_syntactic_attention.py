@@ -12,6 +12,7 @@ from attnlab.attention.syntactic import (
 )
 from attnlab.models.syntactic_attention import (
     GRUAttentionSeq2Seq,
+    StepwiseSeq2Seq,
     SyntacticAttentionSeq2Seq,
     append_end_marker,
 )
@@ -372,6 +373,83 @@ def test_stop_from_attention_decoder_state_reaches_eos_only_through_the_alignmen
     for row, tokens in enumerate(decoded.tokens.tolist()):
         stop = tokens.index(EOS) if EOS in tokens else len(tokens)
         assert bool((on_end[row, :stop] <= 0.5).all())  # more than half on the marker: <eos> wins
+
+
+class ScriptedDecoder(StepwiseSeq2Seq):
+    """A decoder whose step ``i`` gives every row the probabilities ``probabilities[i]``."""
+
+    def __init__(self, probabilities: torch.Tensor) -> None:
+        super().__init__(probabilities.size(1), PAD, SOS, EOS)
+        self.log_probabilities = probabilities.log()
+
+    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> int:
+        return 0
+
+    def step(self, state: int, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        rows = previous.size(0)
+        return self.log_probabilities[state].expand(rows, -1), torch.ones(rows, 1), state + 1
+
+
+# tokens: pad, sos, <eos>, a (3), b (4); p(<eos>) by step: 0.3, 0.6, 0.2, 0.95, 0.99
+SCRIPT = torch.tensor(
+    [
+        [0.0, 0.0, 0.3, 0.7, 0.0],
+        [0.0, 0.0, 0.6, 0.0, 0.4],
+        [0.0, 0.0, 0.2, 0.8, 0.0],
+        [0.0, 0.0, 0.95, 0.0, 0.05],
+        [0.0, 0.0, 0.99, 0.01, 0.0],
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("stop_threshold", "expected"),
+    [
+        (None, [3, EOS]),  # plain greedy: <eos> as soon as it is the most probable token
+        (0.6, [3, EOS]),  # p(<eos>) = 0.6 reaches 0.6
+        (0.61, [3, 4, 3, EOS]),  # 0.6 does not; 0.95 does
+        (0.9, [3, 4, 3, EOS]),
+        (0.999, [3, 4, 3, 4, 3]),  # never reached: the budget ends it, the best other token each step
+    ],
+)
+def test_stop_threshold_emits_eos_exactly_when_its_probability_reaches_it(stop_threshold, expected):
+    decoded = ScriptedDecoder(SCRIPT).greedy_decode(
+        torch.tensor([[3], [4]]), torch.zeros(2, 1, dtype=torch.bool), 5, stop_threshold
+    )
+    assert decoded.tokens.tolist() == [expected, expected]
+
+
+def test_stop_threshold_with_stop_from_attention_stops_once_the_end_marker_holds_that_much_attention():
+    """The alignment does not depend on what was emitted, so the teacher-forced attention is the
+    decoding's: the first step with ``α_end ≥ τ`` emits ``<eos>``, every step before it the best
+    action read from the real words."""
+    model = build("stop_from_attention", seed=3)
+    source, mask = padded_batch(SOURCES)
+    steps = 8
+    with torch.no_grad():
+        forced = model(source, mask, torch.full((len(SOURCES), steps), SOS))
+    on_end = forced.attention[torch.arange(len(SOURCES)), :, torch.tensor([len(s) for s in SOURCES])]
+    threshold = float(on_end.flatten().quantile(0.8))
+    decoded = model.greedy_decode(source, mask, steps, stop_threshold=threshold)
+    plain = model.greedy_decode(source, mask, steps)
+    stops = []
+    for row, tokens in enumerate(decoded.tokens.tolist()):
+        reached = (on_end[row] >= threshold).nonzero().flatten().tolist()
+        stop = reached[0] if reached else steps
+        stops.append(stop)
+        best_action = forced.logits[row, :stop].index_fill(-1, torch.tensor([PAD, SOS, EOS]), float("-inf"))
+        assert tokens[:stop] == best_action.argmax(-1).tolist()
+        assert tokens[stop:] == ([EOS] + [PAD] * (len(tokens) - stop - 1) if reached else [])
+    assert len(set(stops)) > 1  # the rows stop at different steps: the rule is exercised
+    assert decoded.tokens.tolist() != plain.tokens.tolist()  # and it is not plain greedy here
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, float("nan"), True, "0.5"])
+def test_stop_threshold_must_be_a_probability(bad):
+    model = build("stop_from_attention")
+    source, mask = padded_batch(SOURCES)
+    with pytest.raises(ValueError, match=r"stop_threshold must be a probability in \(0, 1\]"):
+        model.greedy_decode(source, mask, 4, stop_threshold=bad)
 
 
 def test_stop_from_attention_needs_the_end_marker():
