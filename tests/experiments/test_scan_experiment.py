@@ -287,10 +287,14 @@ class _ScriptedDecoder(StepwiseSeq2Seq):
         return self.log_probabilities[state].expand(rows, -1), torch.ones(rows, 1), state + 1
 
 
-@pytest.mark.parametrize(("stop_threshold", "seq_acc"), [(None, 0.0), (0.6, 0.0), (0.9, 100.0)])
-def test_evaluation_stop_threshold_is_the_stop_rule_of_seq_acc_only(stop_threshold, seq_acc):
-    """``a b a``: p(<eos>) is 0.3, 0.6, 0.2, 0.95 by step, so plain greedy stops after ``a`` and
-    a threshold above 0.6 stops after ``a b a``; the given-length accuracy never moves."""
+@pytest.mark.parametrize(
+    ("stop_threshold", "stop_lookahead", "seq_acc"),
+    [(None, None, 0.0), (0.6, None, 0.0), (0.9, None, 100.0), (None, 0.7, 100.0), (None, 0.5, 0.0)],
+)
+def test_evaluation_stop_rules_are_the_stop_rules_of_seq_acc_only(stop_threshold, stop_lookahead, seq_acc):
+    """``a b a``: p(<eos>) is 0.3, 0.6, 0.2, 0.95, 1.0 by step, so plain greedy stops after ``a``,
+    and a threshold above 0.6 or a lookahead above 0.6 stop after ``a b a``; the given-length
+    accuracy never moves."""
     script = torch.tensor(
         [
             [0, 0, 0.3, 0.7, 0],
@@ -307,7 +311,12 @@ def test_evaluation_stop_threshold_is_the_stop_rule_of_seq_acc_only(stop_thresho
     split = scan_data.encode_split(
         scan_data.Split([Seq2SeqExample(("x",), ("a", "b", "a"))], "a test"), source, target, "test"
     )
-    options = dataclasses.replace(experiment.ScanEvaluationConfig(), stop_threshold=stop_threshold)
+    options = dataclasses.replace(
+        experiment.ScanEvaluationConfig(),
+        max_length=len(script),  # the scripted steps; the lookahead decodes the whole budget
+        stop_threshold=stop_threshold,
+        stop_lookahead=stop_lookahead,
+    )
     metrics = evaluate_split(_ScriptedDecoder(script), split, target, options, torch.device("cpu"))
     assert metrics["seq_acc"] == seq_acc and metrics["seq_acc_given_length"] == 100.0
 
@@ -380,6 +389,7 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         (["data.validation_fraction=1.5"], "validation_fraction"),
         (["evaluation.stop_threshold=0"], r"evaluation: stop_threshold must be a probability in \(0, 1\]"),
         (["evaluation.stop_threshold=1.5"], r"stop_threshold must be a probability in \(0, 1\] .*, got 1.5"),
+        (["evaluation.stop_lookahead=0"], r"evaluation: stop_lookahead must be a probability in \(0, 1\]"),
         (["model.attender=additive"], "unknown key"),
     ],
 )

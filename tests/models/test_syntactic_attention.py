@@ -444,6 +444,63 @@ def test_stop_threshold_with_stop_from_attention_stops_once_the_end_marker_holds
     assert decoded.tokens.tolist() != plain.tokens.tolist()  # and it is not plain greedy here
 
 
+@pytest.mark.parametrize(
+    ("stop_lookahead", "stop_threshold", "expected"),
+    [
+        (0.6, None, [3, EOS]),  # 0.6 >= 0.6 * 0.99, the largest p(<eos>) from step 1 on
+        (0.7, None, [3, 4, 3, EOS]),  # 0.6 < 0.7 * 0.99: skipped; 0.95 >= 0.7 * 0.99
+        (1.0, None, [3, 4, 3, 4, EOS]),  # only the surest end of the budget
+        (0.7, 0.96, [3, 4, 3, 4, EOS]),  # and p(<eos>) >= 0.96: step 4 (0.99)
+    ],
+)
+def test_stop_lookahead_skips_an_end_the_model_is_much_surer_of_later(
+    stop_lookahead, stop_threshold, expected
+):
+    decoded = ScriptedDecoder(SCRIPT).greedy_decode(
+        torch.tensor([[3], [4]]), torch.zeros(2, 1, dtype=torch.bool), 5, stop_threshold, stop_lookahead
+    )
+    assert decoded.tokens.tolist() == [expected, expected]
+    assert bool((decoded.attention[:, len(expected) :] == 0).all())
+
+
+def test_stop_lookahead_with_stop_from_attention_compares_the_end_marker_attention_with_its_later_maximum():
+    """The alignment does not depend on what was emitted, so the steps taken one by one are the
+    decoding's; a random model's attention on the end marker creeps up over the steps here."""
+    model = build("stop_from_attention", seed=2)
+    source, mask = padded_batch(SOURCES)
+    steps, lookahead = 8, 1.0
+    state, logits, on_end = model.start(source, mask), [], []
+    with torch.no_grad():
+        for _ in range(steps):
+            step_logits, weights, state = model.step(state, torch.full((len(SOURCES),), SOS))
+            logits.append(step_logits)
+            on_end.append(weights[torch.arange(len(SOURCES)), torch.tensor([len(s) for s in SOURCES])])
+    logits, on_end = torch.stack(logits, dim=1), torch.stack(on_end, dim=1)
+    decoded = model.greedy_decode(source, mask, steps, stop_lookahead=lookahead)
+    plain = model.greedy_decode(source, mask, steps)
+    for row, tokens in enumerate(decoded.tokens.tolist()):
+        wins = logits[row].index_fill(-1, torch.tensor([PAD, SOS]), float("-inf")).argmax(-1) == EOS
+        later_max = [float(on_end[row, i:].max()) for i in range(steps)]
+        reached = [i for i in range(steps) if wins[i] and on_end[row, i] >= lookahead * later_max[i]]
+        stop = reached[0] if reached else steps
+        best_action = logits[row, :stop].index_fill(-1, torch.tensor([PAD, SOS, EOS]), float("-inf"))
+        assert tokens[:stop] == best_action.argmax(-1).tolist()
+        assert tokens[stop : stop + 1] == ([EOS] if reached else [])
+    assert decoded.tokens.tolist() != plain.tokens.tolist()  # some tentative end is skipped here
+
+
+@pytest.mark.parametrize("name", ["stop_from_attention", "gru_attention"])
+def test_a_lookahead_that_accepts_any_end_is_plain_greedy_decoding(name):
+    """With ``ρ`` near 0 every end passes, and the tokens fed before it are greedy's (also for a
+    decoder that reads its previous output)."""
+    model = build(name)
+    source, mask = padded_batch(SOURCES)
+    plain = model.greedy_decode(source, mask, 12)
+    anyway = model.greedy_decode(source, mask, 12, stop_lookahead=1e-9)
+    assert anyway.tokens.tolist() == plain.tokens.tolist()
+    torch.testing.assert_close(anyway.attention, plain.attention)
+
+
 @pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, float("nan"), True, "0.5"])
 def test_stop_threshold_must_be_a_probability(bad):
     model = build("stop_from_attention")
@@ -539,3 +596,11 @@ def test_alignment_word_dropout_makes_never_composed_words_align_alike_and_is_sa
     fresh = SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, alignment_word_dropout=0.1, **SMALL)
     fresh.load_state_dict(state)
     assert torch.equal(fresh.alignment_embedding.composed, model.alignment_embedding.composed)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.5, float("nan")])
+def test_stop_lookahead_must_be_a_probability(bad):
+    model = build("stop_from_attention")
+    source, mask = padded_batch(SOURCES)
+    with pytest.raises(ValueError, match=r"stop_lookahead must be a probability in \(0, 1\]"):
+        model.greedy_decode(source, mask, 4, stop_lookahead=bad)

@@ -138,29 +138,46 @@ class StepwiseSeq2Seq(nn.Module):
         source_padding_mask: torch.Tensor,
         max_length: int,
         stop_threshold: float | None = None,
+        stop_lookahead: float | None = None,
     ) -> Seq2SeqOutput:
         """Batched greedy decoding; each sequence stops at its own ``<eos>``.
 
         Decoding ends when every sequence has produced ``<eos>`` or after ``max_length`` steps.
         Positions after a sequence's ``<eos>`` hold the pad id and zero attention.
 
-        ``stop_threshold`` (``None``: plain greedy, ``<eos>`` when it is the most probable token)
-        is a stop rule that reads only the model's own output: a step emits ``<eos>`` exactly
-        when ``p(<eos>) >= stop_threshold`` under the step's softmax, and otherwise the most
-        probable other token. With Syntactic Attention's ``stop_from_attention``, ``p(<eos>)`` is
-        the attention on the end marker, so the rule reads "stop only once the end marker holds at
-        least ``stop_threshold`` of the attention" (docs/results.md, issue 29: on add-jump the
-        alignment brushes the marker with 0.5–0.7 of its mass at the boundaries of repeated parts
-        and reaches it with about 0.999 at the end).
+        Two stop rules read nothing but the model's own output (no length, no oracle; issue 29,
+        docs/results.md). Both default to ``None``, plain greedy: ``<eos>`` when it is the most
+        probable token. ``p(<eos>)`` is the step's softmax over the tokens that can be predicted;
+        with Syntactic Attention's ``stop_from_attention`` it is the attention on the end marker.
+
+        * ``stop_threshold`` ``τ``: a step emits ``<eos>`` exactly when ``p(<eos>) ≥ τ``, and
+          otherwise the most probable other token: "stop only once the end marker holds at least
+          ``τ`` of the attention". On add-jump the trained alignment brushes the marker with
+          0.5–0.7 of its mass at the boundaries of repeated parts and reaches it with about 0.999
+          at the end; a model whose true ends are soft (undertrained) then stops too late.
+        * ``stop_lookahead`` ``ρ``: decode the whole budget, feeding the most probable token
+          other than ``<eos>`` at every step, and stop at the first step whose ``<eos>`` passes the
+          rule above (or is the most probable token, without ``τ``) and has
+          ``p(<eos>) ≥ ρ · max_{j ≥ i} p_j(<eos>)``: a tentative end is skipped when the model is
+          much surer of an end later. Costs ``max_length`` steps for every batch; with a decoder
+          that does not read its outputs (Syntactic Attention) the later steps are exactly those
+          greedy decoding would have taken.
         """
         check_stop_threshold(stop_threshold)
+        check_stop_threshold(stop_lookahead, "stop_lookahead")
+        if stop_lookahead is not None:
+            return self._decode_with_lookahead(
+                source, source_padding_mask, max_length, stop_threshold, stop_lookahead
+            )
         state = self.start(source, source_padding_mask)
         previous = torch.full((source.size(0),), self.sos_id, dtype=torch.long, device=source.device)
         finished = torch.zeros_like(previous, dtype=torch.bool)
         logits, weights, tokens = [], [], []
         for _ in range(max_length):
             step_logits, step_weights, state = self.step(state, previous)
-            step_tokens = self._greedy_tokens(step_logits, stop_threshold).masked_fill(finished, self.pad_id)
+            stops, others = self._stop_and_other(step_logits, stop_threshold)
+            step_tokens = torch.where(stops, torch.full_like(others, self.eos_id), others)
+            step_tokens = step_tokens.masked_fill(finished, self.pad_id)
             logits.append(step_logits)
             weights.append(step_weights * (~finished).unsqueeze(-1))
             tokens.append(step_tokens)
@@ -172,13 +189,54 @@ class StepwiseSeq2Seq(nn.Module):
             torch.stack(logits, dim=1), torch.stack(weights, dim=1), tokens=torch.stack(tokens, dim=1)
         )
 
-    def _greedy_tokens(self, logits: torch.Tensor, stop_threshold: float | None) -> torch.Tensor:
-        """The greedy token of each row of ``logits`` ``[B, V]`` (see :meth:`greedy_decode`)."""
-        if stop_threshold is None:
-            return (logits + self.never_predicted).argmax(dim=-1)
-        stops = torch.softmax(logits + self.never_predicted, dim=-1)[:, self.eos_id] >= stop_threshold
+    def _stop_and_other(
+        self, logits: torch.Tensor, stop_threshold: float | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Whether each row of ``logits`` ``[B, V]`` stops (see :meth:`greedy_decode`), and its most
+        probable token other than ``<eos>``."""
         others = (logits + self.never_predicted_given_length).argmax(dim=-1)
-        return torch.where(stops, torch.full_like(others, self.eos_id), others)
+        if stop_threshold is None:
+            stops = (logits + self.never_predicted).argmax(dim=-1) == self.eos_id
+        else:
+            stops = self._eos_probability(logits) >= stop_threshold
+        return stops, others
+
+    def _eos_probability(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(logits + self.never_predicted, dim=-1)[..., self.eos_id]
+
+    def _decode_with_lookahead(
+        self,
+        source: torch.Tensor,
+        source_padding_mask: torch.Tensor,
+        max_length: int,
+        stop_threshold: float | None,
+        stop_lookahead: float,
+    ) -> Seq2SeqOutput:
+        """:meth:`greedy_decode` with ``stop_lookahead``: all ``max_length`` steps, then the stop."""
+        state = self.start(source, source_padding_mask)
+        previous = torch.full((source.size(0),), self.sos_id, dtype=torch.long, device=source.device)
+        logits, weights, stops, others = [], [], [], []
+        for _ in range(max_length):
+            step_logits, step_weights, state = self.step(state, previous)
+            step_stops, previous = self._stop_and_other(step_logits, stop_threshold)
+            logits.append(step_logits)
+            weights.append(step_weights)
+            stops.append(step_stops)
+            others.append(previous)
+        all_logits = torch.stack(logits, dim=1)  # [B, T, V]
+        eos = self._eos_probability(all_logits)  # [B, T]
+        later_max = eos.flip(1).cummax(dim=1).values.flip(1)  # max over steps j >= i
+        stop_here = torch.stack(stops, dim=1) & (eos >= stop_lookahead * later_max)
+        steps = torch.arange(max_length, device=source.device)
+        stop = torch.where(stop_here, steps, max_length).min(dim=1).values  # [B]; max_length: none
+        width = min(int(stop.max()) + 1, max_length)
+        tokens = torch.stack(others, dim=1)[:, :width]
+        tokens = torch.where(steps[:width] == stop.unsqueeze(1), self.eos_id, tokens)
+        tokens = tokens.masked_fill(steps[:width] > stop.unsqueeze(1), self.pad_id)
+        kept = (steps[:width] <= stop.unsqueeze(1)).unsqueeze(-1)
+        return Seq2SeqOutput(
+            all_logits[:, :width], torch.stack(weights, dim=1)[:, :width] * kept, tokens=tokens
+        )
 
     @torch.no_grad()
     def decode_with_lengths(
@@ -443,17 +501,15 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         return Seq2SeqOutput(self.readout(attention, first), attention)
 
 
-def check_stop_threshold(stop_threshold: float | None) -> None:
-    """A ``ValueError`` unless ``stop_threshold`` is ``None`` or a number in ``(0, 1]``."""
-    if stop_threshold is None:
+def check_stop_threshold(value: float | None, name: str = "stop_threshold") -> None:
+    """A ``ValueError`` unless ``value`` (a stop rule's ``stop_threshold`` or ``stop_lookahead``)
+    is ``None`` or a number in ``(0, 1]``."""
+    if value is None:
         return
-    if isinstance(stop_threshold, bool) or not isinstance(stop_threshold, (int, float)):
-        raise ValueError(f"stop_threshold must be a probability in (0, 1] or None, got {stop_threshold!r}")
-    if not 0.0 < stop_threshold <= 1.0:  # also rejects NaN
-        raise ValueError(
-            f"stop_threshold must be a probability in (0, 1] (emit <eos> when p(<eos>) >= it), "
-            f"got {stop_threshold}"
-        )
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a probability in (0, 1] or None, got {value!r}")
+    if not 0.0 < value <= 1.0:  # also rejects NaN
+        raise ValueError(f"{name} must be a probability in (0, 1] (a fraction of p(<eos>)), got {value}")
 
 
 def append_end_marker(

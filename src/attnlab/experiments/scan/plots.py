@@ -128,7 +128,11 @@ def _plot_command(
     batch = collate(encoded.dataset, [0]).to(device)
     options = config.evaluation
     decoded = model.greedy_decode(
-        batch.source, batch.source_padding_mask, options.max_length, options.stop_threshold
+        batch.source,
+        batch.source_padding_mask,
+        options.max_length,
+        options.stop_threshold,
+        options.stop_lookahead,
     )
     assert decoded.tokens is not None
     tokens = decoded.tokens[0].tolist()
