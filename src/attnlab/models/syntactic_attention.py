@@ -56,10 +56,12 @@ fixed it with a stop decision that follows from what is attended (``lookup_shift
   words averaged by ``α_ij / (1 − α_i,end)``. The logits returned are these log-probabilities.
   Neither the decoder state (except through ``α``) nor the words' translations can move it.
 
-A third option belongs to decoding, not to the model: ``greedy_decode(..., stop_threshold=τ)``
-(the ``evaluation.stop_threshold`` config key) emits ``<eos>`` only when ``p(<eos>) ≥ τ``, with
-``stop_from_attention`` only once ``α_i,end ≥ τ``. It reads nothing but the model's own output (no
-length, no oracle). Why: at paper size on add-jump the model with both options stops early on 651
+Two more options belong to decoding, not to the model (:meth:`StepwiseSeq2Seq.greedy_decode`,
+config keys ``evaluation.stop_threshold`` and ``evaluation.stop_lookahead``): ``stop_threshold=τ``
+emits ``<eos>`` only when ``p(<eos>) ≥ τ``, with ``stop_from_attention`` only once
+``α_i,end ≥ τ``; ``stop_lookahead=ρ`` skips a tentative end whose ``p(<eos>)`` is below ``ρ`` times
+the largest one later in the budget. Both read nothing but the model's own output (no length, no
+oracle). Why: at paper size on add-jump the model with both options stops early on 651
 test commands, every one at a step where the alignment is split between the end marker (0.51–0.72
 of the mass) and the word to act on next (the rest), at the boundary of a repeated part ("twice",
 "thrice", "after"); at the true end the marker holds about 0.999 (docs/results.md, issue 29).
