@@ -1,5 +1,6 @@
 """The SCAN experiment: learning, run directories, metrics, BLEU, ``<unk>`` and bad input."""
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -10,16 +11,18 @@ import torch
 from attnlab.cli import main
 from attnlab.config import ConfigError
 from attnlab.evaluation.bleu import BLEU_STATISTIC
+from attnlab.evaluation.seq2seq import evaluate_split
 from attnlab.experiments.compare import read_units
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.experiments.scan import experiment
 from attnlab.experiments.scan.plots import plot_attention
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 from attnlab.tasks import scan_data
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.tasks.tsv import DataFormatError
-from attnlab.tasks.vocab import UnknownTokenError, build_vocabularies
+from attnlab.tasks.vocab import TARGET_SPECIALS, UnknownTokenError, Vocabulary, build_vocabularies
 
 TINY_MODEL = {
     "model.embedding_dim": 16,
@@ -269,6 +272,55 @@ def test_validation_in_a_uniform_epoch_sees_the_model_as_it_is_evaluated(scan_sl
     assert seen == [False] and model.uniform_alignment  # validated without it, then switched back
 
 
+class _ScriptedDecoder(StepwiseSeq2Seq):
+    """Step ``i`` gives every row ``probabilities[i]`` (tokens: pad, sos, <eos>, a, b)."""
+
+    def __init__(self, probabilities: torch.Tensor) -> None:
+        super().__init__(probabilities.size(1), 0, 1, 2)
+        self.log_probabilities = probabilities.log()
+
+    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> int:
+        return 0
+
+    def step(self, state: int, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        rows = previous.size(0)
+        return self.log_probabilities[state].expand(rows, -1), torch.ones(rows, 1), state + 1
+
+
+@pytest.mark.parametrize(
+    ("stop_threshold", "stop_lookahead", "seq_acc"),
+    [(None, None, 0.0), (0.6, None, 0.0), (0.9, None, 100.0), (None, 0.7, 100.0), (None, 0.5, 0.0)],
+)
+def test_evaluation_stop_rules_are_the_stop_rules_of_seq_acc_only(stop_threshold, stop_lookahead, seq_acc):
+    """``a b a``: p(<eos>) is 0.3, 0.6, 0.2, 0.95, 1.0 by step, so plain greedy stops after ``a``,
+    and a threshold above 0.6 or a lookahead above 0.6 stop after ``a b a``; the given-length
+    accuracy never moves."""
+    script = torch.tensor(
+        [
+            [0, 0, 0.3, 0.7, 0],
+            [0, 0, 0.6, 0, 0.4],
+            [0, 0, 0.2, 0.8, 0],
+            [0, 0, 0.95, 0, 0.05],
+            [0, 0, 1.0, 0, 0],
+        ]
+    )
+    source, target = (
+        Vocabulary(["<pad>", "x"]),
+        Vocabulary(["<pad>", "<sos>", "<eos>", "a", "b"], TARGET_SPECIALS),
+    )
+    split = scan_data.encode_split(
+        scan_data.Split([Seq2SeqExample(("x",), ("a", "b", "a"))], "a test"), source, target, "test"
+    )
+    options = dataclasses.replace(
+        experiment.ScanEvaluationConfig(),
+        max_length=len(script),  # the scripted steps; the lookahead decodes the whole budget
+        stop_threshold=stop_threshold,
+        stop_lookahead=stop_lookahead,
+    )
+    metrics = evaluate_split(_ScriptedDecoder(script), split, target, options, torch.device("cpu"))
+    assert metrics["seq_acc"] == seq_acc and metrics["seq_acc_given_length"] == 100.0
+
+
 def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):
     pytest.importorskip("sacrebleu")
     train = [
@@ -335,6 +387,9 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
             "uniform_alignment_epochs applies to model.architecture: syntactic_attention only",
         ),
         (["data.validation_fraction=1.5"], "validation_fraction"),
+        (["evaluation.stop_threshold=0"], r"evaluation: stop_threshold must be a probability in \(0, 1\]"),
+        (["evaluation.stop_threshold=1.5"], r"stop_threshold must be a probability in \(0, 1\] .*, got 1.5"),
+        (["evaluation.stop_lookahead=0"], r"evaluation: stop_lookahead must be a probability in \(0, 1\]"),
         (["model.attender=additive"], "unknown key"),
     ],
 )

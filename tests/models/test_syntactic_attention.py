@@ -12,6 +12,7 @@ from attnlab.attention.syntactic import (
 )
 from attnlab.models.syntactic_attention import (
     GRUAttentionSeq2Seq,
+    StepwiseSeq2Seq,
     SyntacticAttentionSeq2Seq,
     append_end_marker,
 )
@@ -374,6 +375,140 @@ def test_stop_from_attention_decoder_state_reaches_eos_only_through_the_alignmen
         assert bool((on_end[row, :stop] <= 0.5).all())  # more than half on the marker: <eos> wins
 
 
+class ScriptedDecoder(StepwiseSeq2Seq):
+    """A decoder whose step ``i`` gives every row the probabilities ``probabilities[i]``."""
+
+    def __init__(self, probabilities: torch.Tensor) -> None:
+        super().__init__(probabilities.size(1), PAD, SOS, EOS)
+        self.log_probabilities = probabilities.log()
+
+    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> int:
+        return 0
+
+    def step(self, state: int, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        rows = previous.size(0)
+        return self.log_probabilities[state].expand(rows, -1), torch.ones(rows, 1), state + 1
+
+
+# tokens: pad, sos, <eos>, a (3), b (4); p(<eos>) by step: 0.3, 0.6, 0.2, 0.95, 0.99
+SCRIPT = torch.tensor(
+    [
+        [0.0, 0.0, 0.3, 0.7, 0.0],
+        [0.0, 0.0, 0.6, 0.0, 0.4],
+        [0.0, 0.0, 0.2, 0.8, 0.0],
+        [0.0, 0.0, 0.95, 0.0, 0.05],
+        [0.0, 0.0, 0.99, 0.01, 0.0],
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("stop_threshold", "expected"),
+    [
+        (None, [3, EOS]),  # plain greedy: <eos> as soon as it is the most probable token
+        (0.6, [3, EOS]),  # p(<eos>) = 0.6 reaches 0.6
+        (0.61, [3, 4, 3, EOS]),  # 0.6 does not; 0.95 does
+        (0.9, [3, 4, 3, EOS]),
+        (0.999, [3, 4, 3, 4, 3]),  # never reached: the budget ends it, the best other token each step
+    ],
+)
+def test_stop_threshold_emits_eos_exactly_when_its_probability_reaches_it(stop_threshold, expected):
+    decoded = ScriptedDecoder(SCRIPT).greedy_decode(
+        torch.tensor([[3], [4]]), torch.zeros(2, 1, dtype=torch.bool), 5, stop_threshold
+    )
+    assert decoded.tokens.tolist() == [expected, expected]
+
+
+def test_stop_threshold_with_stop_from_attention_stops_once_the_end_marker_holds_that_much_attention():
+    """The alignment does not depend on what was emitted, so the teacher-forced attention is the
+    decoding's: the first step with ``α_end ≥ τ`` emits ``<eos>``, every step before it the best
+    action read from the real words."""
+    model = build("stop_from_attention", seed=3)
+    source, mask = padded_batch(SOURCES)
+    steps = 8
+    with torch.no_grad():
+        forced = model(source, mask, torch.full((len(SOURCES), steps), SOS))
+    on_end = forced.attention[torch.arange(len(SOURCES)), :, torch.tensor([len(s) for s in SOURCES])]
+    threshold = float(on_end.flatten().quantile(0.8))
+    decoded = model.greedy_decode(source, mask, steps, stop_threshold=threshold)
+    plain = model.greedy_decode(source, mask, steps)
+    stops = []
+    for row, tokens in enumerate(decoded.tokens.tolist()):
+        reached = (on_end[row] >= threshold).nonzero().flatten().tolist()
+        stop = reached[0] if reached else steps
+        stops.append(stop)
+        best_action = forced.logits[row, :stop].index_fill(-1, torch.tensor([PAD, SOS, EOS]), float("-inf"))
+        assert tokens[:stop] == best_action.argmax(-1).tolist()
+        assert tokens[stop:] == ([EOS] + [PAD] * (len(tokens) - stop - 1) if reached else [])
+    assert len(set(stops)) > 1  # the rows stop at different steps: the rule is exercised
+    assert decoded.tokens.tolist() != plain.tokens.tolist()  # and it is not plain greedy here
+
+
+@pytest.mark.parametrize(
+    ("stop_lookahead", "stop_threshold", "expected"),
+    [
+        (0.6, None, [3, EOS]),  # 0.6 >= 0.6 * 0.99, the largest p(<eos>) from step 1 on
+        (0.7, None, [3, 4, 3, EOS]),  # 0.6 < 0.7 * 0.99: skipped; 0.95 >= 0.7 * 0.99
+        (1.0, None, [3, 4, 3, 4, EOS]),  # only the surest end of the budget
+        (0.7, 0.96, [3, 4, 3, 4, EOS]),  # and p(<eos>) >= 0.96: step 4 (0.99)
+    ],
+)
+def test_stop_lookahead_skips_an_end_the_model_is_much_surer_of_later(
+    stop_lookahead, stop_threshold, expected
+):
+    decoded = ScriptedDecoder(SCRIPT).greedy_decode(
+        torch.tensor([[3], [4]]), torch.zeros(2, 1, dtype=torch.bool), 5, stop_threshold, stop_lookahead
+    )
+    assert decoded.tokens.tolist() == [expected, expected]
+    assert bool((decoded.attention[:, len(expected) :] == 0).all())
+
+
+def test_stop_lookahead_with_stop_from_attention_compares_the_end_marker_attention_with_its_later_maximum():
+    """The alignment does not depend on what was emitted, so the steps taken one by one are the
+    decoding's; a random model's attention on the end marker creeps up over the steps here."""
+    model = build("stop_from_attention", seed=2)
+    source, mask = padded_batch(SOURCES)
+    steps, lookahead = 8, 1.0
+    state, logits, on_end = model.start(source, mask), [], []
+    with torch.no_grad():
+        for _ in range(steps):
+            step_logits, weights, state = model.step(state, torch.full((len(SOURCES),), SOS))
+            logits.append(step_logits)
+            on_end.append(weights[torch.arange(len(SOURCES)), torch.tensor([len(s) for s in SOURCES])])
+    logits, on_end = torch.stack(logits, dim=1), torch.stack(on_end, dim=1)
+    decoded = model.greedy_decode(source, mask, steps, stop_lookahead=lookahead)
+    plain = model.greedy_decode(source, mask, steps)
+    for row, tokens in enumerate(decoded.tokens.tolist()):
+        wins = logits[row].index_fill(-1, torch.tensor([PAD, SOS]), float("-inf")).argmax(-1) == EOS
+        later_max = [float(on_end[row, i:].max()) for i in range(steps)]
+        reached = [i for i in range(steps) if wins[i] and on_end[row, i] >= lookahead * later_max[i]]
+        stop = reached[0] if reached else steps
+        best_action = logits[row, :stop].index_fill(-1, torch.tensor([PAD, SOS, EOS]), float("-inf"))
+        assert tokens[:stop] == best_action.argmax(-1).tolist()
+        assert tokens[stop : stop + 1] == ([EOS] if reached else [])
+    assert decoded.tokens.tolist() != plain.tokens.tolist()  # some tentative end is skipped here
+
+
+@pytest.mark.parametrize("name", ["stop_from_attention", "gru_attention"])
+def test_a_lookahead_that_accepts_any_end_is_plain_greedy_decoding(name):
+    """With ``ρ`` near 0 every end passes, and the tokens fed before it are greedy's (also for a
+    decoder that reads its previous output)."""
+    model = build(name)
+    source, mask = padded_batch(SOURCES)
+    plain = model.greedy_decode(source, mask, 12)
+    anyway = model.greedy_decode(source, mask, 12, stop_lookahead=1e-9)
+    assert anyway.tokens.tolist() == plain.tokens.tolist()
+    torch.testing.assert_close(anyway.attention, plain.attention)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, float("nan"), True, "0.5"])
+def test_stop_threshold_must_be_a_probability(bad):
+    model = build("stop_from_attention")
+    source, mask = padded_batch(SOURCES)
+    with pytest.raises(ValueError, match=r"stop_threshold must be a probability in \(0, 1\]"):
+        model.greedy_decode(source, mask, 4, stop_threshold=bad)
+
+
 def test_stop_from_attention_needs_the_end_marker():
     with pytest.raises(ValueError, match="stop_from_attention needs end_marker"):
         SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, stop_from_attention=True, **SMALL)
@@ -461,3 +596,11 @@ def test_alignment_word_dropout_makes_never_composed_words_align_alike_and_is_sa
     fresh = SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, alignment_word_dropout=0.1, **SMALL)
     fresh.load_state_dict(state)
     assert torch.equal(fresh.alignment_embedding.composed, model.alignment_embedding.composed)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.5, float("nan")])
+def test_stop_lookahead_must_be_a_probability(bad):
+    model = build("stop_from_attention")
+    source, mask = padded_batch(SOURCES)
+    with pytest.raises(ValueError, match=r"stop_lookahead must be a probability in \(0, 1\]"):
+        model.greedy_decode(source, mask, 4, stop_lookahead=bad)

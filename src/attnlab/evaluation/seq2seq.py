@@ -172,6 +172,10 @@ class SplitEvaluationOptions(Protocol):
     """Greedy decoding budget in tokens, ``<eos>`` included."""
     given_length: bool
     bleu: bool
+    stop_threshold: float | None
+    """``<eos>`` only when ``p(<eos>) >= stop_threshold`` (``None``: plain greedy)."""
+    stop_lookahead: float | None
+    """Skip a tentative ``<eos>`` below this fraction of a later step's ``p(<eos>)`` (``None``: no)."""
 
 
 @torch.no_grad()
@@ -188,7 +192,8 @@ def evaluate_split(
     """The SCAN metrics of one encoded split, in batches of ``options.batch_size``:
 
     * ``seq_acc`` — exact match with the model producing ``<eos>`` itself, greedy decoding of at
-      most ``options.max_length`` tokens (``<eos>`` included);
+      most ``options.max_length`` tokens (``<eos>`` included), with the stop rules
+      ``options.stop_threshold`` and ``options.stop_lookahead`` when they are set;
     * ``seq_acc_given_length`` (with ``given_length``, by default ``options.given_length``) — exact
       match when the model decodes exactly as many tokens as the target has (the evaluation of
       Russin et al.'s code, which runs the decoder for the target's length);
@@ -207,7 +212,13 @@ def evaluate_split(
     hypotheses: list[str] = []
     for batch in batching.batches(split.dataset, options.batch_size, shuffle=False):
         batch = batch.to(device)
-        decoded = model.greedy_decode(batch.source, batch.source_padding_mask, options.max_length)
+        decoded = model.greedy_decode(
+            batch.source,
+            batch.source_padding_mask,
+            options.max_length,
+            options.stop_threshold,
+            options.stop_lookahead,
+        )
         assert decoded.tokens is not None
         ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
         correct = {"seq_acc": sequence_correct(decoded.tokens, batch.target_output, **ids)}

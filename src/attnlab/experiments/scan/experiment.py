@@ -47,6 +47,7 @@ from attnlab.models.syntactic_attention import (
     GRUAttentionSeq2Seq,
     StepwiseSeq2Seq,
     SyntacticAttentionSeq2Seq,
+    check_stop_threshold,
 )
 from attnlab.tasks import scan
 from attnlab.tasks.batching import batches, bucketed_batches
@@ -161,10 +162,23 @@ class ScanEvaluationConfig:
     """Also report ``seq_acc_given_length`` (decoding exactly the target's length)."""
     bleu: bool = False
     """Report sacrebleu corpus BLEU (needs the ``sacrebleu`` package)."""
+    stop_threshold: float | None = None
+    """Greedy decoding emits ``<eos>`` only when ``p(<eos>) >= stop_threshold`` (with Syntactic
+    Attention's ``stop_from_attention``: once the end marker holds that much of the attention);
+    ``null`` (default): plain greedy, ``<eos>`` when it is the most probable token. A stop rule
+    from the model's own output only (``StepwiseSeq2Seq.greedy_decode``; issue 29). Applies to
+    ``seq_acc`` (test and validation) and the decoded plots, not to ``seq_acc_given_length``."""
+    stop_lookahead: float | None = None
+    """Greedy decoding runs the whole budget and stops at the first step whose ``<eos>`` passes
+    the rule above and has ``p(<eos>) >= stop_lookahead × the largest p(<eos>) of this and the
+    later steps``: a tentative end is skipped when the model is much surer of an end later.
+    ``null`` (default): no lookahead. Same scope as ``stop_threshold``."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.max_length < 1:
             raise ValueError("batch_size and max_length must be >= 1")
+        check_stop_threshold(self.stop_threshold)
+        check_stop_threshold(self.stop_lookahead, "stop_lookahead")
 
 
 @dataclass

@@ -126,7 +126,14 @@ def _plot_command(
     encoded = scan_data.encode_split(example, source_vocab, target_vocab, "plot")
     device = next(model.parameters()).device
     batch = collate(encoded.dataset, [0]).to(device)
-    decoded = model.greedy_decode(batch.source, batch.source_padding_mask, config.evaluation.max_length)
+    options = config.evaluation
+    decoded = model.greedy_decode(
+        batch.source,
+        batch.source_padding_mask,
+        options.max_length,
+        options.stop_threshold,
+        options.stop_lookahead,
+    )
     assert decoded.tokens is not None
     tokens = decoded.tokens[0].tolist()
     steps = tokens.index(model.eos_id) + 1 if model.eos_id in tokens else len(tokens)
