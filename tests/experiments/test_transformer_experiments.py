@@ -90,6 +90,33 @@ def test_builtin_transformer_configs_build_transformers():
         assert isinstance(model, TransformerSeq2Seq) and model.positional == "sinusoidal"
 
 
+@pytest.mark.parametrize("name, module", [("lookup_transformer", lookup), ("scan_transformer", scan)])
+def test_transformer_configs_stop_at_full_validation_accuracy_or_by_patience(name, module):
+    """The issue-28 protocol: stop at 100% validation seqAcc, else after 10 epochs without a lower
+    validation loss, at most 50 epochs; both can be switched off for a fixed-epoch run."""
+    training = module.EXPERIMENT.parse_config(resolve_config(name, [])).training
+    assert training.stop_targets() == {"valid/seq_acc": 100.0}
+    assert (training.patience, training.epochs) == (10, 50)
+    fixed = module.EXPERIMENT.parse_config(
+        resolve_config(name, ["training.stop_at=null", "training.patience=null"])
+    ).training
+    assert fixed.stop_targets() == {} and fixed.patience is None
+
+
+def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_path):
+    """A run whose validation seqAcc reaches the target (0% here) stops after that epoch."""
+    run_dir = tmp_path / "run"
+    settings = {
+        **TINY,
+        **_lookup_data(lookup_files),
+        "training.epochs": 3,
+        "training.stop_at": "{valid/seq_acc: 0.0}",
+    }
+    assert main(["train", "lookup_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [entry["epoch"] for entry in epochs] == [1]
+
+
 def test_bad_transformer_options_are_config_errors():
     with pytest.raises(ConfigError, match="positional"):
         scan.EXPERIMENT.parse_config(
