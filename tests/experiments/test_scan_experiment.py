@@ -379,6 +379,7 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
             "syntactic_attention only",
         ),
         (["model.alignment_word_dropout=1.0"], r"alignment_word_dropout must be in \[0, 1\), got 1.0"),
+        (["model.architecture=gru_attention", "model.alignment_peers=true"], "syntactic_attention only"),
         (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
         (["training.patience=0"], "patience"),
         (["training.uniform_alignment_epochs=-1"], "uniform_alignment_epochs must be >= 0"),
