@@ -71,6 +71,24 @@ def add_jump_slice(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
+@pytest.fixture(scope="module")
+def add_jump_alone_slice(tmp_path_factory) -> dict[str, Path]:
+    """The miniature add-jump with SCAN's other one-word commands: 1,000 composed commands without
+    'jump' (no 'around', no 'thrice'), 5 x each of 'walk', 'run', 'look' alone and 50 x 'jump'
+    for training; the same 200 composed 'jump' commands for testing."""
+    examples = [ex for ex in generate_scan() if not {"around", "thrice"} & set(ex.source)]
+    random.Random(0).shuffle(examples)
+    folder = tmp_path_factory.mktemp("add_jump_alone_slice")
+    paths = {"train": folder / "train.txt", "test": folder / "test.txt"}
+    without_jump = [ex for ex in examples if "jump" not in ex.source][:1000]
+    composed = [ex for ex in without_jump if len(ex.source) > 1]
+    alone = [Seq2SeqExample((word,), (f"I_{word.upper()}",)) for word in ("walk", "run", "look")] * 5
+    write_scan_file(paths["train"], composed + alone + [Seq2SeqExample(("jump",), ("I_JUMP",))] * 50)
+    test = [ex for ex in examples if "jump" in ex.source and len(ex.source) > 1]
+    write_scan_file(paths["test"], test[:200])
+    return paths
+
+
 def config(files: dict[str, Path], **overrides: object) -> experiment.ScanExperimentConfig:
     settings = {
         "data.split": "files",
@@ -142,6 +160,24 @@ def test_the_alignment_reading_never_composed_words_as_unknown_solves_the_tiny_a
     results = experiment.EXPERIMENT.train(run, tmp_path / "run")["test"]
     assert results["seq_acc"] >= 95.0
     assert results["seq_acc"] >= results["seq_acc_given_length"] - 2.0
+
+
+def test_aligning_an_alone_only_word_as_its_peers_solves_the_tiny_add_jump(add_jump_alone_slice, tmp_path):
+    """Learning test of ``model.alignment_peers`` with the stop from attention (~10 s).
+
+    On this miniature, seeds 0-4 all reach 100.0% with ``<eos>`` and with the length given; the
+    three options of the test above (word dropout instead of peers) 99.0 / 99.5 / 99.0 / 94.5 /
+    99.5% (docs/results.md, session 18). Seed 3, the worst of those, is the one trained here.
+    """
+    mechanism = {
+        "model.end_marker": "true",
+        "model.stop_from_attention": "true",
+        "model.alignment_peers": "true",
+    }
+    run = config(add_jump_alone_slice, **LEARNING_MODEL, **mechanism, **{"training.seed": 3})
+    results = experiment.EXPERIMENT.train(run, tmp_path / "run")["test"]
+    assert results["seq_acc"] >= 99.0
+    assert results["seq_acc_given_length"] >= 99.0
 
 
 def word_readouts(run_dir: Path) -> dict[str, dict[str, float]]:
@@ -379,6 +415,7 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
             "syntactic_attention only",
         ),
         (["model.alignment_word_dropout=1.0"], r"alignment_word_dropout must be in \[0, 1\), got 1.0"),
+        (["model.architecture=gru_attention", "model.alignment_peers=true"], "syntactic_attention only"),
         (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
         (["training.patience=0"], "patience"),
         (["training.uniform_alignment_epochs=-1"], "uniform_alignment_epochs must be >= 0"),

@@ -598,6 +598,65 @@ def test_alignment_word_dropout_makes_never_composed_words_align_alike_and_is_sa
     assert torch.equal(fresh.alignment_embedding.composed, model.alignment_embedding.composed)
 
 
+def test_composed_word_embedding_with_peers_reads_an_alone_only_word_as_the_mean_of_its_peers():
+    """Words 3 and 4 occur alone and composed (peers), 5 only composed, 6 only alone, 9 never:
+    at evaluation 6 is read as the mean of 3 and 4, 9 as the unknown word, the others as themselves."""
+    torch.manual_seed(0)
+    embedding = ComposedWordEmbedding(10, 4, dropout=0.0, padding_idx=PAD, peers=True)
+    with torch.no_grad():
+        embedding.unknown.fill_(7.0)
+    embedding.train()(*_with_counts([[3, 5], [4, 5], [3], [4], [6]]))
+    assert embedding.peer_words().tolist() == [3, 4]
+    out = embedding.eval()(*_with_counts([[6, 5, 9, 3]]))
+    table = embedding.embedding.weight
+    torch.testing.assert_close(out[0, 0], table[[3, 4]].mean(dim=0))
+    torch.testing.assert_close(out[0, 1], table[5])
+    torch.testing.assert_close(out[0, 2], torch.full((4,), 7.0))
+    torch.testing.assert_close(out[0, 3], table[3])
+
+
+def test_composed_word_embedding_with_peers_falls_back_to_the_unknown_word_when_no_word_is_a_peer():
+    embedding = ComposedWordEmbedding(10, 4, dropout=0.0, padding_idx=PAD, peers=True)
+    with torch.no_grad():
+        embedding.unknown.fill_(7.0)
+    embedding.train()(*_with_counts([[3, 5], [6]]))  # nothing is both alone and composed
+    assert embedding.peer_words().numel() == 0
+    out = embedding.eval()(*_with_counts([[6, 3]]))
+    torch.testing.assert_close(out[0, 0], torch.full((4,), 7.0))
+
+
+@pytest.mark.parametrize(("dropout", "peers"), [(0.0, False), (1.0, True), (-0.1, True)])
+def test_composed_word_embedding_rejects_a_dropout_it_cannot_use(dropout, peers):
+    with pytest.raises(ValueError, match="word dropout must be in"):
+        ComposedWordEmbedding(10, 4, dropout=dropout, padding_idx=PAD, peers=peers)
+
+
+@pytest.mark.parametrize("end_marker", [False, True])
+def test_alignment_peers_aligns_an_alone_only_word_like_its_peers_and_is_saved(end_marker):
+    """ "jump" (10) occurs only alone, "walk" (3) alone and composed: with ``alignment_peers`` the
+    alignment keys of a command with 10 equal those with 3 in its place; the translations differ.
+    An appended end marker (composed with every word) is never a peer."""
+    torch.manual_seed(0)
+    model = SyntacticAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, alignment_peers=True, end_marker=end_marker, **SMALL
+    )
+    model.train()
+    source, mask = padded_batch([[3, 4, 5], [3], [10]])
+    model(source, mask, torch.tensor([[SOS, 3], [SOS, 4], [SOS, 5]]))
+    model.eval()
+    with_10 = model.start(*padded_batch([[10, 4, 5]]))
+    with_3 = model.start(*padded_batch([[3, 4, 5]]))
+    torch.testing.assert_close(with_10.keys, with_3.keys)
+    assert not torch.allclose(with_10.translations, with_3.translations)
+    fresh = SyntacticAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, alignment_peers=True, end_marker=end_marker, **SMALL
+    )
+    fresh.load_state_dict(model.state_dict())
+    assert fresh.alignment_embedding.peer_words().tolist() == [3]
+    without = SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, alignment_word_dropout=0.1, **SMALL)
+    assert "alignment_embedding.alone" not in without.state_dict()  # older checkpoints still load
+
+
 @pytest.mark.parametrize("bad", [0.0, 1.5, float("nan")])
 def test_stop_lookahead_must_be_a_probability(bad):
     model = build("stop_from_attention")

@@ -132,17 +132,38 @@ class ComposedWordEmbedding(nn.Module):
     The record is a buffer, so it is saved with the model and a resumed run continues it. The
     choice of "composed" (two or more real words, an appended end marker not counted) as the test
     of "trained" is ours: it is when the alignment embedding of a word can matter.
+
+    ``peers=True`` (issue 29, session 18) reads a never-composed word that was seen *alone* (a
+    one-word source) not as ``u`` but as its peers: the mean embedding of the words seen both
+    alone and composed. A word never composed can only have been seen alone, and that slot is the
+    one piece of syntax the data give about it; on SCAN's add-jump the peers of "jump" are
+    "walk", "run" and "look". Why not ``u``: ``u`` stands for every dropped word, "turn" and
+    "twice" included, so the alignment reads "jump left" partly as "turn left" (``u left``); on
+    the paper-sized add-jump checkpoints that ambiguity is every length-given failure
+    (docs/results.md). With ``peers`` the word dropout may be 0; a word seen neither composed
+    nor alone (or a word seen alone when no word is a peer) is still read as ``u``.
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, dropout: float, padding_idx: int) -> None:
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        dropout: float,
+        padding_idx: int,
+        peers: bool = False,
+    ) -> None:
         super().__init__()
-        if not 0.0 < dropout < 1.0:
-            raise ValueError(f"word dropout must be in (0, 1), got {dropout}")
+        if not 0.0 <= dropout < 1.0 or (dropout == 0.0 and not peers):
+            raise ValueError(f"word dropout must be in (0, 1), or in [0, 1) with peers=True, got {dropout}")
         self.dropout = dropout
+        self.peers = peers
         self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
         self.unknown = nn.Parameter(torch.zeros(embedding_dim))
         self.composed: torch.Tensor
         self.register_buffer("composed", torch.zeros(num_embeddings, dtype=torch.bool))
+        self.alone: torch.Tensor
+        if peers:  # only then, so that checkpoints written without it still load
+            self.register_buffer("alone", torch.zeros(num_embeddings, dtype=torch.bool))
 
     def forward(
         self, words: torch.Tensor, padding_mask: torch.Tensor, real_words: torch.Tensor
@@ -154,10 +175,27 @@ class ComposedWordEmbedding(nn.Module):
         if self.training:
             rows = real_words >= 2
             self.composed[words[rows][real[rows]]] = True
+            if self.peers:  # the word itself, never an appended end marker after it
+                single = real_words == 1
+                self.alone[words[single, 0]] = True
             unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
-        else:
-            unknown = real & ~self.composed[words]
+            return torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
+        unknown = real & ~self.composed[words]
+        if self.peers:
+            peers = self.composed & self.alone
+            if bool(peers.any()):
+                like_peers = unknown & self.alone[words]
+                peer_vector = self.embedding.weight[peers].mean(dim=0)
+                embedded = torch.where(like_peers.unsqueeze(-1), peer_vector.expand_as(embedded), embedded)
+                unknown = unknown & ~like_peers
         return torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
+
+    def peer_words(self) -> torch.Tensor:
+        """The ids of the words an alone-only word is aligned as (``peers=True``): seen both alone
+        and composed in training. Empty without ``peers``."""
+        if not self.peers:
+            return torch.zeros(0, dtype=torch.long)
+        return (self.composed & self.alone).nonzero().flatten()
 
 
 def reverse_padded(sequences: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -310,6 +310,12 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
     embedding a :class:`~attnlab.attention.syntactic.ComposedWordEmbedding` with that word-dropout
     probability: a word never seen composed with others in training (add-jump's "jump") is read
     by the alignment as the learned unknown word, not as its never-trained embedding.
+
+    ``alignment_peers`` (default ``False``) reads such a word, when it was seen alone (a one-word
+    source), as its peers instead: the mean alignment embedding of the words seen both alone and
+    composed ("walk", "run", "look" for add-jump's "jump"). The unknown word stands for every
+    dropped word, "turn" included, and on the paper-sized add-jump checkpoints its ambiguity is
+    every length-given failure (docs/results.md, issue 29). Works with or without word dropout.
     """
 
     uniform_alignment: bool = False
@@ -329,6 +335,7 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         end_marker: bool = False,
         stop_from_attention: bool = False,
         alignment_word_dropout: float = 0.0,
+        alignment_peers: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -351,8 +358,10 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
             else None
         )
         self.alignment_embedding: nn.Embedding | ComposedWordEmbedding = (
-            ComposedWordEmbedding(source_vocab_size, embedding_dim, alignment_word_dropout, pad_id)
-            if alignment_word_dropout
+            ComposedWordEmbedding(
+                source_vocab_size, embedding_dim, alignment_word_dropout, pad_id, peers=alignment_peers
+            )
+            if alignment_word_dropout or alignment_peers
             else nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
         )
         self.alignment_encoder = ShiftedBidirectionalEncoder(

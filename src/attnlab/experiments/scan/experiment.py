@@ -80,7 +80,10 @@ class ScanModelConfig:
     :mod:`attnlab.models.syntactic_attention`). ``alignment_word_dropout`` (a probability in
     [0, 1); Syntactic Attention only) reads a word never seen composed in training as a learned
     unknown word in the alignment stream
-    (:class:`~attnlab.attention.syntactic.ComposedWordEmbedding`). All default to the paper's model.
+    (:class:`~attnlab.attention.syntactic.ComposedWordEmbedding`); ``alignment_peers`` reads it,
+    when it was seen as a one-word command, as the mean of the words seen both alone and composed
+    (add-jump: "jump" as "walk", "run", "look"; with or without the word dropout). All default to
+    the paper's model.
     ``transformer`` holds the Transformer's own options
     (:class:`~attnlab.experiments.seq2seq_common.TransformerModelConfig`: ``positional``,
     ``cross_attention``, sizes, its own ``dropout``); the recurrent sizes and ``dropout`` above
@@ -100,6 +103,7 @@ class ScanModelConfig:
     end_marker: bool = False
     stop_from_attention: bool = False
     alignment_word_dropout: float = 0.0
+    alignment_peers: bool = False
 
     def __post_init__(self) -> None:
         if self.architecture != "syntactic_attention" and (
@@ -108,10 +112,11 @@ class ScanModelConfig:
             or self.end_marker
             or self.stop_from_attention
             or self.alignment_word_dropout
+            or self.alignment_peers
         ):
             raise ValueError(
                 "translation_encoder / translate_from_context / end_marker / stop_from_attention / "
-                "alignment_word_dropout apply to syntactic_attention only"
+                "alignment_word_dropout / alignment_peers apply to syntactic_attention only"
             )
         if not 0 <= self.alignment_word_dropout < 1:
             raise ValueError(f"alignment_word_dropout must be in [0, 1), got {self.alignment_word_dropout}")
@@ -224,6 +229,7 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
                 end_marker=model.end_marker,
                 stop_from_attention=model.stop_from_attention,
                 alignment_word_dropout=model.alignment_word_dropout,
+                alignment_peers=model.alignment_peers,
                 **common,
             )
         return GRUAttentionSeq2Seq(len(source), len(target), previous_output=model.previous_output, **common)
