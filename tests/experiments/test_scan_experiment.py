@@ -167,7 +167,7 @@ def test_aligning_an_alone_only_word_as_its_peers_solves_the_tiny_add_jump(add_j
 
     On this miniature, seeds 0-4 all reach 100.0% with ``<eos>`` and with the length given; the
     three options of the test above (word dropout instead of peers) 99.0 / 99.5 / 99.0 / 94.5 /
-    99.5% (docs/results.md, session 18). Seed 3, the worst of those, is the one trained here.
+    99.5% (docs/results.md, session 17). Seed 3, the worst of those, is the one trained here.
     """
     mechanism = {
         "model.end_marker": "true",

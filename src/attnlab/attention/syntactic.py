@@ -133,7 +133,7 @@ class ComposedWordEmbedding(nn.Module):
     choice of "composed" (two or more real words, an appended end marker not counted) as the test
     of "trained" is ours: it is when the alignment embedding of a word can matter.
 
-    ``peers=True`` (issue 29, session 18) reads a never-composed word that was seen *alone* (a
+    ``peers=True`` (issue 29, session 17) reads a never-composed word that was seen *alone* (a
     one-word source) not as ``u`` but as its peers: the mean embedding of the words seen both
     alone and composed. A word never composed can only have been seen alone, and that slot is the
     one piece of syntax the data give about it; on SCAN's add-jump the peers of "jump" are
