@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import torch
+from scan_stop_rules import parse_rule  # scripts/ is on sys.path when run as a script
 
 from attnlab.attention.syntactic import ComposedWordEmbedding
 from attnlab.config import from_dict, load_yaml
@@ -54,16 +55,6 @@ def template(words: list[str]) -> dict[str, str]:
         "jump_half": label,
         "jump_part": " ".join("X" if w == "jump" else w for w in jump_half),
     }
-
-
-def parse_rule(text: str) -> tuple[float | None, float | None]:
-    """``none`` → plain greedy; ``tau=X`` → stop_threshold X; ``rho=X`` → stop_lookahead X."""
-    if text == "none":
-        return None, None
-    kind, _, value = text.partition("=")
-    if kind not in ("tau", "rho") or not value:
-        raise argparse.ArgumentTypeError(f"a rule is none, tau=X or rho=X, got {text!r}")
-    return (float(value), None) if kind == "tau" else (None, float(value))
 
 
 def align_as(model: SyntacticAttentionSeq2Seq, source: Vocabulary, spec: str) -> None:
