@@ -574,7 +574,14 @@ def test_russin2019_stop_table_cells_add_each_option_to_the_one_before():
         "stop/end_marker",
         "stop/stop_from_attention",
         "stop/composed_words",
+        "stop/peers",
     ]
+    assert found["stop/peers"] == (
+        "data.split=addprim_jump",
+        "model.end_marker=true",
+        "model.stop_from_attention=true",
+        "model.alignment_peers=true",
+    )
     assert found["stop/composed_words"] == (
         "data.split=addprim_jump",
         "model.end_marker=true",
