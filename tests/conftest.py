@@ -1,12 +1,15 @@
 """Suite-wide settings and fixtures: one torch thread per test process (pytest-xdist runs one
 process per core); one local Ray instance per test process, shared by the tests that need it;
-the hypothesis profile of the property-based tests (fuzzed file readers)."""
+the hypothesis profile of the property-based tests (fuzzed file readers); a scripted decoder for
+tests of greedy decoding's stop rules."""
 
 import os
 
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
+
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 
 torch.set_num_threads(1)
 
@@ -54,3 +57,25 @@ def tiny_memory_addition() -> list[str]:
         "training.progress=false",
         "training.device=cpu",
     ]
+
+
+class ScriptedDecoder(StepwiseSeq2Seq):
+    """A decoder whose step ``i`` gives every row the probabilities ``probabilities[i]`` (token ids:
+    0 pad, 1 start, 2 ``<eos>``, then the actions) and attention 1 on a one-word source."""
+
+    def __init__(self, probabilities: torch.Tensor) -> None:
+        super().__init__(probabilities.size(1), 0, 1, 2)
+        self.log_probabilities = probabilities.log()
+
+    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> int:
+        return 0
+
+    def step(self, state: int, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        rows = previous.size(0)
+        return self.log_probabilities[state].expand(rows, -1), torch.ones(rows, 1), state + 1
+
+
+@pytest.fixture
+def scripted_decoder() -> type[ScriptedDecoder]:
+    """:class:`ScriptedDecoder`, the class: ``scripted_decoder(probabilities)`` builds one."""
+    return ScriptedDecoder

@@ -17,7 +17,6 @@ from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.experiments.scan import experiment
 from attnlab.experiments.scan.plots import plot_attention
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 from attnlab.tasks import scan_data
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import generate_scan, write_scan_file
@@ -308,26 +307,13 @@ def test_validation_in_a_uniform_epoch_sees_the_model_as_it_is_evaluated(scan_sl
     assert seen == [False] and model.uniform_alignment  # validated without it, then switched back
 
 
-class _ScriptedDecoder(StepwiseSeq2Seq):
-    """Step ``i`` gives every row ``probabilities[i]`` (tokens: pad, sos, <eos>, a, b)."""
-
-    def __init__(self, probabilities: torch.Tensor) -> None:
-        super().__init__(probabilities.size(1), 0, 1, 2)
-        self.log_probabilities = probabilities.log()
-
-    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> int:
-        return 0
-
-    def step(self, state: int, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-        rows = previous.size(0)
-        return self.log_probabilities[state].expand(rows, -1), torch.ones(rows, 1), state + 1
-
-
 @pytest.mark.parametrize(
     ("stop_threshold", "stop_lookahead", "seq_acc"),
     [(None, None, 0.0), (0.6, None, 0.0), (0.9, None, 100.0), (None, 0.7, 100.0), (None, 0.5, 0.0)],
 )
-def test_evaluation_stop_rules_are_the_stop_rules_of_seq_acc_only(stop_threshold, stop_lookahead, seq_acc):
+def test_evaluation_stop_rules_are_the_stop_rules_of_seq_acc_only(
+    stop_threshold, stop_lookahead, seq_acc, scripted_decoder
+):
     """``a b a``: p(<eos>) is 0.3, 0.6, 0.2, 0.95, 1.0 by step, so plain greedy stops after ``a``,
     and a threshold above 0.6 or a lookahead above 0.6 stop after ``a b a``; the given-length
     accuracy never moves."""
@@ -353,7 +339,7 @@ def test_evaluation_stop_rules_are_the_stop_rules_of_seq_acc_only(stop_threshold
         stop_threshold=stop_threshold,
         stop_lookahead=stop_lookahead,
     )
-    metrics = evaluate_split(_ScriptedDecoder(script), split, target, options, torch.device("cpu"))
+    metrics = evaluate_split(scripted_decoder(script), split, target, options, torch.device("cpu"))
     assert metrics["seq_acc"] == seq_acc and metrics["seq_acc_given_length"] == 100.0
 
 

@@ -12,7 +12,6 @@ from attnlab.attention.syntactic import (
 )
 from attnlab.models.syntactic_attention import (
     GRUAttentionSeq2Seq,
-    StepwiseSeq2Seq,
     SyntacticAttentionSeq2Seq,
     append_end_marker,
 )
@@ -375,21 +374,6 @@ def test_stop_from_attention_decoder_state_reaches_eos_only_through_the_alignmen
         assert bool((on_end[row, :stop] <= 0.5).all())  # more than half on the marker: <eos> wins
 
 
-class ScriptedDecoder(StepwiseSeq2Seq):
-    """A decoder whose step ``i`` gives every row the probabilities ``probabilities[i]``."""
-
-    def __init__(self, probabilities: torch.Tensor) -> None:
-        super().__init__(probabilities.size(1), PAD, SOS, EOS)
-        self.log_probabilities = probabilities.log()
-
-    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> int:
-        return 0
-
-    def step(self, state: int, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-        rows = previous.size(0)
-        return self.log_probabilities[state].expand(rows, -1), torch.ones(rows, 1), state + 1
-
-
 # tokens: pad, sos, <eos>, a (3), b (4); p(<eos>) by step: 0.3, 0.6, 0.2, 0.95, 0.99
 SCRIPT = torch.tensor(
     [
@@ -412,8 +396,10 @@ SCRIPT = torch.tensor(
         (0.999, [3, 4, 3, 4, 3]),  # never reached: the budget ends it, the best other token each step
     ],
 )
-def test_stop_threshold_emits_eos_exactly_when_its_probability_reaches_it(stop_threshold, expected):
-    decoded = ScriptedDecoder(SCRIPT).greedy_decode(
+def test_stop_threshold_emits_eos_exactly_when_its_probability_reaches_it(
+    stop_threshold, expected, scripted_decoder
+):
+    decoded = scripted_decoder(SCRIPT).greedy_decode(
         torch.tensor([[3], [4]]), torch.zeros(2, 1, dtype=torch.bool), 5, stop_threshold
     )
     assert decoded.tokens.tolist() == [expected, expected]
@@ -454,9 +440,9 @@ def test_stop_threshold_with_stop_from_attention_stops_once_the_end_marker_holds
     ],
 )
 def test_stop_lookahead_skips_an_end_the_model_is_much_surer_of_later(
-    stop_lookahead, stop_threshold, expected
+    stop_lookahead, stop_threshold, expected, scripted_decoder
 ):
-    decoded = ScriptedDecoder(SCRIPT).greedy_decode(
+    decoded = scripted_decoder(SCRIPT).greedy_decode(
         torch.tensor([[3], [4]]), torch.zeros(2, 1, dtype=torch.bool), 5, stop_threshold, stop_lookahead
     )
     assert decoded.tokens.tolist() == [expected, expected]
