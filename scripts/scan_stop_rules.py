@@ -13,7 +13,6 @@ Usage: ``python scripts/scan_stop_rules.py RUN_DIR none tau=0.7 tau=0.8 rho=0.7 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from pathlib import Path
 
@@ -22,8 +21,11 @@ import torch
 from attnlab.config import from_dict, load_yaml
 from attnlab.evaluation.metrics import sequence_correct
 from attnlab.experiments.scan.experiment import ScanExperimentConfig, model_from_checkpoint
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 from attnlab.tasks import batching
-from attnlab.tasks.scan_data import encode_split, load_splits
+from attnlab.tasks.examples import Seq2SeqBatch
+from attnlab.tasks.scan_data import EncodedSplit, encode_split, load_splits
+from attnlab.tasks.vocab import Vocabulary
 
 
 def parse_rule(text: str) -> tuple[float | None, float | None]:
@@ -36,6 +38,52 @@ def parse_rule(text: str) -> tuple[float | None, float | None]:
     return (float(value), None) if kind == "tau" else (None, float(value))
 
 
+def load_test_run(
+    run_dir: Path, checkpoint: str
+) -> tuple[ScanExperimentConfig, StepwiseSeq2Seq, Vocabulary, Vocabulary, EncodedSplit]:
+    """A SCAN run's config, the model of ``checkpoint`` (on the CPU, in evaluation mode, as the
+    library loads it), its vocabularies and its encoded test set."""
+    config = from_dict(ScanExperimentConfig, load_yaml(run_dir / "config.yaml"))
+    model, source, target = model_from_checkpoint(
+        run_dir / "checkpoints" / f"{checkpoint}.pt", torch.device("cpu"), config.model
+    )
+    test = encode_split(load_splits(config.data)["test"], source, target, "test")
+    return config, model, source, target, test
+
+
+def target_lengths(model: StepwiseSeq2Seq, batch: Seq2SeqBatch) -> torch.Tensor:
+    """The number of tokens before ``<eos>`` in each target of ``batch``."""
+    return (batch.target_output != model.pad_id).sum(dim=1) - 1
+
+
+def stop_rule_outcome(
+    model: StepwiseSeq2Seq,
+    batches: list[Seq2SeqBatch],
+    max_length: int,
+    rule: tuple[float | None, float | None],
+    right_given: list[torch.Tensor] | None = None,
+) -> tuple[int, int, int]:
+    """Greedy decoding of ``batches`` under ``rule`` (``stop_threshold``, ``stop_lookahead``): the
+    number of exact matches and, among the commands right with the length given
+    (``right_given``, one verdict tensor per batch), those that stop early and too late."""
+    ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
+    correct, early, late = 0, 0, 0
+    for index, batch in enumerate(batches):
+        decoded = model.greedy_decode(batch.source, batch.source_padding_mask, max_length, *rule)
+        assert decoded.tokens is not None
+        right = sequence_correct(decoded.tokens, batch.target_output, **ids)
+        correct += int(right.sum())
+        if right_given is None:
+            continue
+        is_eos = decoded.tokens == model.eos_id
+        stops = torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1), decoded.tokens.size(1))
+        lengths = target_lengths(model, batch)
+        stop_only = right_given[index] & ~right
+        early += int((stop_only & (stops < lengths)).sum())
+        late += int((stop_only & (stops > lengths)).sum())
+    return correct, early, late
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
@@ -43,41 +91,25 @@ def main() -> None:
     parser.add_argument("--checkpoint", default="best", choices=("best", "last"))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    config = from_dict(ScanExperimentConfig, load_yaml(args.run_dir / "config.yaml"))
-    device = torch.device("cpu")
-    model, source, target = model_from_checkpoint(
-        args.run_dir / "checkpoints" / f"{args.checkpoint}.pt", device, config.model
-    )
-    test = encode_split(load_splits(config.data)["test"], source, target, "test")
-    ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
+    config, model, _, _, test = load_test_run(args.run_dir, args.checkpoint)
     batches = list(batching.batches(test.dataset, config.evaluation.batch_size, shuffle=False))
     given = []
     for batch in batches:
-        lengths = (batch.target_output != model.pad_id).sum(dim=1) - 1
-        forced = model.decode_with_lengths(batch.source, batch.source_padding_mask, lengths)
+        forced = model.decode_with_lengths(
+            batch.source, batch.source_padding_mask, target_lengths(model, batch)
+        )
         assert forced.tokens is not None
-        given.append(sequence_correct(forced.tokens, batch.target_output, **ids))
+        given.append(
+            sequence_correct(forced.tokens, batch.target_output, eos_id=model.eos_id, pad_id=model.pad_id)
+        )
     examples = len(test.dataset)
     given_accuracy = 100 * float(torch.cat(given).sum()) / examples
     print(f"{args.run_dir}: {examples} test commands, length given {given_accuracy:.2f}%")
     for stop_threshold, stop_lookahead in args.rules:
-        options = dataclasses.replace(
-            config.evaluation, stop_threshold=stop_threshold, stop_lookahead=stop_lookahead
+        start = time.time()
+        correct, early, late = stop_rule_outcome(
+            model, batches, config.evaluation.max_length, (stop_threshold, stop_lookahead), given
         )
-        start, correct, early, late = time.time(), 0, 0, 0
-        for batch, right_given in zip(batches, given):
-            decoded = model.greedy_decode(
-                batch.source, batch.source_padding_mask, options.max_length, stop_threshold, stop_lookahead
-            )
-            assert decoded.tokens is not None
-            right = sequence_correct(decoded.tokens, batch.target_output, **ids)
-            correct += int(right.sum())
-            is_eos = decoded.tokens == model.eos_id
-            stops = torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1), decoded.tokens.size(1))
-            lengths = (batch.target_output != model.pad_id).sum(dim=1) - 1
-            stop_only = right_given & ~right
-            early += int((stop_only & (stops < lengths)).sum())
-            late += int((stop_only & (stops > lengths)).sum())
         print(
             f"stop_threshold={stop_threshold} stop_lookahead={stop_lookahead}: "
             f"<eos> {100 * correct / examples:.2f}%, stop-only failures {early} early, {late} late "

@@ -24,15 +24,16 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from scan_stop_rules import parse_rule  # scripts/ is on sys.path when run as a script
+from scan_stop_rules import (  # scripts/ is on sys.path when run as a script
+    load_test_run,
+    parse_rule,
+    stop_rule_outcome,
+    target_lengths,
+)
 
 from attnlab.attention.syntactic import ComposedWordEmbedding
-from attnlab.config import from_dict, load_yaml
-from attnlab.evaluation.metrics import sequence_correct
-from attnlab.experiments.scan.experiment import ScanExperimentConfig, model_from_checkpoint
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.tasks import batching
-from attnlab.tasks.scan_data import encode_split, load_splits
 from attnlab.tasks.vocab import Vocabulary
 
 
@@ -89,20 +90,16 @@ def main() -> None:
     )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    config = from_dict(ScanExperimentConfig, load_yaml(args.run_dir / "config.yaml"))
-    model, source, target = model_from_checkpoint(
-        args.run_dir / "checkpoints" / f"{args.checkpoint}.pt", torch.device("cpu"), config.model
-    )
+    config, model, source, target, test = load_test_run(args.run_dir, args.checkpoint)
     assert isinstance(model, SyntacticAttentionSeq2Seq)
-    model.eval()
     if args.align_as:
         align_as(model, source, args.align_as)
-    readouts = model.word_translations()  # [source words (+ end marker), target tokens]
+    full = model.word_translations()  # [source words (+ end marker), target tokens]
+    readouts = full.clone()
     readouts[:, model.eos_id] = 0.0
     word_reads = readouts.argmax(dim=-1)
     rows = list(source.tokens) + (["<end>"] if readouts.size(0) > len(source) else [])
     print(f"{args.run_dir}: word translations (top two, <eos> included):")
-    full = model.word_translations()
     for word in (
         "jump",
         "walk",
@@ -125,11 +122,11 @@ def main() -> None:
                 f"{target.tokens[t]} {p:.3f}" for p, t in zip(probabilities.tolist(), tokens.tolist())
             )
             print(f"  {word:9s} {shown}")
-    test = encode_split(load_splits(config.data)["test"], source, target, "test")
     failures = []
     total = 0
-    for batch in batching.batches(test.dataset, config.evaluation.batch_size, shuffle=False):
-        lengths = (batch.target_output != model.pad_id).sum(dim=1) - 1
+    batches = list(batching.batches(test.dataset, config.evaluation.batch_size, shuffle=False))
+    for batch in batches:
+        lengths = target_lengths(model, batch)
         decoded = model.decode_with_lengths(batch.source, batch.source_padding_mask, lengths)
         assert decoded.tokens is not None
         for b in range(batch.source.size(0)):
@@ -176,21 +173,7 @@ def main() -> None:
     per_kind = Counter(f"{f['kind']}: {f['gold']}->{f['predicted']} on {f['attended']}" for f in failures)
     print(f"by kind: {per_kind.most_common(12)}")
     for rule in args.stop_rules:
-        stop_threshold, stop_lookahead = parse_rule(rule)
-        correct = 0
-        for batch in batching.batches(test.dataset, config.evaluation.batch_size, shuffle=False):
-            decoded = model.greedy_decode(
-                batch.source,
-                batch.source_padding_mask,
-                config.evaluation.max_length,
-                stop_threshold,
-                stop_lookahead,
-            )
-            assert decoded.tokens is not None
-            right = sequence_correct(
-                decoded.tokens, batch.target_output, eos_id=model.eos_id, pad_id=model.pad_id
-            )
-            correct += int(right.sum())
+        correct, _, _ = stop_rule_outcome(model, batches, config.evaluation.max_length, parse_rule(rule))
         print(f"<eos>, {rule}: {100 * correct / total:.2f}%", flush=True)
     if args.dump:
         args.dump.write_text("".join(json.dumps(f) + "\n" for f in failures))

@@ -21,7 +21,7 @@ from attnlab.evaluation.metrics import (
     sequence_correct,
     sequence_correct_before_eos,
 )
-from attnlab.models.seq2seq import RecurrentSeq2Seq
+from attnlab.models.seq2seq import RecurrentSeq2Seq, Seq2SeqOutput
 from attnlab.models.syntactic_attention import StepwiseSeq2Seq
 from attnlab.tasks import batching
 from attnlab.tasks.examples import Seq2SeqBatch
@@ -178,6 +178,20 @@ class SplitEvaluationOptions(Protocol):
     """Skip a tentative ``<eos>`` below this fraction of a later step's ``p(<eos>)`` (``None``: no)."""
 
 
+def decode_greedily(
+    model: StepwiseSeq2Seq,
+    source: torch.Tensor,
+    source_padding_mask: torch.Tensor,
+    options: SplitEvaluationOptions,
+) -> Seq2SeqOutput:
+    """Greedy decoding as the evaluation does it: ``options.max_length`` tokens at most, with the
+    stop rules ``options.stop_threshold`` and ``options.stop_lookahead``
+    (:meth:`StepwiseSeq2Seq.greedy_decode`)."""
+    return model.greedy_decode(
+        source, source_padding_mask, options.max_length, options.stop_threshold, options.stop_lookahead
+    )
+
+
 @torch.no_grad()
 def evaluate_split(
     model: StepwiseSeq2Seq,
@@ -212,13 +226,7 @@ def evaluate_split(
     hypotheses: list[str] = []
     for batch in batching.batches(split.dataset, options.batch_size, shuffle=False):
         batch = batch.to(device)
-        decoded = model.greedy_decode(
-            batch.source,
-            batch.source_padding_mask,
-            options.max_length,
-            options.stop_threshold,
-            options.stop_lookahead,
-        )
+        decoded = decode_greedily(model, batch.source, batch.source_padding_mask, options)
         assert decoded.tokens is not None
         ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
         correct = {"seq_acc": sequence_correct(decoded.tokens, batch.target_output, **ids)}

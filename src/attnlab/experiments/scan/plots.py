@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attnlab.config import ConfigError
+from attnlab.evaluation.seq2seq import decode_greedily
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import check_plot_indices
@@ -126,14 +127,7 @@ def _plot_command(
     encoded = scan_data.encode_split(example, source_vocab, target_vocab, "plot")
     device = next(model.parameters()).device
     batch = collate(encoded.dataset, [0]).to(device)
-    options = config.evaluation
-    decoded = model.greedy_decode(
-        batch.source,
-        batch.source_padding_mask,
-        options.max_length,
-        options.stop_threshold,
-        options.stop_lookahead,
-    )
+    decoded = decode_greedily(model, batch.source, batch.source_padding_mask, config.evaluation)
     assert decoded.tokens is not None
     tokens = decoded.tokens[0].tolist()
     steps = tokens.index(model.eos_id) + 1 if model.eos_id in tokens else len(tokens)
