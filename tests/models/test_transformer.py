@@ -248,3 +248,40 @@ def test_learns_to_reverse_a_short_sequence():
     accuracy = (decoded[:, :4] == target_output).all(dim=1).float().mean().item()
     chance = math.log(5)
     assert accuracy > 0.9, f"sequence accuracy {accuracy:.2f} (loss {loss.item():.3f}, chance {chance:.2f})"
+
+
+# ------------------------------------------------------------------------------ every layer and head
+
+
+@pytest.mark.parametrize(
+    "cross_attention", ["dot", ["dot", ["dot", "shift"]], [["location", "dot"], ["dot", "mix"]]]
+)
+def test_cross_attention_maps_hold_every_layer_and_head(cross_attention):
+    """``[B, layers, heads, T, S]``; the last layer's mean over heads is the returned attention."""
+    model = build("rope", cross_attention=cross_attention, heads=2, decoder_layers=2)
+    source, mask = padded_batch(SOURCES)
+    with torch.no_grad():
+        maps = model.cross_attention_maps(source, mask, TARGET_INPUT)
+        output = model(source, mask, TARGET_INPUT)
+    assert maps.shape == (3, 2, 2, 5, 5)
+    torch.testing.assert_close(maps[:, -1].mean(dim=1), output.attention, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(3, 2, 2, 5), rtol=1e-5, atol=1e-5)
+    assert bool((maps[mask[:, None, None, None, :].expand_as(maps)] == 0).all())
+    assert not torch.allclose(maps[:, 0], maps[:, 1])  # the layers differ
+
+
+def test_cross_attention_maps_of_a_greedy_decoding_are_the_decoded_steps():
+    model = build("sinusoidal", cross_attention=["dot", ["dot", "shift"]], decoder_layers=2)
+    source, mask = padded_batch(SOURCES)
+    decoded = model.greedy_decode(source, mask, max_length=6)
+    assert decoded.tokens is not None
+    target_input = model.decoded_input(decoded.tokens)
+    assert target_input[:, 0].eq(SOS).all() and torch.equal(target_input[:, 1:], decoded.tokens[:, :-1])
+    with torch.no_grad():
+        maps = model.cross_attention_maps(source, mask, target_input)
+    assert maps.shape == (3, 2, 2, decoded.tokens.size(1), 5)
+    for row, tokens in enumerate(decoded.tokens):
+        steps = int((tokens != PAD).sum())  # up to and including <eos>
+        torch.testing.assert_close(
+            maps[row, -1, :, :steps].mean(dim=0), decoded.attention[row, :steps], rtol=1e-5, atol=1e-6
+        )

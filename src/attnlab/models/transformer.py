@@ -32,7 +32,10 @@ Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.syntactic_att
 StepwiseSeq2Seq`: ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step`
 decode one token at a time with cached self-attention keys and values per layer, so greedy and
 given-length decoding are the shared ones. The returned attention is the last decoder layer's
-cross-attention, averaged over its heads (``[B, T, S]``: sums to 1, 0 on padding).
+cross-attention, averaged over its heads (``[B, T, S]``: sums to 1, 0 on padding); every layer's
+and head's cross-attention, ``[B, layers, heads, T, S]``, comes from
+:meth:`TransformerSeq2Seq.cross_attention_maps` (for a greedy decoding: of its output fed back,
+:meth:`TransformerSeq2Seq.decoded_input`).
 """
 
 from __future__ import annotations
@@ -380,34 +383,66 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
 
     def _decode(
         self, state: _DecoderState, tokens: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, _DecoderState]:
-        """Logits ``[B, T, V]`` and mean last-layer attention ``[B, T, S]`` of ``tokens [B, T]``."""
+    ) -> tuple[torch.Tensor, list[torch.Tensor], _DecoderState]:
+        """Logits ``[B, T, V]`` and each decoder layer's cross-attention ``[B, H, T, S]`` of
+        ``tokens [B, T]``."""
         embedded = self.target_embedding(tokens) * math.sqrt(self.d_model)
         steps = tokens.size(1)
         positions = torch.arange(state.step, state.step + steps, device=tokens.device, dtype=embedded.dtype)
         positions = positions.expand(tokens.size(0), steps)
         x = self.dropout(self.target_positions(embedded, positions))
-        crosses, caches = [], []
-        weights = embedded.new_zeros(())
+        crosses, caches, layer_weights = [], [], []
         for layer, cross, cache in zip(self.decoder, state.cross, state.caches):
             x, weights, cross, cache = layer(x, positions, cross, cache)
             crosses.append(cross)
             caches.append(cache)
+            layer_weights.append(weights)
         logits = self.output(self.decoder_norm(x))
-        return logits, weights.mean(dim=1), _DecoderState(crosses, caches, state.step + steps)
+        return logits, layer_weights, _DecoderState(crosses, caches, state.step + steps)
 
     def step(
         self, state: _DecoderState, previous: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, _DecoderState]:
-        logits, weights, state = self._decode(state, previous.unsqueeze(1))
-        return logits.squeeze(1), weights.squeeze(1), state
+        logits, layer_weights, state = self._decode(state, previous.unsqueeze(1))
+        return logits.squeeze(1), layer_weights[-1].mean(dim=1).squeeze(1), state
 
     def forward(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
     ) -> Seq2SeqOutput:
-        """Teacher forcing: all ``target_input [B, T]`` steps at once (``<sos>`` + target)."""
-        logits, weights, _ = self._decode(self.start(source, source_padding_mask), target_input)
-        return Seq2SeqOutput(logits, weights)
+        """Teacher forcing: all ``target_input [B, T]`` steps at once (``<sos>`` + target); the
+        attention is the last decoder layer's cross-attention averaged over its heads."""
+        logits, layer_weights, _ = self._decode(self.start(source, source_padding_mask), target_input)
+        return Seq2SeqOutput(logits, layer_weights[-1].mean(dim=1))
+
+    def cross_attention_maps(
+        self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
+    ) -> torch.Tensor:
+        """The cross-attention of every decoder layer and head under teacher forcing.
+
+        Args:
+            source: ``[B, S]`` source tokens.
+            source_padding_mask: ``[B, S]``, ``True`` at padding.
+            target_input: ``[B, T]`` decoder inputs, ``<sos>`` + target (the inputs of
+                :meth:`forward`); for the steps of a greedy decoding, :meth:`decoded_input` of
+                its tokens.
+
+        Returns:
+            ``[B, layers, heads, T, S]``: ``[b, l, h, t]`` is head ``h`` of decoder layer ``l`` at
+            step ``t`` (each row sums to 1 and is 0 on source padding). Its last layer averaged
+            over heads, ``maps[:, -1].mean(dim=1)``, is what :class:`~attnlab.models.seq2seq.
+            Seq2SeqOutput`'s ``attention`` holds (:meth:`forward`, :meth:`step`). Call it in eval
+            mode: dropout in training mode changes later layers' inputs.
+        """
+        _, layer_weights, _ = self._decode(self.start(source, source_padding_mask), target_input)
+        return torch.stack(layer_weights, dim=1)
+
+    def decoded_input(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The decoder inputs ``[B, T]`` (``<sos>``, then ``tokens`` but the last) that reproduce
+        the steps of a decoding ``tokens [B, T]`` (e.g. ``greedy_decode(...).tokens``) under
+        teacher forcing. Decoding is causal, so the cross-attention of the steps up to each
+        sequence's ``<eos>`` is the one decoding computed; later steps read padding."""
+        start = tokens.new_full((tokens.size(0), 1), self.sos_id)
+        return torch.cat([start, tokens[:, :-1]], dim=1)
 
 
 def _cross_attention(layer: nn.Module) -> CrossAttention:
