@@ -340,3 +340,52 @@ def test_interpretable_variables_headers_do_not_overlap(
         text = cell.get_text().get_window_extent(renderer)
         box = cell.get_window_extent(renderer)
         assert box.x0 <= text.x0 and text.x1 <= box.x1, cell.get_text().get_text()
+
+
+# ------------------------------------------------------------------ every layer and head
+
+
+def test_attention_heads_grid_has_a_panel_per_layer_and_head_and_a_mean_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnlab.plotting import attention, plot_attention_heads
+
+    figures: list[Figure] = []
+    original = attention._save_figure
+    monkeypatch.setattr(
+        attention, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
+    )
+    layers, heads = 2, 3
+    weights = np.stack([np.stack([_diagonal(), _diagonal()[::-1], np.full((5, 5), 0.2)])] * layers)
+    names = [["dot", "shift", "dot"], ["dot", "dot", "location"]]
+    out = plot_attention_heads(
+        weights, SOURCE, OUTPUT, tmp_path / "heads.png", head_names=names, gold=GOLD, title="t", dpi=DPI
+    )
+    _assert_png(out)
+    (fig,) = figures
+    heatmaps = [ax for ax in fig.axes if ax.get_images()]
+    assert len(heatmaps) == layers * (heads + 1)  # and one colour bar
+    titles = [ax.get_title() for ax in heatmaps]
+    assert titles[:4] == [
+        "layer 0, head 0 (dot)",
+        "layer 0, head 1 (shift)",
+        "layer 0, head 2 (dot)",
+        "layer 0, mean of heads",
+    ]
+    np.testing.assert_allclose(heatmaps[3].get_images()[0].get_array(), weights[0].mean(axis=0))
+    # the gold boxes on every panel, as in plot_attention_heatmap
+    assert all(len(ax.patches) == len(GOLD) for ax in heatmaps)
+
+
+def test_attention_heads_rejects_bad_shapes(tmp_path: Path) -> None:
+    from attnlab.plotting import plot_attention_heads
+
+    with pytest.raises(ValueError, match="4-D"):
+        plot_attention_heads(_diagonal(), SOURCE, OUTPUT, tmp_path / "h.png")
+    with pytest.raises(ValueError, match="output_tokens"):
+        plot_attention_heads(np.ones((1, 2, 5, 5)) / 5, SOURCE, OUTPUT[:4], tmp_path / "h.png")
+    with pytest.raises(ValueError, match="head_names"):
+        plot_attention_heads(
+            np.ones((1, 2, 5, 5)) / 5, SOURCE, OUTPUT, tmp_path / "h.png", head_names=[["dot"]]
+        )
+    assert not (tmp_path / "h.png").exists()

@@ -2,6 +2,7 @@
 
 * :func:`plot_attention_heatmap`: one attention matrix with optional gold attention (a panel of
   Figure 9);
+* :func:`plot_attention_heads`: a grid of them, one per layer and head, plus each layer's mean;
 * :func:`plot_interpretable_variables`: the Figure 9 layout (final attention, table of per-step
   interpretable variables, content and location attention);
 * :func:`plot_attention_over_time`: attention pooling weights over one sequence, marked steps
@@ -21,6 +22,7 @@ pyplot state), writes ``.png``, ``.pdf`` or ``.svg`` atomically and returns the 
 from attnlab.plotting.attention import (
     SUPPORTED_FORMATS,
     VARIABLE_LABELS,
+    plot_attention_heads,
     plot_attention_heatmap,
     plot_attention_over_time,
     plot_interpretable_variables,
@@ -38,6 +40,7 @@ __all__ = [
     "VARIABLE_LABELS",
     "format_mean_std",
     "plot_accuracy_panels",
+    "plot_attention_heads",
     "plot_attention_heatmap",
     "plot_attention_over_time",
     "plot_interpretable_variables",

@@ -6,6 +6,8 @@ Sequences* (Dubois et al., 2020, §7.5):
 * :func:`plot_attention_heatmap` draws one attention matrix (target steps × source tokens), the
   kind of panel Figure 9 is made of, optionally marking the gold-standard attention of the lookup
   table tasks (§6.1, Tables 1–2);
+* :func:`plot_attention_heads` draws a grid of them, one per layer and head of a multi-head
+  attention (a Transformer's cross-attention), each layer's mean over heads in a last column;
 * :func:`plot_interpretable_variables` draws the whole Figure 9 layout: the final attention
   (top-left), a table of the per-step interpretable variables (top-right: ``mu``, ``sigma``, the
   building-block weights ``rho`` and the mix weight) and, when given, the content and location
@@ -40,6 +42,7 @@ from attnlab.reporting.tables import format_number
 __all__ = [
     "SUPPORTED_FORMATS",
     "VARIABLE_LABELS",
+    "plot_attention_heads",
     "plot_attention_heatmap",
     "plot_attention_over_time",
     "plot_interpretable_variables",
@@ -350,6 +353,102 @@ def plot_attention_heatmap(
     colorbar.ax.tick_params(labelsize=geo.fontsize)
     colorbar.set_label(value_label, fontsize=geo.fontsize)
     return _save_figure(fig, path, dpi=dpi)
+
+
+def plot_attention_heads(
+    weights: np.ndarray,
+    source_tokens: Sequence[str],
+    output_tokens: Sequence[str],
+    path: PathLike,
+    *,
+    head_names: Sequence[Sequence[str]] | None = None,
+    title: str | None = None,
+    gold: Sequence[int | None] | None = None,
+    cmap: str = _DEFAULT_CMAP,
+    dpi: float = 150,
+) -> Path:
+    """Plot every layer and head of a multi-head attention as a grid of heatmaps.
+
+    Row ``l`` holds the heads of layer ``l`` (e.g. a Transformer decoder layer's cross-attention,
+    :meth:`attnlab.models.transformer.TransformerSeq2Seq.cross_attention_maps`), then the layer's
+    mean over heads (for the last layer, the attention a model returns); every panel is drawn as
+    by :func:`plot_attention_heatmap`, on one colour scale, with the gold boxes.
+
+    Args:
+        weights: ``[layers, heads, T, S]`` attention weights.
+        source_tokens: the ``S`` source tokens (x tick labels).
+        output_tokens: the ``T`` output tokens (y tick labels).
+        path: ``.png``, ``.pdf`` or ``.svg`` path; written atomically, parents created.
+        head_names: optional ``[layers][heads]`` names shown in the panel titles (e.g. the
+            heads' attender kinds, ``TransformerSeq2Seq.head_names``).
+        title: optional figure title.
+        gold: optional gold attention (one source index per step, negative or ``None`` =
+            unknown), boxed on every panel.
+        cmap: matplotlib colormap name.
+        dpi: resolution of raster output.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: ``weights`` is not a non-empty 4-D array, the token counts or ``head_names``
+            do not match its shape, ``gold`` is invalid, or the extension is not supported.
+    """
+    _output_format(path)
+    array = np.asarray(weights, dtype=float)
+    if array.ndim != 4 or array.size == 0:
+        raise ValueError(
+            f"weights must be a non-empty 4-D array [layers, heads, target steps, source tokens], "
+            f"got shape {array.shape}"
+        )
+    layers, heads, steps, sources = array.shape
+    _check_tokens("weights", array[0, 0], source_tokens, output_tokens)
+    names = [[str(name) for name in row] for row in head_names] if head_names is not None else None
+    if names is not None and [len(row) for row in names] != [heads] * layers:
+        raise ValueError(f"head_names must give {heads} names for each of the {layers} layers")
+    gold_checked = _check_gold(gold, steps, sources)
+    means = array.mean(axis=1)
+
+    geo = _geometry(steps, source_tokens)
+    panel_w = max(geo.width + 1.3, 2.6)
+    panel_h = max(geo.height + geo.label_height + 1.0, 2.4)
+    fig = _new_figure((panel_w * (heads + 1) + 1.0, panel_h * layers + (0.5 if title else 0.0)))
+    limits = _color_limits(array.reshape(-1, sources), vmax=None)
+    grid = fig.add_gridspec(layers, heads + 1)
+    image = None
+    for layer in range(layers):
+        panels = [(array[layer, head], _head_title(layer, head, names)) for head in range(heads)]
+        panels.append((means[layer], f"layer {layer}, mean of heads"))
+        for column, (matrix, panel_title) in enumerate(panels):
+            ax = fig.add_subplot(grid[layer, column])
+            image = _draw_heatmap(
+                ax,
+                matrix,
+                source_tokens,
+                output_tokens,
+                gold=gold_checked,
+                limits=limits,
+                cmap=cmap,
+                title=panel_title,
+                fontsize=geo.fontsize,
+                rotate_sources=geo.rotate_sources,
+            )
+            if column:
+                ax.set_ylabel("")
+            if layer < layers - 1:
+                ax.set_xlabel("")
+    assert image is not None
+    colorbar = fig.colorbar(image, ax=fig.axes, fraction=0.02, pad=0.01)
+    colorbar.ax.tick_params(labelsize=geo.fontsize)
+    colorbar.set_label("attention weight", fontsize=geo.fontsize)
+    if title:
+        fig.suptitle(title, fontsize=geo.fontsize + 3)
+    return _save_figure(fig, path, dpi=dpi)
+
+
+def _head_title(layer: int, head: int, names: list[list[str]] | None) -> str:
+    kind = f" ({names[layer][head]})" if names is not None else ""
+    return f"layer {layer}, head {head}{kind}"
 
 
 def _as_variables(variables: Mapping[str, Any], steps: int) -> dict[str, np.ndarray]:
