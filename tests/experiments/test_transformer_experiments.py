@@ -80,6 +80,11 @@ def test_lookup_transformer_trains_with_attention_guidance(lookup_files, tmp_pat
     assert main(["train", "lookup_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
     metrics = json.loads((run_dir / "eval" / "long1.json").read_text())
     assert {"seq_acc", "seq_acc_be", "attn_loss"} <= set(metrics)
+    # attnlab plot: the mean heatmap and the grid of every decoder layer's and head's cross-attention
+    assert main(["plot", str(run_dir), "--test-set", "long1", "--index", "0", "--device", "cpu"]) == 0
+    pngs = sorted(path.name for path in (run_dir / "plots").glob("*.png"))
+    assert pngs == ["long1_0_attention.png", "long1_0_attention_heads.png", "training_curves.png"]
+    assert all((run_dir / "plots" / name).stat().st_size > 1000 for name in pngs)
 
 
 def test_builtin_transformer_configs_build_transformers():

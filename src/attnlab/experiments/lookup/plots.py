@@ -1,4 +1,5 @@
-"""``attnlab plot``: attention heatmaps, the Figure 9 view and training curves of a Lookup Tables run."""
+"""``attnlab plot``: attention heatmaps, the Figure 9 view and training curves of a Lookup Tables run;
+for a Transformer, also every decoder layer's and head's cross-attention."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.models.seq2seq import Seq2SeqOutput
-from attnlab.plotting import plot_attention_heatmap, plot_interpretable_variables, plot_run_history
+from attnlab.models.transformer import TransformerSeq2Seq
+from attnlab.plotting import (
+    plot_attention_heads,
+    plot_attention_heatmap,
+    plot_interpretable_variables,
+    plot_run_history,
+)
 from attnlab.tasks.batching import collate_examples
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.lookup_data import load_splits, test_set_names
@@ -39,9 +46,10 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
         batch.source_padding_mask,
         decoding_budget(batch.source.size(1), config.evaluation.max_length),
     )
+    heads = _cross_attention_maps(model, batch.source, batch.source_padding_mask, decoded)
     written = []
     for row, (index, example) in enumerate(zip(indices, chosen)):
-        written += _plot_example(run, name, index, example, decoded, row, target_vocab)
+        written += _plot_example(run, name, index, example, decoded, row, target_vocab, heads)
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
     written += [curves] if curves else []
     return written
@@ -65,6 +73,19 @@ def _choose(examples: list[Seq2SeqExample], indices: list[int], name: str) -> li
     return [examples[index] for index in check_plot_indices(indices, len(examples), name)]
 
 
+def _cross_attention_maps(
+    model: torch.nn.Module, source: torch.Tensor, source_padding_mask: torch.Tensor, decoded: Seq2SeqOutput
+) -> tuple[torch.Tensor, list[list[str]]] | None:
+    """A Transformer's cross-attention ``[B, layers, heads, T, S]`` of the greedy decoding's
+    steps and its heads' kinds; ``None`` for other models."""
+    if not isinstance(model, TransformerSeq2Seq):
+        return None
+    assert decoded.tokens is not None
+    with torch.no_grad():
+        maps = model.cross_attention_maps(source, source_padding_mask, model.decoded_input(decoded.tokens))
+    return maps, model.head_names
+
+
 def _plot_example(
     run: RunDirectory,
     name: str,
@@ -73,6 +94,7 @@ def _plot_example(
     decoded: Seq2SeqOutput,
     row: int,
     target_vocab: Vocabulary,
+    heads: tuple[torch.Tensor, list[list[str]]] | None = None,
 ) -> list[Path]:
     assert decoded.tokens is not None
     tokens = decoded.tokens[row]
@@ -92,6 +114,19 @@ def _plot_example(
             gold=_pad_gold(gold, steps),
         )
     ]
+    if heads is not None:  # a Transformer: the grid of decoder layers × heads (and their means)
+        maps, head_names = heads
+        written.append(
+            plot_attention_heads(
+                maps[row, :, :, :steps, : len(source_tokens)].cpu().numpy(),
+                source_tokens,
+                output_tokens,
+                stem.with_name(stem.name + "_attention_heads.png"),
+                head_names=head_names,
+                title=f"{name} #{index}: cross-attention of every decoder layer and head",
+                gold=_pad_gold(gold, steps),
+            )
+        )
     scalars = {
         key: value[row, :steps].cpu().numpy()
         for key, value in decoded.variables.items()
