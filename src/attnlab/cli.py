@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluation settings: their results go to --out DIR (required then), with DIR/evaluation.yaml "
         "saying which run, checkpoint and overrides they are of; RUN_DIR/eval/ is left alone.",
     )
-    evaluate.add_argument("run_dir")
+    evaluate.add_argument("run_dir", metavar="RUN_DIR")
     evaluate.add_argument(
         "overrides",
         nargs="*",
@@ -297,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", nargs="+", help="machine-tasks TSV files to evaluate on")
     evaluate.add_argument(
         "--out",
+        metavar="DIR",
         help="write the results (the files of RUN_DIR/eval/) and evaluation.yaml to this folder "
         "instead of RUN_DIR/eval/; required with evaluation.* overrides",
     )

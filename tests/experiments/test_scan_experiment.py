@@ -301,7 +301,7 @@ def test_a_trained_run_is_evaluated_with_other_evaluation_settings_into_another_
     assert _files(run_dir / "eval") == own
     capsys.readouterr()
     for arguments, message in [
-        (["evaluation.stop_threshold=0.8"], "evaluation.stop_threshold=0.8 evaluates"),
+        (["evaluation.stop_threshold=0.8"], "evaluation.stop_threshold=0.8 would evaluate"),
         (["evaluation.bleu=true"], "give --out DIR for the results"),
         (["evaluation.stop_treshold=0.8", "--out", str(out)], "unknown key(s) ['stop_treshold']; valid keys"),
         (["evaluation.stop_threshold=2", "--out", str(out)], "stop_threshold must be a probability"),

@@ -101,7 +101,8 @@ def evaluate(
     ``overrides`` may also change the run's evaluation settings (``evaluation.KEY=VALUE``); the
     results then go to ``out``, which they require, never to the run's ``eval/``. With ``out``
     the results (the files of ``eval/``) go there, with ``evaluation.yaml``, the record of what
-    was evaluated (:func:`write_evaluation_record`)."""
+    was evaluated (:func:`write_evaluation_record`), written first; ``summary.json``, written
+    last, says the evaluation finished."""
     if data_files and not experiment.supports(Capability.EVALUATE_FILES):
         raise UnsupportedCapability(
             f"--data does not apply to {experiment.name} runs (they evaluate on their own test sets)"
@@ -135,9 +136,9 @@ def _results_dir(run_dir: str | Path, changed: Sequence[str], out: str | Path | 
     if out is None:
         if changed:
             raise ConfigError(
-                f"{' '.join(changed)} evaluates {run_dir} with other settings than it was trained "
-                f"with: give --out DIR for the results ({Path(run_dir) / 'eval'} keeps those of the "
-                "run's own settings)"
+                f"{' '.join(changed)} would evaluate {run_dir} with other evaluation settings than "
+                f"its own: give --out DIR for the results ({Path(run_dir) / 'eval'} holds those of "
+                "the run's own settings and is left alone)"
             )
         return None
     own = RunDirectory(Path(run_dir)).eval_dir.resolve()
