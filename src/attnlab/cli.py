@@ -78,15 +78,20 @@ def _runs_with(capability: Capability) -> str:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    from attnlab.experiments.runs import EVALUATION_RECORD
+
     experiment = _run_experiment(args.run_dir)  # it refuses --data unless it evaluates given files
     results = experiment.evaluate(
         args.run_dir,
         data_files=args.data,
         checkpoint=args.checkpoint,
         device_name=args.device,
-        data_paths=args.overrides,
+        overrides=args.overrides,
+        out=args.out,
     )
     _print_results(results, Path(args.run_dir), experiment)
+    if args.out:
+        print(f"results: {args.out} (what was evaluated: {Path(args.out) / EVALUATION_RECORD})")
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
@@ -272,15 +277,30 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--overwrite", action="store_true", help="delete an earlier run in RUN_DIR first")
     train.set_defaults(handler=cmd_train)
 
-    evaluate = commands.add_parser("evaluate", help="evaluate a trained run on its test sets or on TSV files")
-    evaluate.add_argument("run_dir")
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="evaluate a trained run on its test sets or on TSV files, with its or other evaluation settings",
+        description="Evaluate a trained run's checkpoint on its test sets (or on --data files). The "
+        "results go to RUN_DIR/eval/, unless evaluation.KEY=VALUE overrides change the run's "
+        "evaluation settings: their results go to --out DIR (required then), with DIR/evaluation.yaml "
+        "saying which run, checkpoint and overrides they are of; RUN_DIR/eval/ is left alone.",
+    )
+    evaluate.add_argument("run_dir", metavar="RUN_DIR")
     evaluate.add_argument(
         "overrides",
         nargs="*",
-        help="where the run's data lives now, if it moved: key=value for data.corpus, data.root, "
-        "data.train_file, data.validation_file, data.test_files, data.vocabulary_file, data.cbt_files",
+        help="key=value: where the run's data lives now, if it moved (data.corpus, data.root, "
+        "data.train_file, data.validation_file, data.test_files, data.vocabulary_file, data.cbt_files), "
+        "or any key of the run's evaluation section (evaluation.stop_threshold=0.8, "
+        "evaluation.batch_size=100, ...; needs --out); the trained model's keys cannot change",
     )
     evaluate.add_argument("--data", nargs="+", help="machine-tasks TSV files to evaluate on")
+    evaluate.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write the results (the files of RUN_DIR/eval/) and evaluation.yaml to this folder "
+        "instead of RUN_DIR/eval/; required with evaluation.* overrides",
+    )
     evaluate.add_argument("--checkpoint", choices=["best", "last"])
     evaluate.add_argument("--device", default="auto")
     evaluate.set_defaults(handler=cmd_evaluate)

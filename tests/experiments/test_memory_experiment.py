@@ -9,6 +9,7 @@ import torch
 from attnlab.cli import main
 from attnlab.experiments.memory import experiment as memory
 from attnlab.experiments.registry import experiment_for, resolve_config
+from attnlab.experiments.runs import RunDirectory
 from attnlab.training.checkpoint import load_checkpoint
 
 
@@ -139,6 +140,17 @@ def test_cli_train_prints_accuracy_and_evaluate_matches(tmp_path, capsys):
     summary = json.loads((run / "eval" / "summary.json").read_text())
     assert memory.EXPERIMENT.evaluate(run, device_name="cpu") == summary
     assert memory.EXPERIMENT.evaluate(run, checkpoint="last", device_name="cpu") == summary  # one epoch: same
+
+
+def test_evaluation_overrides_of_a_run_without_evaluation_settings_are_refused(tmp_path, capsys):
+    """Memory configs have no ``evaluation`` section: nothing to change (refused before any model
+    is read, so a config is enough)."""
+    run = tmp_path / "run"
+    RunDirectory(run).save_config(memory.EXPERIMENT.parse_config(resolve_config("memory_addition", [])))
+    out = ["--out", str(tmp_path / "out")]
+    assert main(["evaluate", str(run), "evaluation.batch_size=10", *out]) == 2
+    assert "memory runs have no evaluation settings" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_cli_plot_draws_attention_over_time_and_curves(tmp_path, capsys):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.config import ConfigError
+from attnlab.config import ConfigError, load_yaml
 from attnlab.evaluation.bleu import BLEU_STATISTIC
 from attnlab.evaluation.seq2seq import evaluate_split
 from attnlab.experiments.compare import read_units
@@ -251,6 +251,68 @@ def test_run_directory_evaluation_and_resume(scan_slice, tmp_path, capsys):
     assert "--index [200] out of range: test has 200 examples (0..199)" in capsys.readouterr().err
     assert main(["plot", str(run_dir), "--data", str(scan_slice["small"]), "--index", "3"]) == 0
     assert Path(capsys.readouterr().out.split()[0]).name == "attention_small_3.png"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*"))}
+
+
+def test_a_trained_run_is_evaluated_with_other_evaluation_settings_into_another_folder(
+    scan_slice, tmp_path, capsys, monkeypatch
+):
+    """``attnlab evaluate RUN evaluation.KEY=VALUE --out OUT``: the settings apply (the decoding
+    budget shows in the predictions, the stop threshold reaches the decoder), the results and
+    ``evaluation.yaml`` go to OUT, and the run's ``eval/`` keeps its bytes."""
+    run_dir = tmp_path / "run"
+    tiny = {**TINY_MODEL, "data.train_limit": 64, "training.epochs": 1}
+    experiment.EXPERIMENT.train(config(scan_slice, **tiny), run_dir)
+    capsys.readouterr()
+    own, tsv = _files(run_dir / "eval"), "test.predictions.tsv"
+    thresholds = []
+
+    def spy(model, split, target, options, device, **kwargs):
+        thresholds.append(options.stop_threshold)
+        return evaluate_split(model, split, target, options, device, **kwargs)
+
+    monkeypatch.setattr(experiment, "evaluate_split", spy)
+    out = tmp_path / "stop"
+    changed = ["evaluation.stop_threshold=0.8", "evaluation.max_length=3"]
+    assert main(["evaluate", str(run_dir), *changed, "--out", str(out), "--device", "cpu"]) == 0
+    assert f"results: {out}" in capsys.readouterr().out
+    assert thresholds == [0.8]
+    assert _files(run_dir / "eval") == own
+    assert sorted(_files(out)) == ["evaluation.yaml", "summary.json", "test.json", "test.predictions.tsv"]
+    record = load_yaml(out / "evaluation.yaml")
+    assert record["run"] == str(run_dir.resolve()) and record["overrides"] == changed
+    assert record["checkpoint"] == str((run_dir / "checkpoints" / "best.pt").resolve())
+    assert record["evaluation"]["stop_threshold"] == 0.8 and record["evaluation"]["max_length"] == 3
+    assert json.loads((out / "test.json").read_text())["checkpoint"] == record["checkpoint"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"test"} and summary["test"]["examples"] == 200.0
+    longest = {
+        name: max(len(line.split("\t")[3].split()) for line in text.splitlines()[1:])
+        for name, text in [("out", (out / tsv).read_text()), ("own", own[tsv].decode())]
+    }
+    assert longest["out"] <= 3 < longest["own"]
+    # without overrides, --out redirects the run's own evaluation (and records it)
+    assert main(["evaluate", str(run_dir), "--out", str(tmp_path / "again"), "--device", "cpu"]) == 0
+    assert load_yaml(tmp_path / "again" / "evaluation.yaml")["overrides"] == []
+    assert (tmp_path / "again" / tsv).read_bytes() == own[tsv]
+    assert _files(run_dir / "eval") == own
+    capsys.readouterr()
+    for arguments, message in [
+        (["evaluation.stop_threshold=0.8"], "evaluation.stop_threshold=0.8 would evaluate"),
+        (["evaluation.bleu=true"], "give --out DIR for the results"),
+        (["evaluation.stop_treshold=0.8", "--out", str(out)], "unknown key(s) ['stop_treshold']; valid keys"),
+        (["evaluation.stop_threshold=2", "--out", str(out)], "stop_threshold must be a probability"),
+        (["model.dropout=0.5", "--out", str(out)], "a trained model cannot be changed"),
+        (["evaluation.bleu=true", "--out", str(run_dir / "eval")], "inside the run's own results folder"),
+    ]:
+        assert main(["evaluate", str(run_dir), *arguments, "--device", "cpu"]) == 2, arguments
+        error = capsys.readouterr().err
+        assert error.startswith("attnlab: error: ") and message in error and "Traceback" not in error
+    assert _files(run_dir / "eval") == own
+    assert load_yaml(out / "evaluation.yaml") == record  # the refused evaluations wrote nothing
 
 
 @pytest.mark.parametrize(

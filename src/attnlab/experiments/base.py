@@ -261,10 +261,12 @@ class Experiment(ABC, Generic[ConfigT, DataT, LoadedT]):
         data_files: Sequence[str] | None = None,
         checkpoint: str | None = None,
         device_name: str = "auto",
-        data_paths: Sequence[str] = (),
+        overrides: Sequence[str] = (),
+        out: str | Path | None = None,
     ) -> Results:
-        """Evaluate a trained run on its test sets (moved by ``data_paths``) or on ``data_files``
-        (:func:`attnlab.experiments.driver.evaluate`)."""
+        """Evaluate a trained run on its test sets (moved by ``overrides`` of data paths) or on
+        ``data_files``, with its evaluation settings or others (``evaluation.*`` ``overrides``,
+        results in ``out``) (:func:`attnlab.experiments.driver.evaluate`)."""
         from attnlab.experiments import driver
 
         return driver.evaluate(
@@ -273,5 +275,6 @@ class Experiment(ABC, Generic[ConfigT, DataT, LoadedT]):
             data_files=data_files,
             checkpoint=checkpoint,
             device_name=device_name,
-            data_paths=data_paths,
+            overrides=overrides,
+            out=out,
         )

@@ -7,22 +7,25 @@ One skeleton serves all systems; each supplies only its parts through the interf
   resumes from ``last.pt`` and applies the config's stopping rules) → evaluation of the
   experiment's checkpoint on the test sets already loaded for training;
 * :func:`evaluate`: a trained run's checkpoint on its own test sets (their files possibly moved)
-  or on given files (:attr:`Capability.EVALUATE_FILES`);
+  or on given files (:attr:`Capability.EVALUATE_FILES`), with the run's evaluation settings or
+  others (their results written elsewhere than ``eval/``);
 * :func:`load_trained`: a run's config and model, for plots and text generation.
 
 Evaluation writes ``eval/<test set>.json`` per test set and ``eval/summary.json`` (``eval/files/``
-and no summary for given files), see :class:`~attnlab.experiments.runs.RunDirectory`.
+and no summary for given files), see :class:`~attnlab.experiments.runs.RunDirectory`; with other
+evaluation settings, the same files in another folder, with ``evaluation.yaml``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Generic
 
 import torch
 
+from attnlab.config import ConfigError, save_yaml, to_dict
 from attnlab.experiments.base import (
     Capability,
     ConfigT,
@@ -33,7 +36,14 @@ from attnlab.experiments.base import (
     Results,
     UnsupportedCapability,
 )
-from attnlab.experiments.runs import RunDirectory, load_run_for_evaluation, log_evaluation
+from attnlab.experiments.runs import (
+    EVALUATION_RECORD,
+    EVALUATION_SECTION,
+    RunDirectory,
+    evaluation_overrides,
+    load_run_for_evaluation,
+    log_evaluation,
+)
 from attnlab.training.trainer import Trainer, resolve_device, seed_everything
 
 
@@ -81,23 +91,35 @@ def evaluate(
     data_files: Sequence[str] | None = None,
     checkpoint: str | None = None,
     device_name: str = "auto",
-    data_paths: Sequence[str] = (),
+    overrides: Sequence[str] = (),
+    out: str | Path | None = None,
 ) -> Results:
     """Evaluate a trained run's checkpoint (``checkpoint``, else the experiment's choice) on its
-    test sets, read from where ``data_paths`` (``key=value`` of
-    :data:`~attnlab.experiments.runs.DATA_PATH_KEYS`) says its data now are, or on ``data_files``."""
+    test sets, read from where ``overrides`` (``key=value`` of
+    :data:`~attnlab.experiments.runs.DATA_PATH_KEYS`) says its data now are, or on ``data_files``.
+
+    ``overrides`` may also change the run's evaluation settings (``evaluation.KEY=VALUE``); the
+    results then go to ``out``, which they require, never to the run's ``eval/``. With ``out``
+    the results (the files of ``eval/``) go there, with ``evaluation.yaml``, the record of what
+    was evaluated (:func:`write_evaluation_record`), written first; ``summary.json``, written
+    last, says the evaluation finished."""
     if data_files and not experiment.supports(Capability.EVALUATE_FILES):
         raise UnsupportedCapability(
             f"--data does not apply to {experiment.name} runs (they evaluate on their own test sets)"
         )
-    trained = load_trained(experiment, run_dir, device_name, checkpoint, data_paths)
+    results_dir = _results_dir(run_dir, evaluation_overrides(run_dir, overrides), out)
+    trained = load_trained(experiment, run_dir, device_name, checkpoint, overrides)
+    run = trained.run
+    if results_dir is not None:
+        run = replace(run, results=results_dir)
+        write_evaluation_record(run, trained.checkpoint, overrides, trained.config, data_files)
     if data_files:
         test_sets = experiment.file_test_sets(trained.config, trained.loaded, data_files)
     else:
         test_sets = experiment.test_sets(trained.config, trained.loaded, trained.device)
     return evaluate_checkpoint(
         experiment,
-        trained.run,
+        run,
         trained.config,
         trained.loaded,
         trained.checkpoint,
@@ -105,6 +127,47 @@ def evaluate(
         trained.device,
         data_files=bool(data_files),
     )
+
+
+def _results_dir(run_dir: str | Path, changed: Sequence[str], out: str | Path | None) -> Path | None:
+    """Where an evaluation with the ``evaluation.*`` overrides ``changed`` writes its results:
+    ``out`` (``None``: the run's ``eval/``), which changed settings require and which is not
+    the run's ``eval/``."""
+    if out is None:
+        if changed:
+            raise ConfigError(
+                f"{' '.join(changed)} would evaluate {run_dir} with other evaluation settings than "
+                f"its own: give --out DIR for the results ({Path(run_dir) / 'eval'} holds those of "
+                "the run's own settings and is left alone)"
+            )
+        return None
+    own = RunDirectory(Path(run_dir)).eval_dir.resolve()
+    if Path(out).resolve() == own or own in Path(out).resolve().parents:
+        raise ConfigError(f"--out {out} is inside the run's own results folder {own}: give another folder")
+    return Path(out)
+
+
+def write_evaluation_record(
+    run: RunDirectory,
+    checkpoint: Path,
+    overrides: Sequence[str],
+    config: Any,
+    data_files: Sequence[str] | None,
+) -> None:
+    """``evaluation.yaml`` in the results folder of ``run`` (:attr:`RunDirectory.results`): the
+    run, its checkpoint, the overrides given, the evaluation settings used and, for given files,
+    the files."""
+    record: dict[str, Any] = {
+        "run": str(run.path.resolve()),
+        "checkpoint": str(checkpoint.resolve()),
+        "overrides": list(overrides),
+    }
+    settings = getattr(config, EVALUATION_SECTION, None)
+    if is_dataclass(settings):
+        record[EVALUATION_SECTION] = to_dict(settings)
+    if data_files:
+        record["data_files"] = [str(Path(file).resolve()) for file in data_files]
+    save_yaml(record, run.eval_dir / EVALUATION_RECORD)
 
 
 def evaluate_checkpoint(
@@ -156,11 +219,12 @@ def load_trained(
     run_dir: str | Path,
     device_name: str = "auto",
     checkpoint: str | None = None,
-    data_paths: Sequence[str] = (),
+    overrides: Sequence[str] = (),
 ) -> TrainedRun[ConfigT, LoadedT]:
-    """A run's config (its data moved by ``data_paths``) and the model of ``checkpoint`` (default:
-    the one the experiment evaluates) on device ``device_name``."""
-    run, config = load_run_for_evaluation(run_dir, experiment.parse_config, data_paths)
+    """A run's config (with ``overrides``: its data moved, its evaluation settings changed, see
+    :func:`~attnlab.experiments.runs.load_run_for_evaluation`) and the model of ``checkpoint``
+    (default: the one the experiment evaluates) on device ``device_name``."""
+    run, config = load_run_for_evaluation(run_dir, experiment.parse_config, overrides)
     device = resolve_device(device_name)
     path = run.checkpoint(checkpoint or experiment.evaluation_checkpoint(config))
     return TrainedRun(run, config, path, experiment.load_model(path, device, config), device)

@@ -21,6 +21,11 @@ Layout::
                              the run's own results alone)
       plots/*.png            attention heatmaps, interpretable-variable views, curves
       tensorboard/           TensorBoard event files (only with ``training.tensorboard: true``)
+
+``attnlab evaluate RUN_DIR evaluation.KEY=VALUE --out OUT`` (other evaluation settings) writes
+the files of ``eval/`` to ``OUT/`` instead (:attr:`RunDirectory.results`), with
+``OUT/evaluation.yaml``, which records the run, the checkpoint and the overrides, and never
+touches ``RUN_DIR/eval/``.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ RESUMABLE_KEYS = (
 @dataclass(frozen=True)
 class RunDirectory:
     path: Path
+    results: Path | None = None
+    """Where evaluation results go instead of ``eval/`` (``attnlab evaluate --out``); ``None``:
+    ``eval/``."""
 
     @property
     def config_file(self) -> Path:
@@ -72,7 +80,8 @@ class RunDirectory:
 
     @property
     def eval_dir(self) -> Path:
-        return self.path / "eval"
+        """``eval/``, or the folder :attr:`results` names."""
+        return self.path / "eval" if self.results is None else self.results
 
     @property
     def plots_dir(self) -> Path:
@@ -214,24 +223,53 @@ DATA_PATH_KEYS = (
     "data.vocabulary_file",
     "data.cbt_files",
 )
-"""The config keys that say where a run's data lives: the only ones evaluation may change (a run
-evaluated after its data moved), since every other key describes what was trained."""
+"""The config keys that say where a run's data lives: evaluation may change them (a run evaluated
+after its data moved) and write its results to the run's ``eval/`` as usual."""
+
+EVALUATION_SECTION = "evaluation"
+"""The config section of the evaluation settings (``evaluation.stop_threshold``, …): evaluation may
+change any of its keys, with its results written elsewhere (:func:`evaluation_overrides`); every
+other key describes what was trained."""
+
+EVALUATION_RECORD = "evaluation.yaml"
+"""The file, beside results written elsewhere than ``eval/``, that says what they are the results of."""
+
+
+def evaluation_overrides(run_dir: str | Path, overrides: Sequence[str]) -> list[str]:
+    """The overrides of ``evaluation.*`` keys among ``overrides`` (``key=value``), which may
+    otherwise only say where the run's data lives (:data:`DATA_PATH_KEYS`); any other key is a
+    :class:`ConfigError` (it would change the trained model)."""
+    changed = []
+    for override in overrides:
+        key = override.split("=", 1)[0].strip()
+        if key.startswith(f"{EVALUATION_SECTION}."):
+            changed.append(override)
+        elif key not in DATA_PATH_KEYS:
+            raise ConfigError(
+                f"evaluating {run_dir}: {override!r} would change what the run was trained with, and a "
+                f"trained model cannot be changed; only where its data lives ({', '.join(DATA_PATH_KEYS)}) "
+                f"and its evaluation settings ({EVALUATION_SECTION}.KEY=VALUE, with --out) may be given"
+            )
+    return changed
 
 
 def load_run_for_evaluation(
     run_dir: str | Path,
     parse_config: Callable[[dict[str, Any], str], ConfigT],
-    data_paths: Sequence[str] = (),
+    overrides: Sequence[str] = (),
 ) -> tuple[RunDirectory, ConfigT]:
-    """A trained run and its config, with the data moved by ``data_paths`` (``key=value``
-    overrides of :data:`DATA_PATH_KEYS`)."""
+    """A trained run and its config, with ``overrides`` (``key=value``) applied: where its data
+    moved (:data:`DATA_PATH_KEYS`) and other evaluation settings (``evaluation.*``), checked as
+    training checks its config's overrides."""
     run = RunDirectory(Path(run_dir))
+    changed = evaluation_overrides(run.path, overrides)
     data = run.load_config_data()
-    for override in data_paths:
-        key = override.split("=", 1)[0].strip()
-        if key not in DATA_PATH_KEYS:
-            raise ConfigError(
-                f"evaluating {run.path}: {override!r} would change what the run was trained with; "
-                f"only where its data lives may be given ({', '.join(DATA_PATH_KEYS)})"
-            )
-    return run, parse_config(apply_overrides(data, list(data_paths)), str(run.config_file))
+    config = parse_config(data, str(run.config_file))
+    if not overrides:
+        return run, config
+    if changed and not dataclasses.is_dataclass(getattr(config, EVALUATION_SECTION, None)):
+        raise ConfigError(
+            f"evaluating {run.path}: {changed[0]!r}: {data.get('experiment', 'these')} runs have no "
+            f"evaluation settings (no {EVALUATION_SECTION} section in {run.config_file})"
+        )
+    return run, parse_config(apply_overrides(data, list(overrides)), "config")
