@@ -129,6 +129,19 @@ def test_transformer_xl_terms_follow_dai_et_al():
                 torch.testing.assert_close(bias[0, h, i, j], expected / 2.0, rtol=1e-4, atol=1e-5)
 
 
+def test_scaled_embeddings_have_unit_scale_like_the_positional_encodings():
+    """Embeddings times sqrt(d_model) have standard deviation about 1 (Vaswani et al.'s
+    initialisation): PyTorch's default N(0, 1) made them sqrt(d_model) = 11x the sinusoidal
+    encodings at d_model 128, and SCAN learned slowly."""
+    torch.manual_seed(0)
+    d_model = 128
+    model = TransformerSeq2Seq(40, 40, d_model=d_model, heads=4, pad_id=PAD)
+    for embedding in (model.source_embedding, model.target_embedding):
+        scaled = embedding.weight.detach()[PAD + 1 :] * math.sqrt(d_model)
+        assert 0.9 < float(scaled.std()) < 1.1
+        assert torch.equal(embedding.weight[PAD], torch.zeros(d_model))
+
+
 def test_learned_positions_refuse_lengths_beyond_the_table():
     model = build("learned", max_positions=4)
     source, mask = padded_batch([[3, 4, 5, 6, 7]])

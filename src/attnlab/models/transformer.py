@@ -1,7 +1,8 @@
 """A small pre-norm Transformer encoder–decoder whose positional scheme is a constructor flag.
 
 Architecture (Vaswani et al. 2017 with pre-layer normalisation, Xiong et al. 2020): token
-embeddings scaled by ``sqrt(d_model)``; ``encoder_layers`` blocks of ``x + SelfAttn(LN(x))``,
+embeddings initialised with standard deviation ``d_model ** -0.5`` and scaled by ``sqrt(d_model)``
+(unit scale, like the positional encodings); ``encoder_layers`` blocks of ``x + SelfAttn(LN(x))``,
 ``x + FF(LN(x))``; ``decoder_layers`` blocks of causal ``x + SelfAttn(LN(x))``,
 ``x + CrossAttn(LN(x), memory)``, ``x + FF(LN(x))``; a final ``LN`` after each stack; a linear
 output layer. ``FF(x) = W_2 dropout(ReLU(W_1 x))``; dropout on every residual branch.
@@ -351,6 +352,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         options = dict(cross_attention_options or {})
         self.source_embedding = nn.Embedding(source_vocab_size, d_model, padding_idx=pad_id)
         self.target_embedding = nn.Embedding(target_vocab_size, d_model, padding_idx=pad_id)
+        for embedding in (self.source_embedding, self.target_embedding):
+            _init_embedding(embedding, d_model)
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
@@ -443,6 +446,19 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         sequence's ``<eos>`` is the one decoding computed; later steps read padding."""
         start = tokens.new_full((tokens.size(0), 1), self.sos_id)
         return torch.cat([start, tokens[:, :-1]], dim=1)
+
+
+def _init_embedding(embedding: nn.Embedding, d_model: int) -> None:
+    """Normal with standard deviation ``d_model ** -0.5`` (Vaswani et al. 2017's tensor2tensor), so
+    that the embeddings scaled by ``sqrt(d_model)`` have unit scale, like the sinusoidal encodings
+    added to them and the sublayer outputs added to the residual stream. PyTorch's default
+    (standard deviation 1) would make them ``sqrt(d_model)`` times larger (11x at 128): positions
+    drowned in the token embeddings and every sublayer a small change to a large residual stream,
+    which learns slowly. The padding row stays 0."""
+    nn.init.normal_(embedding.weight, std=d_model**-0.5)
+    if embedding.padding_idx is not None:
+        with torch.no_grad():
+            embedding.weight[embedding.padding_idx].zero_()
 
 
 def _cross_attention(layer: nn.Module) -> CrossAttention:
