@@ -307,12 +307,18 @@ def test_a_trained_run_is_evaluated_with_other_evaluation_settings_into_another_
         (["evaluation.stop_threshold=2", "--out", str(out)], "stop_threshold must be a probability"),
         (["model.dropout=0.5", "--out", str(out)], "a trained model cannot be changed"),
         (["evaluation.bleu=true", "--out", str(run_dir / "eval")], "inside the run's own results folder"),
+        (["evaluation.bleu=true", "--out", str(run_dir)], "holds other files and no evaluation.yaml"),
     ]:
         assert main(["evaluate", str(run_dir), *arguments, "--device", "cpu"]) == 2, arguments
         error = capsys.readouterr().err
         assert error.startswith("attnlab: error: ") and message in error and "Traceback" not in error
     assert _files(run_dir / "eval") == own
     assert load_yaml(out / "evaluation.yaml") == record  # the refused evaluations wrote nothing
+    assert not (run_dir / "evaluation.yaml").exists()
+    # a folder an earlier evaluation wrote is reused
+    again = ["evaluate", str(run_dir), "evaluation.max_length=4", "--out", str(out), "--device", "cpu"]
+    assert main(again) == 0
+    assert load_yaml(out / "evaluation.yaml")["overrides"] == ["evaluation.max_length=4"]
 
 
 @pytest.mark.parametrize(

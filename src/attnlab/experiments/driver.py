@@ -132,7 +132,7 @@ def evaluate(
 def _results_dir(run_dir: str | Path, changed: Sequence[str], out: str | Path | None) -> Path | None:
     """Where an evaluation with the ``evaluation.*`` overrides ``changed`` writes its results:
     ``out`` (``None``: the run's ``eval/``), which changed settings require and which is not
-    the run's ``eval/``."""
+    the run's ``eval/``, nor a folder of other files (an earlier evaluation's may be replaced)."""
     if out is None:
         if changed:
             raise ConfigError(
@@ -144,6 +144,11 @@ def _results_dir(run_dir: str | Path, changed: Sequence[str], out: str | Path | 
     own = RunDirectory(Path(run_dir)).eval_dir.resolve()
     if Path(out).resolve() == own or own in Path(out).resolve().parents:
         raise ConfigError(f"--out {out} is inside the run's own results folder {own}: give another folder")
+    if Path(out).is_dir() and any(Path(out).iterdir()) and not (Path(out) / EVALUATION_RECORD).is_file():
+        raise ConfigError(
+            f"--out {out} holds other files and no {EVALUATION_RECORD}: give an empty or new folder, "
+            "or one an earlier evaluation wrote (its files are then replaced)"
+        )
     return Path(out)
 
 
