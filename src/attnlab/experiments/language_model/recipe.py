@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -54,6 +55,8 @@ from attnlab.metric_names import read_summary
 from attnlab.plotting import plot_metric_by_test_set
 from attnlab.reporting.tables import markdown_table, stats_text
 from attnlab.tasks.corpus_data import load_split
+
+logger = logging.getLogger(__name__)
 
 PAPER = "daniluk2017"
 """The recipe's name: ``attnlab reproduce daniluk2017``."""
@@ -356,6 +359,9 @@ def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
     if not names:
         return
     run = RunDirectory(runs[names[-1]]["dir"])
+    if not (run.path / "checkpoints" / "best.pt").is_file():  # e.g. a run copied without checkpoints
+        logger.warning("figure 3a skipped: %s has no checkpoints/best.pt", run.path)
+        return
     config = run.load_config(lm.EXPERIMENT.parse_config)
     model, vocabulary = lm.model_from_checkpoint(run.checkpoint("best"), torch.device("cpu"), config.model)
     document = load_split(config.data, "test", vocabulary).documents()[0][:steps]
