@@ -359,11 +359,12 @@ def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
     if not names:
         return
     run = RunDirectory(runs[names[-1]]["dir"])
-    if not (run.path / "checkpoints" / "best.pt").is_file():  # e.g. a run copied without checkpoints
-        logger.warning("figure 3a skipped: %s has no checkpoints/best.pt", run.path)
+    best = run.checkpoint("best")
+    if not best.is_file():  # e.g. a run copied without its checkpoints
+        logger.warning("figure 3a skipped: %s does not exist", best)
         return
     config = run.load_config(lm.EXPERIMENT.parse_config)
-    model, vocabulary = lm.model_from_checkpoint(run.checkpoint("best"), torch.device("cpu"), config.model)
+    model, vocabulary = lm.model_from_checkpoint(best, torch.device("cpu"), config.model)
     document = load_split(config.data, "test", vocabulary).documents()[0][:steps]
     title = f"Figure 3a: Key-Value-Predict (L={model.window}) on a test document"
     plot_document_attention(model, vocabulary, document, corpus_dir / "figure3a_heatmap.png", title)
