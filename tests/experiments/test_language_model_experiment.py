@@ -375,6 +375,7 @@ def test_recipe_trains_only_the_chosen_models(copy_corpus, tmp_path):
     assert re.search(r"\| \d+\.\d ± \d+\.\d \(n=2\) \|", four_gram), four_gram
     assert "over the test set's 16 documents" in figure_2c  # the copy corpus's test articles
     assert "mean over the model's seeds" in figure_2c
+    assert (out / "wikitext-2" / "validation_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_recipe_reads_a_run_of_the_earlier_layout_as_seed_0(copy_corpus, tmp_path):
@@ -409,13 +410,32 @@ def test_figure_3b_leaves_out_windows_of_one(monkeypatch, tmp_path):
     monkeypatch.setattr(
         daniluk2017, "plot_metric_by_test_set", lambda curves, path, **_: drawn.update(curves)
     )
-    runs = {
-        "key_value_L1": {"attention": {"test": {"attention_by_position": [1.0]}}},
-        "attention_L1": {"attention": {"test": {"attention_by_position": [1.0]}}},
-        "attention_L5": {"attention": {"test": {"attention_by_position": [0.1, 0.1, 0.2, 0.2, 0.4]}}},
+    seeds = {
+        "key_value_L1": [{"attention": {"test": {"attention_by_position": [1.0]}}}],
+        "attention_L1": [{"attention": {"test": {"attention_by_position": [1.0]}}}],
+        "attention_L5": [{"attention": {"test": {"attention_by_position": [0.1, 0.1, 0.2, 0.2, 0.4]}}}],
     }
-    daniluk2017._figure_3b(runs, tmp_path / "figure.png")
+    daniluk2017._figure_3b(seeds, tmp_path / "figure.png")
     assert list(drawn) == ["attention (L=5)"] and drawn["attention (L=5)"]["t-1"] == [0.4]
+
+
+def test_figure_3b_draws_every_seed_of_the_largest_window(monkeypatch, tmp_path):
+    from attnlab.experiments.language_model import recipe as daniluk2017
+
+    drawn = {}
+    monkeypatch.setattr(
+        daniluk2017, "plot_metric_by_test_set", lambda curves, path, **_: drawn.update(curves)
+    )
+    seeds = {
+        "key_value_predict_L2": [
+            {"attention": {"test": {"attention_by_position": [0.3, 0.7]}}},
+            {"attention": {"test": {"attention_by_position": [0.4, 0.6]}}},
+            {"attention": {}},  # evaluated before attention statistics were written: left out
+        ],
+        "key_value_predict_L1": [{"attention": {"test": {"attention_by_position": [1.0]}}}],
+    }
+    daniluk2017._figure_3b(seeds, tmp_path / "figure.png")
+    assert drawn == {"key_value_predict (L=2)": {"t-2": [0.3, 0.4], "t-1": [0.7, 0.6]}}
 
 
 def test_evaluation_writes_the_nll_of_every_sentence(trained_run):
@@ -522,3 +542,16 @@ def test_a_run_whose_corpus_moved_evaluates_with_the_new_path_given(copy_corpus,
     assert main(["evaluate", str(run_dir), "model.window=3", "--device", "cpu"]) == 2
     error = capsys.readouterr().err
     assert "'model.window=3' would change what the run was trained with" in error
+
+
+def test_figure_3a_is_skipped_with_a_warning_without_a_checkpoint(tmp_path, caplog):
+    """A run copied without its checkpoints (e.g. back from another machine) still gets its
+    report; only the heatmap, which needs the model, is left out."""
+    from attnlab.experiments.language_model import recipe as daniluk2017
+
+    run_dir = tmp_path / "key_value_predict_L5" / "seed0"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    with caplog.at_level("WARNING"):
+        daniluk2017._figure_3a(tmp_path, {"key_value_predict_L5": {"dir": run_dir}})
+    assert "figure 3a skipped" in caplog.text and "best.pt" in caplog.text
+    assert not (tmp_path / "figure3a_heatmap.png").exists()

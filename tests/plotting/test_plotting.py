@@ -14,6 +14,7 @@ from attnlab.plotting import (
     format_mean_std,
     plot_attention_heatmap,
     plot_attention_over_time,
+    plot_curves_by_group,
     plot_interpretable_variables,
     plot_metric_by_test_set,
     plot_training_curves,
@@ -122,9 +123,7 @@ def test_training_curves_writes_png(tmp_path: Path) -> None:
         if epoch % 2 == 0:
             history.append({"epoch": epoch, "valid/loss": 1.2 / epoch})
     history.append({"step": 3})  # lacks every key: skipped
-    out = plot_training_curves(
-        history, tmp_path / "curves.png", keys=["train/loss", "valid/loss"], dpi=DPI
-    )
+    out = plot_training_curves(history, tmp_path / "curves.png", keys=["train/loss", "valid/loss"], dpi=DPI)
     _assert_png(out)
 
 
@@ -389,3 +388,22 @@ def test_attention_heads_rejects_bad_shapes(tmp_path: Path) -> None:
             np.ones((1, 2, 5, 5)) / 5, SOURCE, OUTPUT, tmp_path / "h.png", head_names=[["dot"]]
         )
     assert not (tmp_path / "h.png").exists()
+
+
+def test_curves_by_group_draws_a_line_per_run_and_names_each_group_once(monkeypatch, tmp_path: Path) -> None:
+    from attnlab.plotting import curves
+
+    saved = {}
+    monkeypatch.setattr(curves, "_save_figure", lambda fig, path, dpi: saved.update(fig=fig) or Path(path))
+    groups = {
+        "lstm": [[{"epoch": 1, "ppl": 200.0}, {"epoch": 2, "ppl": 150.0}], [{"epoch": 1, "ppl": 210.0}]],
+        "4-gram": [[{"epoch": 1, "ppl": 190.0}, {"epoch": 2}]],  # a record without the key: skipped
+        "empty": [[{"epoch": 1}]],  # no point: no line, not in the legend
+    }
+    plot_curves_by_group(groups, tmp_path / "c.png", key="ppl", ylim=(100.0, 250.0))
+    axes = saved["fig"].axes[0]
+    assert [list(line.get_ydata()) for line in axes.lines] == [[200.0, 150.0], [210.0], [190.0]]
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["lstm (2 runs)", "4-gram (1 run)"]
+    assert axes.get_ylim() == (100.0, 250.0)
+    with pytest.raises(ValueError, match="'epoch' and 'loss'"):
+        plot_curves_by_group(groups, tmp_path / "d.png", key="loss")

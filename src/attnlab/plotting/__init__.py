@@ -11,6 +11,7 @@
   runs (Figures 6–8, and Table 3's *attnLoss* with ``percent=False``);
 * :func:`plot_training_curves`: losses per epoch from ``metrics.jsonl`` records
   (:func:`plot_run_history`: of a run's file);
+* :func:`plot_curves_by_group`: one metric per epoch of many runs, a colour per group;
 * :func:`plot_accuracy_panels`: test accuracy against epochs, one panel per setting (Raffel &
   Ellis 2015, the path to Table 1);
 * :func:`format_mean_std`: ``"97.3 ± 1.2"`` cells for reports and tables such as Table 3.
@@ -30,6 +31,7 @@ from attnlab.plotting.attention import (
 from attnlab.plotting.curves import (
     format_mean_std,
     plot_accuracy_panels,
+    plot_curves_by_group,
     plot_metric_by_test_set,
     plot_run_history,
     plot_training_curves,
@@ -40,6 +42,7 @@ __all__ = [
     "VARIABLE_LABELS",
     "format_mean_std",
     "plot_accuracy_panels",
+    "plot_curves_by_group",
     "plot_attention_heads",
     "plot_attention_heatmap",
     "plot_attention_over_time",

@@ -7,6 +7,8 @@
 * :func:`plot_training_curves` draws losses / metrics per epoch from a ``metrics.jsonl``-style
   list of dicts; :func:`learning_curves_png` draws a run's loss and accuracy curves for the HTML
   report.
+* :func:`plot_curves_by_group` draws one metric per epoch of many runs, one colour per group
+  (a model) and one line per run (a seed): e.g. the validation perplexity of every model.
 * :func:`format_mean_std` formats runs as ``"97.3 ± 1.2"`` for reports and tables (e.g. the cells
   of Table 3).
 
@@ -41,6 +43,7 @@ __all__ = [
     "learning_curve_panels",
     "learning_curves_png",
     "plot_accuracy_panels",
+    "plot_curves_by_group",
     "plot_metric_by_test_set",
     "plot_training_curves",
 ]
@@ -267,15 +270,79 @@ def plot_training_curves(
         ax.set_ylabel(keys[0])
     else:
         ax.set_ylabel("loss" if all("loss" in key for key in keys) else "value")
+    integer_x = all(math.isclose(x, round(x)) for xs, _ in series.values() for x in xs)
+    return _finish_curves(fig, path, logy=logy, integer_x=integer_x, title=title, legend_size=9, dpi=dpi)
+
+
+def _finish_curves(
+    fig: Figure,
+    path: PathLike,
+    *,
+    logy: bool,
+    integer_x: bool,
+    title: str | None,
+    legend_size: float,
+    dpi: float,
+) -> Path:
+    """The common end of the curve plots: scale, grid, legend and title of the figure's one axes,
+    then the atomic write."""
+    ax = fig.axes[0]
     if logy:
         ax.set_yscale("log")
-    if all(math.isclose(x, round(x)) for xs, _ in series.values() for x in xs):
+    if integer_x:
         ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # an AutoLocator
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=9)
+    ax.legend(loc="best", fontsize=legend_size)
     if title:
         ax.set_title(title)
     return _save_figure(fig, path, dpi=dpi)
+
+
+def plot_curves_by_group(
+    groups: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    path: PathLike,
+    *,
+    key: str,
+    x_key: str = "epoch",
+    title: str | None = None,
+    logy: bool = False,
+    ylim: tuple[float, float] | None = None,
+    dpi: float = 150,
+) -> Path:
+    """Plot ``key`` against ``x_key`` for many runs: one colour and marker per group (label →
+    its runs' ``metrics.jsonl``-style histories), one line per run; the legend names each group
+    once, with its number of runs. Records lacking either key are skipped; ``ylim`` crops the y
+    axis (e.g. to the converged range, leaving out the first epochs' values).
+
+    Raises:
+        ValueError: no run of any group has a record with both keys, or the extension is not
+            supported.
+    """
+    _output_format(path)
+    fig = _new_figure((6.4, 4.2))
+    ax = fig.add_subplot()
+    drawn = False
+    colours = cycle(f"C{i}" for i in range(10))
+    for (label, histories), colour, marker in zip(groups.items(), colours, cycle(_MARKERS)):
+        lines = [
+            (
+                [float(r[x_key]) for r in history if key in r and x_key in r],
+                [float(r[key]) for r in history if key in r and x_key in r],
+            )
+            for history in histories
+        ]
+        lines = [(xs, ys) for xs, ys in lines if xs]
+        for number, (xs, ys) in enumerate(lines):
+            name = f"{label} ({_runs_label([len(lines)])})" if number == 0 else None
+            ax.plot(xs, ys, color=colour, marker=marker, markersize=3, linewidth=1.2, alpha=0.8, label=name)
+            drawn = True
+    if not drawn:
+        raise ValueError(f"no run has a record with both {x_key!r} and {key!r}")
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(key)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    return _finish_curves(fig, path, logy=logy, integer_x=True, title=title, legend_size=8, dpi=dpi)
 
 
 def learning_curve_panels(

@@ -11,7 +11,10 @@ Writes, under ``out_dir``:
   :mod:`attnlab.experiments.runs`; a run directory ``<corpus>/<model>/`` of an earlier layout is
   read as seed 0);
 * ``<corpus>/figure3b_attention_by_position.png``: the average attention weight per window
-  position over the test set for Attention, Key-Value and Key-Value-Predict (largest window);
+  position over the test set for Attention, Key-Value and Key-Value-Predict (largest window; mean
+  and spread over its seeds);
+* ``<corpus>/validation_curves.png``: the validation perplexity per epoch of Figure 2c's five
+  models, every seed (the evidence that the runs converged, and how: plateau or overfitting);
 * ``<corpus>/figure3a_heatmap.png``: Key-Value-Predict's attention on the start of one test document;
 * ``results.md``: Figure 2a (test perplexity by window size), 2b (N-gram RNNs), 2c (best window
   per model, validation and test perplexity, hidden size, parameters, and the test perplexity's
@@ -51,8 +54,8 @@ from attnlab.experiments.runner import Grid, run_grid
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import Units
 from attnlab.io import atomic_write_text
-from attnlab.metric_names import read_summary
-from attnlab.plotting import plot_metric_by_test_set
+from attnlab.metric_names import read_metrics, read_summary
+from attnlab.plotting import plot_curves_by_group, plot_metric_by_test_set
 from attnlab.reporting.tables import markdown_table, stats_text
 from attnlab.tasks.corpus_data import load_split
 
@@ -187,7 +190,8 @@ def report(out_dir: Path, corpora: Sequence[str] = tuple(CORPORA)) -> str:
         sections.append(_figure_2a(seeds))
         sections.append(_figure_2b(seeds))
         sections.append(_figure_2c(runs, seeds))
-        _figure_3b(runs, out_dir / corpus / "figure3b_attention_by_position.png")
+        _dev_curves(runs, seeds, out_dir / corpus / "validation_curves.png")
+        _figure_3b(seeds, out_dir / corpus / "figure3b_attention_by_position.png")
         _figure_3a(out_dir / corpus, runs)
     text = "\n".join(sections)
     atomic_write_text(out_dir / "results.md", text)
@@ -244,17 +248,46 @@ def _figure_2b(seeds: dict[str, list[dict[str, Any]]]) -> str:
     )
 
 
+def _chosen_cells(runs: dict[str, Any]) -> dict[str, str]:
+    """Figure 2c's five models → the cell that stands for each: the LSTM, the 4-gram RNN, and each
+    memory model at its window of lowest validation perplexity (by the window-choosing seed's
+    run in ``runs``); models without a finished run are left out."""
+    chosen = {}
+    for model in ("lstm", *ATTENTIVE, "4-gram"):
+        candidates = [name for name in runs if name == model or name.startswith(f"{model}_L")]
+        if candidates:
+            chosen[model] = min(candidates, key=lambda name: _ppl(runs[name], "valid"))
+    return chosen
+
+
+def _dev_curves(runs: dict[str, Any], seeds: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """The validation perplexity per epoch of Figure 2c's models, every seed (not a figure of the
+    paper: the evidence of convergence behind Figure 2c)."""
+    groups = {
+        name: [read_metrics(run["dir"] / "metrics.jsonl", skip_bad_lines=True) for run in seeds[name]]
+        for name in _chosen_cells(runs).values()
+    }
+    values = [
+        r["valid/perplexity"] for runs in groups.values() for h in runs for r in h if "valid/perplexity" in r
+    ]
+    lowest = min(values, default=None)
+    if lowest is None:
+        logger.warning("validation curves skipped: no run has per-epoch validation perplexity")
+        return
+    plot_curves_by_group(
+        groups,
+        path,
+        key="valid/perplexity",
+        ylim=(0.97 * lowest, 1.4 * lowest),  # the converged range: the first epochs are far above it
+        title="Figure 2c's models: validation perplexity per epoch",
+    )
+
+
 def _figure_2c(runs: dict[str, Any], seeds: dict[str, list[dict[str, Any]]]) -> str:
     rows = []
     baseline = _mean_units(seeds.get("lstm", []))
-    for model in ("lstm", *ATTENTIVE, "4-gram"):
-        candidates = {
-            name: run for name, run in runs.items() if name == model or name.startswith(f"{model}_L")
-        }
-        if not candidates:
-            continue
-        name, run = min(candidates.items(), key=lambda item: _ppl(item[1], "valid"))
-        chosen = seeds[name]
+    for model, name in _chosen_cells(runs).items():
+        run, chosen = runs[name], seeds[name]
         window = name.split("_L")[-1] if "_L" in name else "–"
         params = run["model"].get("parameters_without_embeddings", 0)
         paper = "{} / {}".format(*PAPER_FIGURE_2C[model])
@@ -327,19 +360,25 @@ def _versus_lstm(baseline: Units | None, runs: Sequence[dict[str, Any]]) -> str:
     return f"{result.difference:+.1f}{star} [{result.low:+.1f}, {result.high:+.1f}]"
 
 
-def _figure_3b(runs: dict[str, Any], path: Path) -> None:
+def _figure_3b(seeds: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """Figure 3b: the mean attention weight per window position of each memory model at its
+    largest window trained, one point per seed (the plot shows their mean and spread)."""
     curves: dict[str, dict[str, list[float]]] = {}
     labels: list[str] = []
     for variant in ATTENTIVE:
-        found = [(int(n.split("_L")[1]), r) for n, r in runs.items() if n.startswith(f"{variant}_L")]
-        found = [(w, r) for w, r in found if w > 1 and r["attention"].get("test")]  # L = 1: always 1.0
-        if not found:
+        windows = {
+            int(name.split("_L")[1]): [run for run in runs if run["attention"].get("test")]
+            for name, runs in seeds.items()
+            if name.startswith(f"{variant}_L")
+        }
+        windows = {w: runs for w, runs in windows.items() if w > 1 and runs}  # L = 1: always 1.0
+        if not windows:
             continue
-        window, run = max(found, key=lambda item: item[0])
-        weights = run["attention"]["test"]["attention_by_position"]
+        window = max(windows)
         positions = [f"t-{window - j}" for j in range(window)]
         labels = positions if len(positions) > len(labels) else labels
-        curves[f"{variant} (L={window})"] = {p: [w] for p, w in zip(positions, weights)}
+        by_seed = [run["attention"]["test"]["attention_by_position"] for run in windows[window]]
+        curves[f"{variant} (L={window})"] = {p: [w[j] for w in by_seed] for j, p in enumerate(positions)}
     if curves:
         plot_metric_by_test_set(
             curves,
