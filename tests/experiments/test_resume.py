@@ -71,7 +71,7 @@ def test_resume_reads_the_runs_config_not_the_command_line(one_epoch_run, tiny_o
 @pytest.mark.parametrize(
     ("override", "key"),
     [
-        ("data.variant=long", "data.variant"),
+        ("data.variant=reversed", "data.variant"),  # trained with the config's long
         ("model.hidden_dim=48", "model.hidden_dim"),
         ("training.learning_rate=0.01", "training.learning_rate"),
         ("model.attender=mix", "model.attender"),
@@ -84,6 +84,21 @@ def test_resume_refuses_an_override_that_would_change_the_trained_result(
     argv = ["train", "lookup", "--run-dir", str(one_epoch_run), "--resume", override]
     _fails(argv, capsys, key, "--resume")
     assert _files(one_epoch_run) == before
+
+
+def test_resume_accepts_the_training_command_repeated(one_epoch_run, tiny_overrides, capsys):
+    """The command that trained the run, with --resume and more epochs, continues it: overrides
+    that set a key to the value the run was trained with change nothing."""
+    overrides = tiny_overrides(**{"model.attender": "location", "training.epochs": 2})
+    assert main(["train", "lookup", *overrides, "--run-dir", str(one_epoch_run), "--resume"]) == 0
+    (resume,) = [json.loads(line) for line in (one_epoch_run / "resumes.jsonl").read_text().splitlines()]
+    assert resume["changes"] == {"training.epochs": [1, 2]}
+    capsys.readouterr()
+    _fails(
+        ["train", "lookup", "--run-dir", str(one_epoch_run), "--resume", "model.attender=mix"],
+        capsys,
+        "model.attender (trained with 'location')",
+    )
 
 
 def test_resume_refuses_a_config_of_another_experiment(one_epoch_run, capsys):

@@ -101,7 +101,8 @@ def resume_config(run_dir: Path, name_or_path: str, overrides: list[str]) -> dic
     """The config of ``attnlab train NAME --resume``: the run's saved ``config.yaml``, not the
     config named on the command line, which must only be of the same experiment. ``overrides``
     may only set :data:`~attnlab.experiments.runs.RESUMABLE_KEYS` (they cannot change the epochs
-    already trained); nothing is written here."""
+    already trained), or other keys to the values the run was trained with (so the training
+    command itself can be repeated with ``--resume``); nothing is written here."""
     from attnlab.experiments.runs import RESUMABLE_KEYS, RunDirectory, refuse_resume_changes
 
     run = RunDirectory(run_dir)
@@ -117,9 +118,21 @@ def resume_config(run_dir: Path, name_or_path: str, overrides: list[str]) -> dic
             f"--resume: {run_dir} holds a {ours!r} run, but config {name_or_path!r} is a {theirs!r} "
             "experiment; name a config of the run's experiment"
         )
-    keys = [override.split("=", 1)[0].strip() for override in overrides]
-    refuse_resume_changes(run_dir, [key for key in keys if key not in RESUMABLE_KEYS])
+    refused = []
+    for override in overrides:  # the training command repeated with --resume is fine
+        key = override.split("=", 1)[0].strip()
+        if key not in RESUMABLE_KEYS and apply_overrides(saved, [override]) != saved:
+            refused.append(f"{key} (trained with {_dotted_value(saved, key)!r})")
+    refuse_resume_changes(run_dir, refused)
     return apply_overrides(saved, overrides)
+
+
+def _dotted_value(data: dict[str, Any], dotted: str) -> Any:
+    """The value at ``section.key`` of plain config data, ``None`` where there is none."""
+    node: Any = data
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def check_plot_indices(indices: list[int], count: int, source: str, items: str = "examples") -> list[int]:
