@@ -107,6 +107,25 @@ def test_builtin_example_spec_expands():
     assert all(run.config["data"]["t0"] == 50 for run in runs)
 
 
+def test_every_builtin_spec_expands_into_valid_runs():
+    """The issue-28 sweeps are grids of 3 variants x 7 positional schemes x 2 kinds of head x 3
+    seeds; the machine-tasks one trains every run on that protocol's data."""
+    from attnlab.experiments.lookup import experiment as lookup
+    from attnlab.experiments.sweep import builtin_sweeps
+
+    sizes = {name: len(expand(load_spec(name))) for name in builtin_sweeps()}
+    assert sizes == {
+        "lookup_transformer": 126,
+        "lookup_transformer_machine_tasks": 126,
+        "raffel2015_addition_lr": 24,
+        "scan_transformer": 84,
+    }
+    runs = expand(load_spec("lookup_transformer_machine_tasks"))
+    configs = [lookup.EXPERIMENT.parse_config(run.config) for run in runs]
+    assert {config.data.protocol for config in configs} == {"machine_tasks"}
+    assert {config.data.variant for config in configs} == {"long", "reversed", "noisy-single"}
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
