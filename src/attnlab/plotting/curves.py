@@ -321,22 +321,18 @@ def plot_curves_by_group(
     _output_format(path)
     fig = _new_figure((6.4, 4.2))
     ax = fig.add_subplot()
-    drawn = False
     colours = cycle(f"C{i}" for i in range(10))
     for (label, histories), colour, marker in zip(groups.items(), colours, cycle(_MARKERS)):
         lines = [
-            (
-                [float(r[x_key]) for r in history if key in r and x_key in r],
-                [float(r[key]) for r in history if key in r and x_key in r],
-            )
+            [(float(r[x_key]), float(r[key])) for r in history if key in r and x_key in r]
             for history in histories
         ]
-        lines = [(xs, ys) for xs, ys in lines if xs]
-        for number, (xs, ys) in enumerate(lines):
+        lines = [points for points in lines if points]
+        for number, points in enumerate(lines):
             name = f"{label} ({_runs_label([len(lines)])})" if number == 0 else None
+            xs, ys = zip(*points)
             ax.plot(xs, ys, color=colour, marker=marker, markersize=3, linewidth=1.2, alpha=0.8, label=name)
-            drawn = True
-    if not drawn:
+    if not ax.lines:
         raise ValueError(f"no run has a record with both {x_key!r} and {key!r}")
     ax.set_xlabel(x_key)
     ax.set_ylabel(key)
