@@ -142,6 +142,19 @@ def test_halving_keeps_the_better_half_after_each_round_nobody_reached_the_goal(
     assert _record(tmp_path) == record
 
 
+def test_an_ended_halving_race_reports_the_rate_that_went_on_not_a_dropped_one(tmp_path, calls_with):
+    """The rate that went on to the cap is the cell's result even when its last epoch is worse than
+    where a dropped rate stood when it was dropped (session 21: multiplication / mean at T0 = 5,000,
+    lr 0.01 fell from 63% to 0% at its 100th epoch; lr 0.003 had 49% when dropped after 10); the
+    dip is shown beside the best epoch's accuracy."""
+    calls_with({1e-2: [40.0] * 4 + [60.0] * 95 + [0.0], 3e-3: [30.0] * 100})
+    races.run_race(_race(tmp_path, [1e-2, 3e-3], 100, "halving"))
+    assert epochs_logged(tmp_path) == {1e-2: 100, 3e-3: 5}  # lr 0.003 dropped at 30%, above 0%
+    best = _best(tmp_path)
+    assert best.learning_rate == 1e-2 and best.accuracy == 0.0 and best.best_accuracy == 60.0
+    assert best.table_cell() == "0.0% (100 ep.; best 60.0%)†"
+
+
 def test_the_exact_race_trains_every_rate_of_an_unsolved_cell_to_the_cap(tmp_path, calls_with):
     calls_with(UNSOLVED)
     races.run_race(_race(tmp_path, GRID, 100))

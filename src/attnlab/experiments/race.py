@@ -283,6 +283,8 @@ class RaceResult:
     """How the ended race was run (:func:`race_mode`)."""
     dropped: list[dict[str, Any]] = field(default_factory=list)
     """Raced by halving: the rates dropped, and after which round (the race record's ``dropped``)."""
+    metric: str = "valid/accuracy"
+    """The key of ``history`` the race compared (for :attr:`best_accuracy`)."""
 
     @property
     def mark(self) -> str:
@@ -290,9 +292,20 @@ class RaceResult:
         halving race that dropped none trained every rate as the exact race does)."""
         return HALVING_MARK if self.race == HALVING and self.dropped else ""
 
+    @property
+    def best_accuracy(self) -> float:
+        """The highest value of the metric over the run's epochs (``accuracy`` is the last one's)."""
+        return max((float(record[self.metric]) for record in self.history), default=self.accuracy)
+
     def table_cell(self) -> str:
-        reached = self.epochs is not None
-        text = str(self.epochs) if reached else f"{self.accuracy:.1f}% ({self.epochs_run} ep.)"
+        """Epochs to the goal, else the last epoch's accuracy (the paper's "accuracy after 100
+        epochs") with the epochs run, and the best epoch's accuracy when the last one fell below it:
+        ``"0.0% (100 ep.; best 63.9%)"``."""
+        if self.epochs is not None:
+            text = str(self.epochs)
+        else:
+            best = f"; best {self.best_accuracy:.1f}%" if self.best_accuracy > self.accuracy else ""
+            text = f"{self.accuracy:.1f}% ({self.epochs_run} ep.{best})"
         return text + self.mark if self.finished else f"{text}, unfinished"
 
     def epochs_text(self) -> str:
@@ -302,18 +315,25 @@ class RaceResult:
 
 def best_result(cell_dir: Path, seed: int, goal: float, metric: str) -> RaceResult | None:
     """The cell's :class:`RaceResult` over its finished learning-rate runs (``None``: none
-    finished); ``epochs`` counts the epochs to ``goal`` of ``metric``."""
+    finished); ``epochs`` counts the epochs to ``goal`` of ``metric``. Once a halving race has
+    ended, the rates it dropped are out of it: their accuracy is that of a shorter run, so it is not
+    compared with the accuracy after the cap of the rate that went on (their epochs did not reach
+    the goal, or they would not have been dropped)."""
+    record = read_race(cell_dir, seed)
+    dropped = {float(entry["learning_rate"]) for entry in (record or {}).get("dropped", [])}
     candidates = []
     for lr_dir in sorted(cell_dir.glob("lr*")):
+        learning_rate = float(lr_dir.name[2:])
         history = finished_history(lr_dir / f"seed{seed}")
-        if history:
+        if history and learning_rate not in dropped:
             epochs = epochs_to_goal(history, goal, metric)
             accuracy = history[-1][metric]
-            candidates.append(RaceResult(epochs, accuracy, len(history), float(lr_dir.name[2:]), history))
+            candidates.append(
+                RaceResult(epochs, accuracy, len(history), learning_rate, history, metric=metric)
+            )
     if not candidates:
         return None
     best = min(candidates, key=lambda c: (c.epochs is None, c.epochs or 0, -c.accuracy, -c.epochs_run))
-    record = read_race(cell_dir, seed)
     best.finished = record is not None
     if record is not None:
         best.race, best.dropped = race_mode(record), record.get("dropped", [])
