@@ -161,17 +161,23 @@ def test_the_alignment_reading_never_composed_words_as_unknown_solves_the_tiny_a
     assert results["seq_acc"] >= results["seq_acc_given_length"] - 2.0
 
 
-def test_aligning_an_alone_only_word_as_its_peers_solves_the_tiny_add_jump(add_jump_alone_slice, tmp_path):
+@pytest.mark.parametrize("decoder_init", ["summary", "learned"])
+def test_aligning_an_alone_only_word_as_its_peers_solves_the_tiny_add_jump(
+    add_jump_alone_slice, tmp_path, decoder_init
+):
     """Learning test of ``model.alignment_peers`` with the stop from attention (~10 s).
 
     On this miniature, seeds 0-4 all reach 100.0% with ``<eos>`` and with the length given; the
     three options of the test above (word dropout instead of peers) 99.0 / 99.5 / 99.0 / 94.5 /
-    99.5% (docs/results.md, session 17). Seed 3, the worst of those, is the one trained here.
+    99.5% (docs/results.md, session 17). Seed 3, the worst of those, is the one trained here,
+    also with ``model.decoder_init=learned`` (the decoder's start of issue 29's turn-left fix),
+    which must not cost add-jump its stop.
     """
     mechanism = {
         "model.end_marker": "true",
         "model.stop_from_attention": "true",
         "model.alignment_peers": "true",
+        "model.decoder_init": decoder_init,
     }
     run = config(add_jump_alone_slice, **LEARNING_MODEL, **mechanism, **{"training.seed": 3})
     results = experiment.EXPERIMENT.train(run, tmp_path / "run")["test"]
@@ -470,6 +476,8 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         ),
         (["model.alignment_word_dropout=1.0"], r"alignment_word_dropout must be in \[0, 1\), got 1.0"),
         (["model.architecture=gru_attention", "model.alignment_peers=true"], "syntactic_attention only"),
+        (["model.architecture=gru_attention", "model.decoder_init=learned"], "syntactic_attention only"),
+        (["model.decoder_init=zeros"], "decoder_init"),
         (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
         (["training.patience=0"], "patience"),
         (["training.uniform_alignment_epochs=-1"], "uniform_alignment_epochs must be >= 0"),

@@ -43,6 +43,9 @@ VARIANTS = {
     "alignment_word_dropout": lambda: SyntacticAttentionSeq2Seq(
         SOURCE_VOCAB, TARGET_VOCAB, alignment_word_dropout=0.1, end_marker=True, **SMALL
     ),
+    "decoder_init_learned": lambda: SyntacticAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, end_marker=True, stop_from_attention=True, decoder_init="learned", **SMALL
+    ),
     "gru_attention": lambda: GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, **SMALL),
     "gru_attention_nodep": lambda: GRUAttentionSeq2Seq(
         SOURCE_VOCAB, TARGET_VOCAB, previous_output=False, **SMALL
@@ -263,6 +266,29 @@ def test_ablation_flags_change_the_translation_stream():
         SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, encoder_hidden_dim=6, decoder_hidden_dim=10)
     with pytest.raises(ValueError, match="translation_encoder"):
         SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, translation_encoder="cnn")
+
+
+@pytest.mark.parametrize(("decoder_init", "shared"), [("summary", False), ("learned", True)])
+def test_the_decoder_starts_from_the_command_or_from_one_learned_state(decoder_init, shared):
+    """``decoder_init="summary"`` (the paper's model) starts each command from its final encoder
+    states; ``"learned"`` starts every command from the same trained state, so two commands that
+    end alike ("… turn left" and "turn left") cannot share a start the other commands lack."""
+    torch.manual_seed(0)
+    model = SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, decoder_init=decoder_init, **SMALL)
+    source, mask = padded_batch(SOURCES)
+    starts = model.start(source, mask).hidden
+    assert starts.shape == (len(SOURCES), SMALL["decoder_hidden_dim"])
+    assert torch.equal(starts, starts[:1].expand_as(starts)) == shared
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    model(source, mask, target_input).logits.sum().backward()
+    trained = model.initial_hidden if shared else model.initial_state.weight
+    assert trained is not None and trained.grad is not None and trained.grad.abs().sum() > 0
+    assert (model.initial_state is None) == shared  # no unused parameters
+
+
+def test_decoder_init_must_be_a_known_start():
+    with pytest.raises(ValueError, match="decoder_init must be one of"):
+        SyntacticAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, decoder_init="zeros", **SMALL)
 
 
 def test_paper_sizes_by_default():

@@ -66,6 +66,17 @@ test commands, every one at a step where the alignment is split between the end 
 of the mass) and the word to act on next (the rest), at the boundary of a repeated part ("twice",
 "thrice", "after"); at the true end the marker holds about 0.999 (docs/results.md, issue 29).
 Plain greedy decoding (``τ = None``) stops whenever ``α_i,end`` outweighs the best action.
+
+Where the decoder starts (an attnlab option, not in the paper; issue 29). ``decoder_init="summary"``
+(the default, the authors' code) starts from the command's final encoder states, and
+``→h_T`` is dominated by the last words. On the turn-left split with the end marker this is the
+one failure left: "turn left" occurs in training only as the whole command, so a test command
+ending in "… after turn left" starts the decoder where "turn left" alone did, and it goes to the
+end marker after one action. Given the initial state of "… after turn right" instead, the same
+paper-sized checkpoint translates all 102 such test commands right, stopping by itself; given the
+end marker's key of "… after turn right" instead, 55% (docs/results.md). ``decoder_init="learned"``
+starts every command from one learned state ``s_0``, so where to begin and when to end come from
+the attention over the keys alone.
 """
 
 from __future__ import annotations
@@ -92,6 +103,7 @@ __all__ = [
 ]
 
 TRANSLATION_ENCODERS = ("linear", "rnn")
+DECODER_INITS = ("summary", "learned")
 
 
 class StepwiseSeq2Seq(nn.Module):
@@ -316,6 +328,10 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
     composed ("walk", "run", "look" for add-jump's "jump"). The unknown word stands for every
     dropped word, "turn" included, and on the paper-sized add-jump checkpoints its ambiguity is
     every length-given failure (docs/results.md, issue 29). Works with or without word dropout.
+
+    ``decoder_init`` (``"summary"``, the default: ``s_0 = ReLU(W_0 [→h_T ; ←h_1] + b_0)``; or
+    ``"learned"``: one learned ``s_0`` for every command, initialised to zeros, so the first
+    attention is uniform until it learns) is where the decoder starts (module docstring).
     """
 
     uniform_alignment: bool = False
@@ -336,12 +352,15 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         stop_from_attention: bool = False,
         alignment_word_dropout: float = 0.0,
         alignment_peers: bool = False,
+        decoder_init: str = "summary",
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
     ) -> None:
         super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
         _check_options(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, translation_encoder)
+        if decoder_init not in DECODER_INITS:
+            raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
         if stop_from_attention and not end_marker:
             raise ValueError(
                 "stop_from_attention needs end_marker=True: p(<eos>) is the attention on the end marker"
@@ -368,7 +387,12 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
             embedding_dim, encoder_hidden_dim, encoder_layers, dropout
         )
         key_dim = self.alignment_encoder.output_dim
-        self.initial_state = nn.Linear(key_dim, decoder_hidden_dim)
+        self.initial_state: nn.Linear | None = None
+        self.initial_hidden: nn.Parameter | None = None
+        if decoder_init == "summary":
+            self.initial_state = nn.Linear(key_dim, decoder_hidden_dim)
+        else:
+            self.initial_hidden = nn.Parameter(torch.zeros(decoder_hidden_dim))
         self.alignment = DotProductAttender(decoder_hidden_dim, key_dim, 4 * decoder_hidden_dim)
         self.decoder_cell = nn.LSTMCell(key_dim, decoder_hidden_dim)
         readout_dim = embedding_dim + (key_dim if translate_from_context else 0)
@@ -390,7 +414,11 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         encoding = self.alignment_encoder(self.dropout(words), source_padding_mask)
         cell = self.decoder_cell
         gate_inputs = F.linear(encoding.keys, cell.weight_ih, cell.bias_ih + cell.bias_hh)
-        hidden = torch.relu(self.initial_state(encoding.summary))
+        if self.initial_state is not None:
+            hidden = torch.relu(self.initial_state(encoding.summary))
+        else:
+            assert self.initial_hidden is not None
+            hidden = self.initial_hidden.expand(source.size(0), -1)
         return _SyntacticState(
             translations=translations,
             keys=encoding.keys,

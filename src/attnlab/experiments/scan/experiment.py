@@ -82,8 +82,11 @@ class ScanModelConfig:
     unknown word in the alignment stream
     (:class:`~attnlab.attention.syntactic.ComposedWordEmbedding`); ``alignment_peers`` reads it,
     when it was seen as a one-word command, as the mean of the words seen both alone and composed
-    (add-jump: "jump" as "walk", "run", "look"; with or without the word dropout). All default to
-    the paper's model.
+    (add-jump: "jump" as "walk", "run", "look"; with or without the word dropout).
+    ``decoder_init`` (``summary`` | ``learned``; Syntactic Attention only) is where the decoder
+    starts: from the command's final encoder states (the authors' code) or from one learned state
+    for every command (issue 29: turn-left's "… after turn left" with the end marker). All default
+    to the paper's model.
     ``transformer`` holds the Transformer's own options
     (:class:`~attnlab.experiments.seq2seq_common.TransformerModelConfig`: ``positional``,
     ``cross_attention``, sizes, its own ``dropout``); the recurrent sizes and ``dropout`` above
@@ -104,6 +107,7 @@ class ScanModelConfig:
     stop_from_attention: bool = False
     alignment_word_dropout: float = 0.0
     alignment_peers: bool = False
+    decoder_init: Literal["summary", "learned"] = "summary"
 
     def __post_init__(self) -> None:
         if self.architecture != "syntactic_attention" and (
@@ -113,10 +117,11 @@ class ScanModelConfig:
             or self.stop_from_attention
             or self.alignment_word_dropout
             or self.alignment_peers
+            or self.decoder_init != "summary"
         ):
             raise ValueError(
                 "translation_encoder / translate_from_context / end_marker / stop_from_attention / "
-                "alignment_word_dropout / alignment_peers apply to syntactic_attention only"
+                "alignment_word_dropout / alignment_peers / decoder_init apply to syntactic_attention only"
             )
         if not 0 <= self.alignment_word_dropout < 1:
             raise ValueError(f"alignment_word_dropout must be in [0, 1), got {self.alignment_word_dropout}")
@@ -230,6 +235,7 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
                 stop_from_attention=model.stop_from_attention,
                 alignment_word_dropout=model.alignment_word_dropout,
                 alignment_peers=model.alignment_peers,
+                decoder_init=model.decoder_init,
                 **common,
             )
         return GRUAttentionSeq2Seq(len(source), len(target), previous_output=model.previous_output, **common)
