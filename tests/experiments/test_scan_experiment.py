@@ -637,6 +637,7 @@ def test_russin2019_stop_table_cells_add_each_option_to_the_one_before():
         "stop/stop_from_attention",
         "stop/composed_words",
         "stop/peers",
+        "stop/learned_init",
     ]
     assert found["stop/peers"] == (
         "data.split=addprim_jump",

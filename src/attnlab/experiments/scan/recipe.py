@@ -84,10 +84,18 @@ STOP_VARIANTS: dict[str, tuple[str, ...]] = {
         "model.alignment_word_dropout=0.1",
     ),
     "peers": ("model.end_marker=true", "model.stop_from_attention=true", "model.alignment_peers=true"),
+    "learned_init": (
+        "model.end_marker=true",
+        "model.stop_from_attention=true",
+        "model.alignment_peers=true",
+        "model.decoder_init=learned",
+    ),
 }
 """The stop table's rows (issue 29): the paper's model, then each option added to the one before;
-the last row aligns a word seen only alone as its peers instead of the word dropout's unknown word
-(``model.alignment_peers``, docs/results.md: the unknown word reads partly as "turn")."""
+"peers" aligns a word seen only alone as its peers instead of the word dropout's unknown word
+(``model.alignment_peers``, docs/results.md: the unknown word reads partly as "turn"), and the last
+row also starts the decoder from one learned state (``model.decoder_init=learned``; it fixes
+turn-left's "X after turn left", docs/results.md)."""
 MT_VARIANTS: dict[str, tuple[str, ...]] = {
     **{name: TABLE2_VARIANTS[name] for name in ("syntactic_attention", "translate_from_context")},
     MT_BASELINE: (
@@ -111,6 +119,7 @@ LABELS = {
     "stop_from_attention": "+ stop from the attention on it",
     "composed_words": "+ never-composed words aligned as unknown",
     "peers": "end marker + stop from attention + words seen only alone aligned as their peers",
+    "learned_init": "… + the decoder started from one learned state",
 }
 
 PAPER_TABLE1: dict[str, dict[str, str]] = {
