@@ -21,33 +21,25 @@ from pathlib import Path
 import torch
 from scan_stop_rules import load_test_run  # scripts/ is on sys.path when run as a script
 
+from attnlab.evaluation.metrics import sequence_correct
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
-
-PARTS = ("start", "end_key", "other_keys")
-
-
-def padded(commands: list[str], encode, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    ids = [encode(command.split()) for command in commands]
-    width = max(map(len, ids))
-    tokens = torch.tensor([row + [pad_id] * (width - len(row)) for row in ids])
-    return tokens, tokens == pad_id
+from attnlab.tasks.batching import collate_examples
+from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample
 
 
-def exact_match(model: SyntacticAttentionSeq2Seq, source, mask, targets, target_vocab, start) -> float:
-    """Plain greedy decoding with ``model.start`` replaced by ``start``; % of ``targets`` matched."""
+def exact_match(model: SyntacticAttentionSeq2Seq, batch: Seq2SeqBatch, start) -> float:
+    """Plain greedy decoding of ``batch`` with ``model.start`` replaced by ``start``: % exact match."""
     original = model.start
     model.start = start  # type: ignore[method-assign]
     try:
-        tokens = model.greedy_decode(source, mask, max(len(t.split()) for t in targets) + 10).tokens
+        decoded = model.greedy_decode(
+            batch.source, batch.source_padding_mask, batch.target_output.size(1) + 10
+        )
     finally:
         model.start = original  # type: ignore[method-assign]
-    assert tokens is not None
-    right = 0
-    for gold, row in zip(targets, tokens.tolist()):
-        words = [target_vocab.id_to_token(t) for t in row]
-        words = words[: words.index("<eos>")] if "<eos>" in words else words
-        right += " ".join(words) == gold
-    return 100.0 * right / len(targets)
+    assert decoded.tokens is not None
+    right = sequence_correct(decoded.tokens, batch.target_output, eos_id=model.eos_id, pad_id=model.pad_id)
+    return 100.0 * float(right.float().mean())
 
 
 def main() -> None:
@@ -66,13 +58,15 @@ def main() -> None:
         rows = [r for r in csv.DictReader(file, delimiter="\t") if r["source"].endswith(args.suffix)]
     if not rows:
         raise SystemExit(f"no test command of {args.run_dir} ends with {args.suffix!r}")
-    commands = [r["source"] for r in rows]
-    counterparts = [" ".join(other if w == word else w for w in c.split()) for c in commands]
-    source, mask = padded(commands, source_vocab.encode, source_vocab.pad_id)
-    swapped_source, swapped_mask = padded(counterparts, source_vocab.encode, source_vocab.pad_id)
+    examples = [Seq2SeqExample(tuple(r["source"].split()), tuple(r["target"].split())) for r in rows]
+    counterparts = [
+        Seq2SeqExample(tuple(other if w == word else w for w in e.source), e.target) for e in examples
+    ]
+    batch = collate_examples(examples, source_vocab, target_vocab)
+    swapped = collate_examples(counterparts, source_vocab, target_vocab)
     with torch.no_grad():
-        counterpart = model.start(swapped_source, swapped_mask)
-    batch = torch.arange(len(rows))
+        counterpart = model.start(swapped.source, swapped.source_padding_mask)
+    rows_index = torch.arange(len(rows))
 
     def start_with(parts: tuple[str, ...]):
         def start(tokens: torch.Tensor, padding_mask: torch.Tensor):
@@ -86,24 +80,23 @@ def main() -> None:
                 keys, gates = state.keys.clone(), state.gate_inputs.clone()
                 if "other_keys" in parts:
                     keys, gates = counterpart.keys.clone(), counterpart.gate_inputs.clone()
-                    keys[batch, end], gates[batch, end] = (
-                        state.keys[batch, end],
-                        state.gate_inputs[batch, end],
+                    keys[rows_index, end], gates[rows_index, end] = (
+                        state.keys[rows_index, end],
+                        state.gate_inputs[rows_index, end],
                     )
                 if "end_key" in parts:
-                    keys[batch, end] = counterpart.keys[batch, end]
-                    gates[batch, end] = counterpart.gate_inputs[batch, end]
+                    keys[rows_index, end] = counterpart.keys[rows_index, end]
+                    gates[rows_index, end] = counterpart.gate_inputs[rows_index, end]
                 state.keys, state.gate_inputs = keys, gates
                 state.attention = model.alignment.initial_state(keys, state.padding_mask)
             return state
 
         return start
 
-    targets = [r["target"] for r in rows]
     print(f"{len(rows)} test commands ending with {args.suffix!r}; counterpart: {word} -> {other}")
     for parts in [(), ("start",), ("end_key",), ("other_keys",), ("start", "end_key")]:
         with torch.no_grad():
-            score = exact_match(model, source, mask, targets, target_vocab, start_with(parts))
+            score = exact_match(model, batch, start_with(parts))
         label = f"{' + '.join(parts)} from the counterpart" if parts else "as trained"
         print(f"  {label:>35}: {score:5.1f}% exact match stopping by itself")
 
