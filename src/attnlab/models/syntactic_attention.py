@@ -74,7 +74,7 @@ one failure left: "turn left" occurs in training only as the whole command, so a
 ending in "… after turn left" starts the decoder where "turn left" alone did, and it goes to the
 end marker after one action. Given the initial state of "… after turn right" instead, the same
 paper-sized checkpoint translates all 102 such test commands right, stopping by itself; given the
-end marker's key of "… after turn right" instead, 55% (docs/results.md). ``decoder_init="learned"``
+end marker's key of "… after turn right" instead, 53.9% (docs/results.md). ``decoder_init="learned"``
 starts every command from one learned state ``s_0``, so where to begin and when to end come from
 the attention over the keys alone.
 """
