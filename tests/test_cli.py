@@ -65,6 +65,15 @@ def test_reproduce_says_where_it_wrote_its_files(tmp_path, capsys):
     assert str(out.resolve()) in last and "results.md" in last
 
 
+@pytest.mark.parametrize("paper", sorted(recipes()))
+def test_report_only_on_a_missing_folder_is_an_error_that_writes_nothing(tmp_path, capsys, paper):
+    out = tmp_path / "typo"
+    assert main(["reproduce", paper, "--report-only", "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert f"--out {out}: no such folder" in error and "Traceback" not in error
+    assert not out.exists()
+
+
 def test_readme_data_example_writes_where_git_does_not_track(tmp_path):
     """``attnlab data --out DIR`` as the README shows it writes to a folder git ignores."""
     readme = (REPOSITORY / "README.md").read_text()

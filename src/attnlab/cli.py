@@ -240,6 +240,11 @@ def _recipe_handler(
     """A recipe's ``main`` (its report), then one line that says where its files are."""
 
     def handler(args: argparse.Namespace) -> str:
+        if args.report_only and not Path(args.out).is_dir():
+            raise ConfigError(
+                f"--out {args.out}: no such folder; --report-only rebuilds the tables of the runs an "
+                f"earlier 'attnlab reproduce {paper} --out DIR' trained there"
+            )
         report = run(args)
         out = Path(args.out).resolve()
         tables = sorted(path.name for path in out.glob("*.md"))
