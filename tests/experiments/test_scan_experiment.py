@@ -547,12 +547,22 @@ def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):
         summary = tmp_path / "stop" / "composed_words" / f"seed{seed}" / "eval" / "summary.json"
         summary.parent.mkdir(parents=True)
         summary.write_text(json.dumps({"test": {"seq_acc": eos, "seq_acc_given_length": given}}))
+    summary = tmp_path / "stop" / "composed_words" / "length" / "seed0" / "eval" / "summary.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text(json.dumps({"test": {"seq_acc": 21.0, "seq_acc_given_length": 50.0}}))
     stop_table = russin2019.report(tmp_path).split("#### Stopping by itself")[1]
-    assert "| Syntactic Attention | 80.0 ± 26.5 (median 90.0; n=3) | 100.0 ± 0.0" in stop_table
+    # columns: add jump, add turn left, simple, length; the paper's model is Table 1's runs
+    assert "| Syntactic Attention (<eos>) | 80.0 ± 26.5 (median 90.0; n=3) |  |  | 12.0 (n=1) |" in stop_table
     assert (
-        "| + never-composed words aligned as unknown | 85.0 ± 7.1 (median 85.0; n=2) | 90.0 ± 7.1"
-        in stop_table
+        "| + never-composed words aligned as unknown (<eos>) | 85.0 ± 7.1 (median 85.0; n=2) |  |  "
+        "| 21.0 (n=1) |" in stop_table
     )
+    assert (
+        "| + never-composed words aligned as unknown (length given) | 90.0 ± 7.1 (median 90.0; n=2) "
+        "|  |  | 50.0 (n=1) |" in stop_table
+    )
+    assert "| Syntactic Attention (paper, length given) | 78.4 ± 27.4 (median 91.0; n=25) |" in stop_table
+    assert "+ end marker" not in stop_table  # no runs: no row
     folders = [folder for folder, _, _ in russin2019.cells(["table2"])]
     assert folders == [
         "table1/addprim_jump/syntactic_attention",
@@ -631,14 +641,27 @@ def test_russin2019_stop_table_cells_add_each_option_to_the_one_before():
     from attnlab.experiments.scan import recipe as russin2019
 
     found = {folder: overrides for folder, _, overrides in russin2019.cells(["stop"])}
+    variants = ["end_marker", "stop_from_attention", "composed_words", "peers", "learned_init"]
     assert list(found) == [
         "table1/addprim_jump/syntactic_attention",
-        "stop/end_marker",
-        "stop/stop_from_attention",
-        "stop/composed_words",
-        "stop/peers",
-        "stop/learned_init",
+        *(f"stop/{variant}" for variant in variants),
+        *(
+            folder
+            for split in ("addprim_turn_left", "simple", "length")
+            for folder in (
+                f"table1/{split}/syntactic_attention",
+                *(f"stop/{variant}/{split}" for variant in variants),
+            )
+        ),
     ]
+    assert found["stop/learned_init/length"] == (
+        "data.split=length",
+        "model.end_marker=true",
+        "model.stop_from_attention=true",
+        "model.alignment_peers=true",
+        "model.decoder_init=learned",
+    )
+    assert len(russin2019.cells(["table1", "stop"])) == len(russin2019.cells(["table1"])) + 5 * 4
     assert found["stop/peers"] == (
         "data.split=addprim_jump",
         "model.end_marker=true",

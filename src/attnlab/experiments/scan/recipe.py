@@ -6,9 +6,10 @@
 * **Table 2**: on add-jump, Syntactic Attention, an RNN for the translation encoding
   (``model.translation_encoder=rnn``) and ``c_i`` used for translation
   (``model.translate_from_context=true``).
-* **Stop** (attnlab, issue 29; not in the paper): on add-jump, the paper's model against the stop
-  options ``end_marker``, ``+ stop_from_attention`` and ``+ alignment_word_dropout=0.1``, each
-  with ``<eos>`` and with the length given (the ablation of docs/results.md at the paper's size).
+* **Stop** (attnlab, issue 29; not in the paper): the paper's model against the stop options of
+  :data:`STOP_VARIANTS`, each added to the one before, with ``<eos>`` and with the length given —
+  first on add-jump (the ablation of docs/results.md at the paper's size), then on the other three
+  splits (``--cells`` picks a part, e.g. ``'stop/learned_init*'``).
 * **MT**: Syntactic Attention, the ``c_i``-for-translation variant and the GRU + attention baseline
   (``scan_gru_attention``'s model, trained with the same data, budget and BLEU) on Lake & Baroni's
   English–French set; sacrebleu BLEU on ``test.txt`` (and on ``test_no_unk.txt``), and each
@@ -21,9 +22,10 @@ itself and with the output length given (the authors' evaluation), beside the pa
 
 Writes, under ``out_dir``:
 
-* ``table1/<split>/<model>/seed<N>/``, ``table2/<variant>/seed<N>/``, ``stop/<variant>/seed<N>/``,
-  ``mt/<variant>/seed<N>/``: run directories (the Syntactic Attention rows of Table 2 and of the
-  stop table reuse Table 1's add-jump runs);
+* ``table1/<split>/<model>/seed<N>/``, ``table2/<variant>/seed<N>/``, ``stop/<variant>/seed<N>/``
+  (add-jump), ``stop/<variant>/<split>/seed<N>/`` (the other splits), ``mt/<variant>/seed<N>/``:
+  run directories (the Syntactic Attention rows of Table 2 and of the stop table reuse Table 1's
+  runs);
 * ``attention/``: attention heatmaps of a few add-jump test commands (first seed of Syntactic
   Attention on add-jump);
 * ``results.md``: all tables.
@@ -96,6 +98,8 @@ STOP_VARIANTS: dict[str, tuple[str, ...]] = {
 (``model.alignment_peers``, docs/results.md: the unknown word reads partly as "turn"), and the last
 row also starts the decoder from one learned state (``model.decoder_init=learned``; it fixes
 turn-left's "X after turn left", docs/results.md)."""
+STOP_SPLITS = ("addprim_jump", "addprim_turn_left", "simple", "length")
+"""The stop table's splits: add-jump first (its ablation), then the other splits of Table 1."""
 MT_VARIANTS: dict[str, tuple[str, ...]] = {
     **{name: TABLE2_VARIANTS[name] for name in ("syntactic_attention", "translate_from_context")},
     MT_BASELINE: (
@@ -184,27 +188,39 @@ def _data_overrides(config: str, shared_data: Path) -> list[str]:
 def cells(tables: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
     """(folder relative to out_dir, config name, overrides) of every cell of ``tables``."""
     found = []
-    if {"table1", "table2", "stop"} & set(tables):  # their Syntactic Attention rows: Table 1's add-jump
-        splits = SPLITS if "table1" in tables else ("addprim_jump",)
-        for split in splits:
-            models = (
-                TABLE1_MODELS
-                if "table1" in tables
-                else {"syntactic_attention": TABLE1_MODELS["syntactic_attention"]}
-            )
-            for model, (config, overrides) in models.items():
-                found.append((f"table1/{split}/{model}", config, (f"data.split={split}", *overrides)))
+    if "table1" in tables:
+        for split in SPLITS:
+            found += [_table1_cell(split, model) for model in TABLE1_MODELS]
+    elif {"table2", "stop"} & set(tables):  # their Syntactic Attention rows: Table 1's add-jump
+        found.append(_table1_cell("addprim_jump", "syntactic_attention"))
     if "table2" in tables:
         for variant, overrides in TABLE2_VARIANTS.items():
             if variant != "syntactic_attention":
                 found.append((f"table2/{variant}", "scan", ("data.split=addprim_jump", *overrides)))
     if "stop" in tables:
-        for variant, overrides in STOP_VARIANTS.items():
-            if variant != "syntactic_attention":
-                found.append((f"stop/{variant}", "scan", ("data.split=addprim_jump", *overrides)))
+        for split in STOP_SPLITS:
+            if split != "addprim_jump":
+                cell = _table1_cell(split, "syntactic_attention")
+                found += [] if cell in found else [cell]
+            for variant, overrides in STOP_VARIANTS.items():
+                if variant != "syntactic_attention":
+                    found.append((_stop_folder(variant, split), "scan", (f"data.split={split}", *overrides)))
     if "mt" in tables:
         found += [(f"mt/{variant}", "mt_eng_fra", overrides) for variant, overrides in MT_VARIANTS.items()]
     return found
+
+
+def _table1_cell(split: str, model: str) -> tuple[str, str, tuple[str, ...]]:
+    config, overrides = TABLE1_MODELS[model]
+    return f"table1/{split}/{model}", config, (f"data.split={split}", *overrides)
+
+
+def _stop_folder(variant: str, split: str) -> str:
+    """A stop-table cell's folder: Table 1's for the paper's model, ``stop/<variant>`` on add-jump
+    (the ablation), ``stop/<variant>/<split>`` on the other splits."""
+    if variant == "syntactic_attention":
+        return f"table1/{split}/syntactic_attention"
+    return f"stop/{variant}" if split == "addprim_jump" else f"stop/{variant}/{split}"
 
 
 def select_cells(
@@ -325,11 +341,33 @@ def _table2(out_dir: Path) -> str:
 
 
 def _stop_table(out_dir: Path) -> str:
-    if not any(collect(out_dir / "stop" / variant) for variant in STOP_VARIANTS):
-        return ""  # Table 1's add-jump row alone is no stop table
-    paper = {variant: "not in the paper" for variant in STOP_VARIANTS}
-    paper["syntactic_attention"] = PAPER_TABLE1["syntactic_attention"]["addprim_jump"]
-    return _add_jump_table(out_dir, "stop", STOP_VARIANTS, "Stopping by itself (issue 29): add-jump", paper)
+    """Every stop variant that has runs × the splits, with ``<eos>`` and with the length given."""
+    runs = {
+        variant: {split: collect(out_dir / _stop_folder(variant, split)) for split in STOP_SPLITS}
+        for variant in STOP_VARIANTS
+    }
+    if not any(
+        any(by_split.values()) for variant, by_split in runs.items() if variant != "syntactic_attention"
+    ):
+        return ""  # Table 1's rows alone are no stop table
+    columns = [SPLIT_LABELS[split] for split in STOP_SPLITS]
+    rows: dict[str, dict[str, str]] = {}
+    for variant, by_split in runs.items():
+        if not any(by_split.values()):
+            continue
+        for metric, what in (("seq_acc", "<eos>"), ("seq_acc_given_length", "length given")):
+            rows[f"{LABELS[variant]} ({what})"] = {
+                SPLIT_LABELS[split]: cell_text(by_split[split], "test", metric) for split in STOP_SPLITS
+            }
+    paper = PAPER_TABLE1["syntactic_attention"]
+    rows[f"{LABELS['syntactic_attention']} (paper, length given)"] = {
+        SPLIT_LABELS[split]: paper[split] for split in STOP_SPLITS
+    }
+    header = (
+        "#### Stopping by itself (issue 29): test sequence accuracy (%), mean ± std (median; seeds); "
+        "each option added to the one before\n\n"
+    )
+    return header + format_table(rows, columns, markdown=True)
 
 
 def _add_jump_table(
@@ -433,7 +471,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=list(PAPER_TABLES),
         choices=TABLES,
-        help="default: the paper's (table1 table2 mt); stop: the stop options of issue 29 on add-jump",
+        help="default: the paper's (table1 table2 mt); stop: the stop options of issue 29 on every split",
     )
     parser.add_argument(
         "--shared-data", default="../shared/data", help="folder holding scan/ and mt-eng-fra/"
