@@ -465,6 +465,13 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         (["data.split=add jump"], "split must be a public split name"),
         (["data.split=template_around_right", "data.generate=true"], "generate: true builds the splits"),
         (["data.split=files"], "needs train_file and test_files"),
+        (["data.split=length", "data.max_train_actions=26"], "max_train_actions=26 applies to the generated"),
+        (["data.split=addprim_jump", "data.template=walk twice"], "template='walk twice' applies to split"),
+        (
+            ["data.split=addprim_jump", "data.generate=true", "data.oversample_fraction=0"],
+            "oversample_fraction=0.0 applies to split: primitive only; the generated split 'addprim_jump'",
+        ),
+        (["data.split=primitive", "data.test_fraction=0.1"], "test_fraction=0.1 applies to split: random"),
         (["data.train_file=x.txt"], "need split: files"),
         (["model.previous_output=false"], "gru_attention only"),
         (["model.architecture=gru_attention", "model.translation_encoder=rnn"], "syntactic_attention only"),
@@ -513,6 +520,13 @@ def test_generated_splits_hold_out_twenty_percent_for_validation():
     assert len(splits["train"].examples) + len(splits["validation"].examples) == 14_670
     assert len(splits["validation"].examples) == round(0.2 * 14_670)
     assert len(splits["test"].examples) == 7_706
+    cut_at_26 = scan_data.load_splits(
+        experiment.EXPERIMENT.parse_config(
+            resolve_config("scan", ["data.split=length", "data.generate=true", "data.max_train_actions=26"])
+        ).data
+    )
+    assert max(len(ex.target) for part in ("train", "validation") for ex in cut_at_26[part].examples) == 26
+    assert min(len(ex.target) for ex in cut_at_26["test"].examples) == 27
     template = scan_data.load_splits(
         experiment.EXPERIMENT.parse_config(
             resolve_config("scan", ["data.split=template", "data.test_limit=10"])

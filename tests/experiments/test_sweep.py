@@ -119,11 +119,32 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer_machine_tasks": 126,
         "raffel2015_addition_lr": 24,
         "scan_transformer": 84,
+        "scan_transformer_length_cutoffs": 66,
     }
     runs = expand(load_spec("lookup_transformer_machine_tasks"))
     configs = [lookup.EXPERIMENT.parse_config(run.config) for run in runs]
     assert {config.data.protocol for config in configs} == {"machine_tasks"}
     assert {config.data.variant for config in configs} == {"long", "reversed", "noisy-single"}
+    from attnlab.experiments.scan import experiment as scan
+
+    cutoffs = [
+        scan.EXPERIMENT.parse_config(run.config).data
+        for run in expand(load_spec("scan_transformer_length_cutoffs"))
+    ]
+    assert all(data.split == "length" and data.generate for data in cutoffs)
+    assert sorted({data.max_train_actions for data in cutoffs}) == [
+        22,
+        24,
+        25,
+        26,
+        27,
+        28,
+        30,
+        32,
+        33,
+        36,
+        40,
+    ]
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,11 @@ class ScanDataConfig:
     ``primitive`` as in the add-primitive splits; ``template`` — holds out every command matching
     ``template``, ``*`` = any word; ``random`` — ``test_fraction`` at random); or ``files``
     (``train_file``, ``test_files`` name → path, optional ``validation_file``).
+
+    ``generate: true`` with ``split: length`` and ``max_train_actions: N`` gives the length split
+    cut at N actions (Newman et al. 2020 use N in 22–40; Lake & Baroni's public split is N = 22).
+    An option of a generated split (``primitive``, ``oversample_fraction``, ``template``,
+    ``test_fraction``, ``max_train_actions``) set for a split that does not use it is an error.
     """
 
     split: str = "addprim_jump"
@@ -76,6 +81,7 @@ class ScanDataConfig:
             raise ValueError(
                 f"generate: true builds the splits {list(scan.STANDARD_SPLITS)} only, not {self.split!r}"
             )
+        self._check_split_options()
         if self.split == "files" and (self.train_file is None or not self.test_files):
             raise ValueError("split 'files' needs train_file and test_files (name: path)")
         if self.split != "files" and (self.train_file or self.test_files or self.validation_file):
@@ -86,6 +92,34 @@ class ScanDataConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or null, got {value}")
+
+    def _check_split_options(self) -> None:
+        """An option of one generated split set for another would be silently ignored: refuse it."""
+        defaults = ScanDataConfig.__dataclass_fields__
+        generated = "generated " if self.generate or self.split in GENERATED_SPLITS else ""
+        applies = {
+            "primitive": self.split == "primitive",
+            "oversample_fraction": self.split == "primitive",
+            "template": self.split == "template",
+            "test_fraction": self.split == "random" or (self.split == "simple" and self.generate),
+            "max_train_actions": self.split == "length" and self.generate,
+        }
+        where = {
+            "primitive": "split: primitive",
+            "oversample_fraction": "split: primitive",
+            "template": "split: template",
+            "test_fraction": "split: random (or simple with generate: true)",
+            "max_train_actions": (
+                "the generated length split (split: length, generate: true; the public "
+                "length_split files are cut at 22 actions)"
+            ),
+        }
+        for name, used in applies.items():
+            if not used and getattr(self, name) != defaults[name].default:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} applies to {where[name]} only; the "
+                    f"{generated}split {self.split!r} would ignore it"
+                )
 
 
 @dataclass
