@@ -8,6 +8,7 @@ Configs are YAML files (or the name of a built-in config, see ``attnlab configs`
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -155,15 +156,23 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     out_dir = Path(args.out) if args.out else Path("runs") / Path(args.spec).stem
     if args.report_only:
         summary = sweep.report_only(spec, out_dir)
-        print(sweep.sweep_markdown(summary["cells"]))
-        print(f"\naggregate.{{json,csv,md}} in {out_dir}")
+        if args.metric:
+            print(sweep.write_metric_table(summary["cells"], args.metric, out_dir))
+            print(f"\naggregate_{args.metric}.md and aggregate.{{json,csv,md}} in {out_dir}")
+        else:
+            print(sweep.sweep_markdown(summary["cells"]))
+            print(f"\naggregate.{{json,csv,md}} in {out_dir}")
         return 0
     backend = runner.make_backend(args.backend, args.jobs, args.address, args.connect_timeout)
     report = sweep.run_sweep(
         spec, out_dir, backend, retry_failed=args.retry_failed, only=args.only, log=print
     )
     print()
-    print((out_dir / "aggregate.md").read_text().rstrip())
+    if args.metric and report.counts()["done"]:
+        cells = json.loads((out_dir / "aggregate.json").read_text())["cells"]
+        print(sweep.write_metric_table(cells, args.metric, out_dir))
+    else:
+        print((out_dir / "aggregate.md").read_text().rstrip())
     counts = report.counts()
     print(
         f"\n{counts['done']} done, {counts['failed']} failed, {counts['missing']} missing; "

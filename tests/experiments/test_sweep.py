@@ -261,6 +261,19 @@ def test_local_sweep_runs_aggregates_and_skips_finished_runs(tmp_path, capsys, m
     assert _cli([str(path), "--out", str(out), "--report-only"]) == 0
     assert json.loads((out / "aggregate.json").read_text())["cells"]["model.pooling=mean"]["seeds"] == [0, 1]
 
+    # --metric: that metric as a grid, cells x test sets.
+    capsys.readouterr()
+    assert _cli([str(path), "--out", str(out), "--report-only", "--metric", "accuracy"]) == 0
+    mean = f"{stats['mean']:.1f} ± {stats['std']:.1f} (n=2)"
+    assert f"| mean | {mean} |" in capsys.readouterr().out
+    table = (out / "aggregate_accuracy.md").read_text()
+    assert table.startswith("accuracy, mean ± std over seeds; rows: model.pooling")
+    assert "|  | test |" in table and f"| mean | {mean} |" in table
+    assert _cli([str(path), "--out", str(out), "--report-only", "--metric", "seq_acc"]) == 2
+    assert "--metric 'seq_acc': the finished runs have the metrics accuracy, examples, mse" in (
+        capsys.readouterr().err
+    )
+
 
 def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsys, make_spec):
     path = make_spec({"training.learning_rate": [0.01, 0.02]})

@@ -484,6 +484,35 @@ def sweep_markdown(cells: Mapping[str, Any]) -> str:
     return format_table(rows, [*metrics, "n"], markdown=True)
 
 
+def metric_table(cells: Mapping[str, Any], metric: str) -> str:
+    """One metric as a grid: one row per cell (its grid values, ``·``-joined), one column per test
+    set, ``mean ± std (n=k)`` over seeds. An unknown ``metric`` is a :class:`SweepError` listing the
+    metrics there are."""
+    found = sorted(
+        {name for entry in cells.values() for values in entry["results"].values() for name in values}
+    )
+    if metric not in found:
+        raise SweepError(f"--metric {metric!r}: the finished runs have the metrics {', '.join(found)}")
+    test_sets = list(dict.fromkeys(test_set for entry in cells.values() for test_set in entry["results"]))
+    rows: dict[str, dict[str, str]] = {}
+    for entry in cells.values():
+        label = " · ".join(_value_text(value) for value in entry["params"].values())
+        rows[label] = {
+            test_set: stats_text(values[metric], count=True)
+            for test_set, values in entry["results"].items()
+            if metric in values
+        }
+    keys = " · ".join(next(iter(cells.values()))["params"])
+    return f"{metric}, mean ± std over seeds; rows: {keys}\n\n" + format_table(rows, test_sets, markdown=True)
+
+
+def write_metric_table(cells: Mapping[str, Any], metric: str, out_dir: str | Path) -> str:
+    """:func:`metric_table`, also written to ``OUT/aggregate_<metric>.md``; returns it."""
+    table = metric_table(cells, metric)
+    atomic_write_text(Path(out_dir) / f"aggregate_{metric}.md", table + "\n")
+    return table
+
+
 def report_only(spec: SweepSpec, out_dir: str | Path) -> dict[str, Any]:
     """Rebuild the aggregates from the run directories alone; an error if none finished."""
     out_dir = Path(out_dir)
@@ -520,6 +549,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only these runs (CELL/seedN) or cells (CELL), failed or not",
     )
     parser.add_argument("--report-only", action="store_true", help="only rebuild aggregate.* from the runs")
+    parser.add_argument(
+        "--metric",
+        help="print this metric as a grid (cells x test sets) instead of every metric, and write it to "
+        "aggregate_<metric>.md (e.g. seq_acc)",
+    )
 
 
 if __name__ == "__main__":  # the same as `attnlab sweep SPEC ...`
