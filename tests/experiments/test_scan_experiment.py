@@ -485,6 +485,10 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         (["model.architecture=gru_attention", "model.alignment_peers=true"], "syntactic_attention only"),
         (["model.architecture=gru_attention", "model.decoder_init=learned"], "syntactic_attention only"),
         (["model.decoder_init=zeros"], "decoder_init"),
+        (
+            ["model.architecture=transformer", "model.transformer.stop_from_attention=true"],
+            "a SCAN command ends in a word",
+        ),
         (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
         (["training.patience=0"], "patience"),
         (["training.uniform_alignment_epochs=-1"], "uniform_alignment_epochs must be >= 0"),

@@ -14,7 +14,7 @@ from attnlab.attention.positions import (
     alibi_slopes,
     apply_rope,
 )
-from attnlab.models.transformer import TransformerSeq2Seq, cross_attention_heads
+from attnlab.models.transformer import STOP_FLOOR, TransformerSeq2Seq, cross_attention_heads
 
 SOURCE_VOCAB, TARGET_VOCAB = 12, 9
 PAD, SOS, EOS = 0, 1, 2
@@ -298,3 +298,90 @@ def test_cross_attention_maps_of_a_greedy_decoding_are_the_decoded_steps():
         torch.testing.assert_close(
             maps[row, -1, :, :steps].mean(dim=0), decoded.attention[row, :steps], rtol=1e-5, atol=1e-6
         )
+
+
+# ------------------------------------------------------------------------------ stopping from the attention
+
+
+@pytest.mark.parametrize("cross_attention", ["dot", "shift"])
+def test_stop_from_attention_is_the_gated_attention_on_the_last_source_token(cross_attention):
+    model = build("sinusoidal", cross_attention=cross_attention, stop_from_attention=True)
+    assert model.stop_gate is not None
+    with torch.no_grad():
+        model.stop_gate.copy_(torch.tensor([0.3, -0.4]))
+    source, mask = padded_batch(SOURCES)
+    output = model(source, mask, TARGET_INPUT)
+    log_probs = output.logits
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(3, 5))  # a distribution per step
+    maps = model.cross_attention_maps(source, mask, TARGET_INPUT)[:, -1]  # [B, H, T, S]
+    last = torch.tensor([len(seq) - 1 for seq in SOURCES])
+    on_last = maps[torch.arange(3), :, :, last]  # [B, H, T]
+    gate = torch.softmax(torch.tensor([0.3, -0.4]), dim=0)
+    expected = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * (gate[None, :, None] * on_last).sum(dim=1)
+    torch.testing.assert_close(log_probs[..., EOS].exp(), expected, rtol=1e-5, atol=1e-6)
+    # cached decoding gives the same stop as teacher forcing
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        step_log_probs, _, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(step_log_probs, log_probs[:, t], rtol=1e-5, atol=1e-5)
+    # the gate and the attention learn from the <eos> targets
+    model.train()
+    loss = -model(source, mask, TARGET_INPUT).logits[..., EOS].mean()
+    loss.backward()
+    assert model.stop_gate.grad is not None and bool(model.stop_gate.grad.abs().sum() > 0)
+
+
+def test_without_stop_from_attention_eos_is_an_output_layer_token():
+    model = build("sinusoidal")
+    assert model.stop_gate is None and not any("stop_gate" in name for name, _ in model.named_parameters())
+    source, mask = padded_batch(SOURCES)
+    with torch.no_grad():
+        maps = model.cross_attention_maps(source, mask, TARGET_INPUT)
+        hidden = model.decoder_norm  # the logits are the output layer's: not log-probabilities
+        logits = model(source, mask, TARGET_INPUT).logits
+    assert maps.shape[-1] == 5 and hidden is not None
+    assert not torch.allclose(logits.exp().sum(-1), torch.ones(3, 5))
+
+
+def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training():
+    """Copy tasks ending in an end token (id 7): trained on 2–4 tokens with shift heads, the model
+    copies 6 tokens and stops, the stop read from where the attention is."""
+    torch.manual_seed(0)
+    end = 7
+    model = TransformerSeq2Seq(
+        8,
+        8,
+        d_model=32,
+        heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        ff_dim=64,
+        dropout=0.0,
+        positional="rope",
+        cross_attention="shift",
+        stop_from_attention=True,
+    )
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(0)
+
+    def batch(size: int, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        words = torch.randint(3, 7, (size, length), generator=generator)
+        source = torch.cat([words, torch.full((size, 1), end)], dim=1)
+        target_input = torch.cat([torch.full((size, 1), SOS), words], dim=1)
+        target_output = torch.cat([words, torch.full((size, 1), EOS)], dim=1)
+        return source, target_input, target_output
+
+    model.train()
+    for update in range(300):
+        source, target_input, target_output = batch(32, 2 + update % 3)
+        log_probs = model(source, source == PAD, target_input).logits
+        loss = torch.nn.functional.nll_loss(log_probs.flatten(0, 1), target_output.flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    model.eval()
+    source, _, target_output = batch(64, 6)
+    decoded = model.greedy_decode(source, source == PAD, max_length=10).tokens
+    assert decoded is not None and decoded.size(1) >= 7
+    accuracy = (decoded[:, :7] == target_output).all(dim=1).float().mean().item()
+    assert accuracy > 0.9, f"sequence accuracy at length 6: {accuracy:.2f} (last loss {loss.item():.3f})"

@@ -65,6 +65,9 @@ class TransformerModelConfig:
     cross_attention_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_positions: int = 256
     max_relative_distance: int = 16
+    stop_from_attention: bool = False
+    """``p(<eos>)`` from the last decoder layer's attention on the source's last token (its end,
+    e.g. Lookup Tables' ``.``); see :mod:`attnlab.models.transformer`."""
 
     def __post_init__(self) -> None:
         cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
@@ -90,6 +93,7 @@ def build_transformer(
         cross_attention_options=config.cross_attention_options,
         max_positions=config.max_positions,
         max_relative_distance=config.max_relative_distance,
+        stop_from_attention=config.stop_from_attention,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

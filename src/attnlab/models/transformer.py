@@ -29,6 +29,19 @@ cross-attention head, so padded tokens change nothing. Targets are right-padded:
 self-attention already keeps padded target positions (after the real ones) out of every real
 step. Positions are ranks among the real tokens.
 
+Stopping from the attention (an attnlab option, issue 28; not in the papers). By default ``<eos>``
+is a token of the output layer like any other, read from the decoder's residual stream, which
+carries the step's position: on Lookup Tables such a model stops where training outputs ended,
+with every token before the stop right (docs/results.md, issue 28). ``stop_from_attention=True``
+makes the stop decision what the last decoder layer attends, as the recurrent Lookup model that
+extrapolates does (``lookup_shift``) and as Syntactic Attention's option of the same name:
+``p(<eos>) = Σ_h g_h α_h,end`` with ``α_h,end`` head ``h``'s cross-attention on the source's last
+token — its end, such as Lookup Tables' final ``.`` — and ``g = softmax(w)`` a learned gate over
+the heads (initially uniform), so a head that walks the source can carry the decision alone; the
+other tokens get ``(1 − p(<eos>)) softmax_{y ≠ <eos>}(W x + b)``. The logits returned are these
+log-probabilities. The source's last token must be an end token, read by no other step (a SCAN
+command's last word is not; the SCAN experiment refuses the option).
+
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.syntactic_attention.
 StepwiseSeq2Seq`: ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step`
 decode one token at a time with cached self-attention keys and values per layer, so greedy and
@@ -64,6 +77,11 @@ __all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "cross_attention_heads
 
 DOT = "dot"
 """The standard scaled dot-product cross-attention head."""
+
+STOP_FLOOR = 0.01
+"""With ``stop_from_attention``, ``p(<eos>)`` is kept in ``[ε, 1 − ε]`` (``ε`` this floor): the
+Shift Attender's attention is a sampled one-hot move in training, so a step whose sample misses the
+end would otherwise cost ``−log 0``; the floor bounds that loss at ``−log ε`` (4.6 nats)."""
 
 CrossAttentionSpec = str | list[Any]
 """One name for every head of every layer, or one entry per decoder layer: a name (all heads of
@@ -300,6 +318,7 @@ class _DecoderState:
 
     cross: list[_CrossState]
     caches: list[_SelfCache | None]
+    end_positions: torch.Tensor  # [B]: each source's last real token
     step: int = 0
 
 
@@ -315,6 +334,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``{"location": {"fixed_sigma": True}}``.
         max_positions: rows of the ``learned`` table (longer sequences are an error).
         max_relative_distance: Shaw et al.'s clipping distance ``k`` for ``relative``.
+        stop_from_attention: ``p(<eos>)`` from the last layer's attention on the source's last
+            token (module docstring); default ``False``: ``<eos>`` from the output layer.
     """
 
     def __init__(
@@ -333,6 +354,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         cross_attention_options: dict[str, dict[str, Any]] | None = None,
         max_positions: int = 256,
         max_relative_distance: int = 16,
+        stop_from_attention: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -368,6 +390,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
         self.output = nn.Linear(d_model, target_vocab_size)
+        self.stop_from_attention = stop_from_attention
+        self.stop_gate = nn.Parameter(torch.zeros(heads)) if stop_from_attention else None
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
@@ -382,7 +406,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _DecoderState:
         memory = self.encode(source, source_padding_mask)
         cross = [_cross_attention(layer).start(memory, source_padding_mask) for layer in self.decoder]
-        return _DecoderState(cross, [None] * len(self.decoder))
+        end_positions = (~source_padding_mask).sum(dim=1) - 1
+        return _DecoderState(cross, [None] * len(self.decoder), end_positions)
 
     def _decode(
         self, state: _DecoderState, tokens: torch.Tensor
@@ -400,8 +425,25 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             crosses.append(cross)
             caches.append(cache)
             layer_weights.append(weights)
-        logits = self.output(self.decoder_norm(x))
-        return logits, layer_weights, _DecoderState(crosses, caches, state.step + steps)
+        logits = self._readout(self.decoder_norm(x), layer_weights[-1], state.end_positions)
+        return logits, layer_weights, _DecoderState(crosses, caches, state.end_positions, state.step + steps)
+
+    def _readout(self, x: torch.Tensor, weights: torch.Tensor, end_positions: torch.Tensor) -> torch.Tensor:
+        """Logits ``[B, T, V]`` of the decoder's output ``x``; with ``stop_from_attention`` the
+        log-probabilities of the module docstring (``weights``: the last layer's ``[B, H, T, S]``)."""
+        logits = self.output(x)
+        if self.stop_gate is None:
+            return logits
+        index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
+        on_end = weights.gather(3, index).squeeze(3)  # [B, H, T]
+        stop = torch.einsum("h,bht->bt", torch.softmax(self.stop_gate, dim=0), on_end).unsqueeze(-1)
+        stop = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * stop
+        tiny = torch.finfo(logits.dtype).tiny
+        is_eos = torch.zeros(logits.size(-1), dtype=torch.bool, device=logits.device)
+        is_eos[self.eos_id] = True
+        words = torch.log_softmax(logits.masked_fill(is_eos, float("-inf")), dim=-1)
+        words = words + (1 - stop).clamp_min(tiny).log()
+        return torch.where(is_eos, stop.clamp_min(tiny).log(), words)
 
     def step(
         self, state: _DecoderState, previous: torch.Tensor
