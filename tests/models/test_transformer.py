@@ -222,8 +222,20 @@ def test_location_attenders_as_cross_attention(attender):
     assert any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in head.parameters())
 
 
-def test_learns_to_reverse_a_short_sequence():
-    """A few hundred updates of a tiny RoPE model reverse 3-token sequences."""
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""``(source, target_input, target_output)`` of a toy task."""
+
+
+def _sequence_task(source: torch.Tensor, target: torch.Tensor) -> Batch:
+    size = source.size(0)
+    target_input = torch.cat([torch.full((size, 1), SOS), target], dim=1)
+    target_output = torch.cat([target, torch.full((size, 1), EOS)], dim=1)
+    return source, target_input, target_output
+
+
+def _train_tiny(batches, updates: int, **options) -> tuple[TransformerSeq2Seq, float]:
+    """A one-layer RoPE model (d_model 32, 2 heads) trained by Adam on ``batches(update)``;
+    returns it in eval mode with its last training loss."""
     torch.manual_seed(0)
     model = TransformerSeq2Seq(
         8,
@@ -235,32 +247,41 @@ def test_learns_to_reverse_a_short_sequence():
         ff_dim=64,
         dropout=0.0,
         positional="rope",
+        **options,
     )
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
-    generator = torch.Generator().manual_seed(0)
-
-    def batch(size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        source = torch.randint(3, 8, (size, 3), generator=generator)
-        target = source.flip(1)
-        target_input = torch.cat([torch.full((size, 1), SOS), target], dim=1)
-        target_output = torch.cat([target, torch.full((size, 1), EOS)], dim=1)
-        return source, target_input, target_output
-
-    model.train()
-    for _ in range(250):
-        source, target_input, target_output = batch(32)
+    for update in range(updates):
+        source, target_input, target_output = batches(update)
         logits = model(source, source == PAD, target_input).logits
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target_output.flatten())
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
-    model.eval()
-    source, _, target_output = batch(64)
-    decoded = model.greedy_decode(source, source == PAD, max_length=5).tokens
+    return model.eval(), loss.item()
+
+
+def _sequence_accuracy(model: TransformerSeq2Seq, batch: Batch, max_length: int) -> float:
+    source, _, target_output = batch
+    decoded = model.greedy_decode(source, source == PAD, max_length=max_length).tokens
     assert decoded is not None
-    accuracy = (decoded[:, :4] == target_output).all(dim=1).float().mean().item()
+    width = target_output.size(1)
+    if decoded.size(1) < width:
+        return 0.0
+    return (decoded[:, :width] == target_output).all(dim=1).float().mean().item()
+
+
+def test_learns_to_reverse_a_short_sequence():
+    """A few hundred updates of a tiny RoPE model reverse 3-token sequences."""
+    generator = torch.Generator().manual_seed(0)
+
+    def batch(size: int) -> Batch:
+        source = torch.randint(3, 8, (size, 3), generator=generator)
+        return _sequence_task(source, source.flip(1))
+
+    model, loss = _train_tiny(lambda update: batch(32), 250)
+    accuracy = _sequence_accuracy(model, batch(64), max_length=5)
     chance = math.log(5)
-    assert accuracy > 0.9, f"sequence accuracy {accuracy:.2f} (loss {loss.item():.3f}, chance {chance:.2f})"
+    assert accuracy > 0.9, f"sequence accuracy {accuracy:.2f} (loss {loss:.3f}, chance {chance:.2f})"
 
 
 # ------------------------------------------------------------------------------ every layer and head
@@ -346,42 +367,14 @@ def test_without_stop_from_attention_eos_is_an_output_layer_token():
 def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training():
     """Copy tasks ending in an end token (id 7): trained on 2–4 tokens with shift heads, the model
     copies 6 tokens and stops, the stop read from where the attention is."""
-    torch.manual_seed(0)
-    end = 7
-    model = TransformerSeq2Seq(
-        8,
-        8,
-        d_model=32,
-        heads=2,
-        encoder_layers=1,
-        decoder_layers=1,
-        ff_dim=64,
-        dropout=0.0,
-        positional="rope",
-        cross_attention="shift",
-        stop_from_attention=True,
-    )
-    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
 
-    def batch(size: int, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(size: int, length: int) -> Batch:
         words = torch.randint(3, 7, (size, length), generator=generator)
-        source = torch.cat([words, torch.full((size, 1), end)], dim=1)
-        target_input = torch.cat([torch.full((size, 1), SOS), words], dim=1)
-        target_output = torch.cat([words, torch.full((size, 1), EOS)], dim=1)
-        return source, target_input, target_output
+        return _sequence_task(torch.cat([words, torch.full((size, 1), 7)], dim=1), words)
 
-    model.train()
-    for update in range(300):
-        source, target_input, target_output = batch(32, 2 + update % 3)
-        log_probs = model(source, source == PAD, target_input).logits
-        loss = torch.nn.functional.nll_loss(log_probs.flatten(0, 1), target_output.flatten())
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-    model.eval()
-    source, _, target_output = batch(64, 6)
-    decoded = model.greedy_decode(source, source == PAD, max_length=10).tokens
-    assert decoded is not None and decoded.size(1) >= 7
-    accuracy = (decoded[:, :7] == target_output).all(dim=1).float().mean().item()
-    assert accuracy > 0.9, f"sequence accuracy at length 6: {accuracy:.2f} (last loss {loss.item():.3f})"
+    model, loss = _train_tiny(
+        lambda update: batch(32, 2 + update % 3), 300, cross_attention="shift", stop_from_attention=True
+    )
+    accuracy = _sequence_accuracy(model, batch(64, 6), max_length=10)
+    assert accuracy > 0.9, f"sequence accuracy at length 6: {accuracy:.2f} (last loss {loss:.3f})"
