@@ -117,6 +117,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
     assert sizes == {
         "lookup_transformer": 126,
         "lookup_transformer_machine_tasks": 126,
+        "lookup_transformer_stop": 63,
         "raffel2015_addition_lr": 24,
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
