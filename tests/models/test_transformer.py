@@ -325,7 +325,7 @@ def test_cross_attention_maps_of_a_greedy_decoding_are_the_decoded_steps():
 
 
 @pytest.mark.parametrize("cross_attention", ["dot", "shift"])
-def test_stop_from_attention_is_the_gated_attention_on_the_last_source_token(cross_attention):
+def test_stop_from_attention_is_the_gated_attention_on_the_start_and_the_last_source_token(cross_attention):
     model = build("sinusoidal", cross_attention=cross_attention, stop_from_attention=True)
     assert model.stop_gate is not None
     with torch.no_grad():
@@ -336,7 +336,9 @@ def test_stop_from_attention_is_the_gated_attention_on_the_last_source_token(cro
     torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(3, 5))  # a distribution per step
     maps = model.cross_attention_maps(source, mask, TARGET_INPUT)[:, -1]  # [B, H, T, S]
     last = torch.tensor([len(seq) - 1 for seq in SOURCES])
-    on_last = maps[torch.arange(3), :, :, last]  # [B, H, T]
+    on_start = 1 - maps.sum(dim=-1)  # the maps cover the source's tokens, not the start position
+    assert maps.shape[-1] == 5 and bool((on_start > 1e-4).any())
+    on_last = maps[torch.arange(3), :, :, last] + on_start  # [B, H, T]
     gate = torch.softmax(torch.tensor([0.3, -0.4]), dim=0)
     expected = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * (gate[None, :, None] * on_last).sum(dim=1)
     torch.testing.assert_close(log_probs[..., EOS].exp(), expected, rtol=1e-5, atol=1e-6)

@@ -34,13 +34,18 @@ is a token of the output layer like any other, read from the decoder's residual 
 carries the step's position: on Lookup Tables such a model stops where training outputs ended,
 with every token before the stop right (docs/results.md, issue 28). ``stop_from_attention=True``
 makes the stop decision what the last decoder layer attends, as the recurrent Lookup model that
-extrapolates does (``lookup_shift``) and as Syntactic Attention's option of the same name:
-``p(<eos>) = Σ_h g_h α_h,end`` with ``α_h,end`` head ``h``'s cross-attention on the source's last
-token — its end, such as Lookup Tables' final ``.`` — and ``g = softmax(w)`` a learned gate over
-the heads (initially uniform), so a head that walks the source can carry the decision alone; the
-other tokens get ``(1 − p(<eos>)) softmax_{y ≠ <eos>}(W x + b)``. The logits returned are these
-log-probabilities. The source's last token must be an end token, read by no other step (a SCAN
-command's last word is not; the SCAN experiment refuses the option).
+extrapolates does (``lookup_shift``) and as Syntactic Attention's option of the same name: the
+model puts a learned *start* position before every source, and ``<eos>`` is the attention leaving
+the words at either end, ``p(<eos>) = Σ_h g_h (α_h,start + α_h,end)``, with ``α_h,end`` head
+``h``'s cross-attention on the source's last token — its end, such as Lookup Tables' final ``.``
+— and ``g = softmax(w)`` a learned gate over the heads (initially uniform), so a head that walks
+the source can carry the decision alone. A walk forward ends on the final token (Long, Noisy
+start), a walk backward on the start position (Reversed: a Shift Attender's backward move from
+the first word lands there). The other tokens get ``(1 − p(<eos>)) softmax_{y ≠ <eos>}(W x + b)``;
+the logits returned are these log-probabilities. The attention returned (and
+:meth:`TransformerSeq2Seq.cross_attention_maps`) covers the source's own tokens only, so it lines
+up with the source; its rows sum to ``1 − α_start``. The source's last token must be an end token,
+read by no other step (a SCAN command's last word is not; the SCAN experiment refuses the option).
 
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.syntactic_attention.
 StepwiseSeq2Seq`: ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step`
@@ -318,7 +323,7 @@ class _DecoderState:
 
     cross: list[_CrossState]
     caches: list[_SelfCache | None]
-    end_positions: torch.Tensor  # [B]: each source's last real token
+    end_positions: torch.Tensor  # [B]: each source's last real token (in the memory's columns)
     step: int = 0
 
 
@@ -334,8 +339,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``{"location": {"fixed_sigma": True}}``.
         max_positions: rows of the ``learned`` table (longer sequences are an error).
         max_relative_distance: Shaw et al.'s clipping distance ``k`` for ``relative``.
-        stop_from_attention: ``p(<eos>)`` from the last layer's attention on the source's last
-            token (module docstring); default ``False``: ``<eos>`` from the output layer.
+        stop_from_attention: ``p(<eos>)`` from the last layer's attention on a learned start
+            position and on the source's last token (module docstring); default ``False``:
+            ``<eos>`` from the output layer.
     """
 
     def __init__(
@@ -372,7 +378,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.d_model, self.positional = d_model, positional
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
         options = dict(cross_attention_options or {})
-        self.source_embedding = nn.Embedding(source_vocab_size, d_model, padding_idx=pad_id)
+        self.start_marker_id = source_vocab_size if stop_from_attention else None
+        self.source_embedding = nn.Embedding(
+            source_vocab_size + int(stop_from_attention), d_model, padding_idx=pad_id
+        )
         self.target_embedding = nn.Embedding(target_vocab_size, d_model, padding_idx=pad_id)
         for embedding in (self.source_embedding, self.target_embedding):
             _init_embedding(embedding, d_model)
@@ -404,10 +413,22 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         return self.encoder_norm(x)
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _DecoderState:
+        check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        end_positions = (~source_padding_mask).sum(dim=1) - 1
+        if self.start_marker_id is not None:
+            source = torch.cat([source.new_full((source.size(0), 1), self.start_marker_id), source], dim=1)
+            source_padding_mask = torch.cat(
+                [source_padding_mask.new_zeros(source.size(0), 1), source_padding_mask], dim=1
+            )
+            end_positions = end_positions + 1
         memory = self.encode(source, source_padding_mask)
         cross = [_cross_attention(layer).start(memory, source_padding_mask) for layer in self.decoder]
-        end_positions = (~source_padding_mask).sum(dim=1) - 1
         return _DecoderState(cross, [None] * len(self.decoder), end_positions)
+
+    def _source_columns(self, weights: torch.Tensor) -> torch.Tensor:
+        """Attention ``[..., S']`` over the memory → over the source's own tokens (without the start
+        position of ``stop_from_attention``)."""
+        return weights if self.start_marker_id is None else weights[..., 1:]
 
     def _decode(
         self, state: _DecoderState, tokens: torch.Tensor
@@ -435,7 +456,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if self.stop_gate is None:
             return logits
         index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
-        on_end = weights.gather(3, index).squeeze(3)  # [B, H, T]
+        on_end = weights.gather(3, index).squeeze(3) + weights[..., 0]  # [B, H, T]: either end
         stop = torch.einsum("h,bht->bt", torch.softmax(self.stop_gate, dim=0), on_end).unsqueeze(-1)
         stop = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * stop
         tiny = torch.finfo(logits.dtype).tiny
@@ -449,7 +470,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self, state: _DecoderState, previous: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, _DecoderState]:
         logits, layer_weights, state = self._decode(state, previous.unsqueeze(1))
-        return logits.squeeze(1), layer_weights[-1].mean(dim=1).squeeze(1), state
+        return logits.squeeze(1), self._source_columns(layer_weights[-1].mean(dim=1).squeeze(1)), state
 
     def forward(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
@@ -457,7 +478,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         """Teacher forcing: all ``target_input [B, T]`` steps at once (``<sos>`` + target); the
         attention is the last decoder layer's cross-attention averaged over its heads."""
         logits, layer_weights, _ = self._decode(self.start(source, source_padding_mask), target_input)
-        return Seq2SeqOutput(logits, layer_weights[-1].mean(dim=1))
+        return Seq2SeqOutput(logits, self._source_columns(layer_weights[-1].mean(dim=1)))
 
     def cross_attention_maps(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
@@ -473,13 +494,14 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
 
         Returns:
             ``[B, layers, heads, T, S]``: ``[b, l, h, t]`` is head ``h`` of decoder layer ``l`` at
-            step ``t`` (each row sums to 1 and is 0 on source padding). Its last layer averaged
+            step ``t`` (each row sums to 1, to ``1 − α_start`` with ``stop_from_attention``, and is 0 on
+            source padding). Its last layer averaged
             over heads, ``maps[:, -1].mean(dim=1)``, is what :class:`~attnlab.models.seq2seq.
             Seq2SeqOutput`'s ``attention`` holds (:meth:`forward`, :meth:`step`). Call it in eval
             mode: dropout in training mode changes later layers' inputs.
         """
         _, layer_weights, _ = self._decode(self.start(source, source_padding_mask), target_input)
-        return torch.stack(layer_weights, dim=1)
+        return self._source_columns(torch.stack(layer_weights, dim=1))
 
     def decoded_input(self, tokens: torch.Tensor) -> torch.Tensor:
         """The decoder inputs ``[B, T]`` (``<sos>``, then ``tokens`` but the last) that reproduce
