@@ -168,12 +168,12 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         spec, out_dir, backend, retry_failed=args.retry_failed, only=args.only, log=print
     )
     print()
-    if args.metric and report.counts()["done"]:
+    counts = report.counts()
+    if args.metric and counts["done"]:
         cells = json.loads((out_dir / "aggregate.json").read_text())["cells"]
         print(sweep.write_metric_table(cells, args.metric, out_dir))
     else:
         print((out_dir / "aggregate.md").read_text().rstrip())
-    counts = report.counts()
     print(
         f"\n{counts['done']} done, {counts['failed']} failed, {counts['missing']} missing; "
         f"results in {out_dir}"

@@ -66,8 +66,9 @@ class TransformerModelConfig:
     max_positions: int = 256
     max_relative_distance: int = 16
     stop_from_attention: bool = False
-    """``p(<eos>)`` from the last decoder layer's attention on the source's last token (its end,
-    e.g. Lookup Tables' ``.``); see :mod:`attnlab.models.transformer`."""
+    """``p(<eos>)`` from the last decoder layer's attention leaving the words: on a learned start
+    position or on the source's last token (its end, e.g. Lookup Tables' ``.``); see
+    :mod:`attnlab.models.transformer`."""
 
     def __post_init__(self) -> None:
         cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)

@@ -155,7 +155,6 @@ def read_prediction_units(path: Path, unit: str | None = None, metric: str | Non
     return Units(scores, identity, "example", ACCURACY, path, metric)
 
 
-
 def _bleu_units(path: Path, header: list[str], rows: list[tuple[int, list[str]]]) -> Units:
     """The rows of a predictions file as BLEU units: each sentence's
     :func:`~attnlab.evaluation.bleu.sentence_statistics` of its prediction against its target,

@@ -100,6 +100,7 @@ __all__ = [
     "SyntacticAttentionSeq2Seq",
     "append_end_marker",
     "check_stop_threshold",
+    "stop_log_probs",
 ]
 
 TRANSLATION_ENCODERS = ("linear", "rnn")
@@ -473,13 +474,8 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         on_end = weights.gather(2, index)  # α_i,end [B, T, 1]
         on_words = weights.scatter(2, index, 0.0)
         words_mass = on_words.sum(dim=-1, keepdim=True)
-        tiny = torch.finfo(weights.dtype).tiny
         features = self._features(on_words / words_mass.clamp_min(1e-6), state)
-        is_eos = torch.zeros(self.output.out_features, dtype=torch.bool, device=weights.device)
-        is_eos[self.eos_id] = True
-        words = F.log_softmax(self._words_readout(features), dim=-1)
-        words = words + words_mass.clamp_min(tiny).log()
-        return torch.where(is_eos, on_end.clamp_min(tiny).log(), words)
+        return stop_log_probs(self._words_readout(features), self.eos_id, on_end, words_mass)
 
     def word_translations(self) -> torch.Tensor:
         """What each source word says when attended alone: ``softmax(W_y m_w + b)`` (eq. 1 with
@@ -549,6 +545,20 @@ def check_stop_threshold(value: float | None, name: str = "stop_threshold") -> N
         raise ValueError(f"{name} must be a probability in (0, 1] or None, got {value!r}")
     if not 0.0 < value <= 1.0:  # also rejects NaN
         raise ValueError(f"{name} must be a probability in (0, 1] (a fraction of p(<eos>)), got {value}")
+
+
+def stop_log_probs(
+    word_logits: torch.Tensor, eos_id: int, stop: torch.Tensor, rest: torch.Tensor
+) -> torch.Tensor:
+    """Log-probabilities ``[..., V]`` of a model whose stop decision is its own: ``log stop`` for
+    ``<eos>``, and for every other token ``log rest`` plus its log-softmax among ``word_logits``
+    without ``<eos>``. ``stop`` and ``rest`` (``[..., 1]``, e.g. the attention on an end position and
+    on the words) should sum to 1; each is clamped to the smallest positive float before the log."""
+    tiny = torch.finfo(word_logits.dtype).tiny
+    is_eos = torch.zeros(word_logits.size(-1), dtype=torch.bool, device=word_logits.device)
+    is_eos[eos_id] = True
+    words = F.log_softmax(word_logits.masked_fill(is_eos, float("-inf")), dim=-1)
+    return torch.where(is_eos, stop.clamp_min(tiny).log(), words + rest.clamp_min(tiny).log())
 
 
 def append_end_marker(

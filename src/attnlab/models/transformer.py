@@ -76,7 +76,7 @@ from attnlab.attention.positions import (
     check_scheme,
 )
 from attnlab.models.seq2seq import Seq2SeqOutput
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq, stop_log_probs
 
 __all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "cross_attention_heads"]
 
@@ -459,12 +459,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         on_end = weights.gather(3, index).squeeze(3) + weights[..., 0]  # [B, H, T]: either end
         stop = torch.einsum("h,bht->bt", torch.softmax(self.stop_gate, dim=0), on_end).unsqueeze(-1)
         stop = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * stop
-        tiny = torch.finfo(logits.dtype).tiny
-        is_eos = torch.zeros(logits.size(-1), dtype=torch.bool, device=logits.device)
-        is_eos[self.eos_id] = True
-        words = torch.log_softmax(logits.masked_fill(is_eos, float("-inf")), dim=-1)
-        words = words + (1 - stop).clamp_min(tiny).log()
-        return torch.where(is_eos, stop.clamp_min(tiny).log(), words)
+        return stop_log_probs(logits, self.eos_id, stop, 1 - stop)
 
     def step(
         self, state: _DecoderState, previous: torch.Tensor

@@ -97,27 +97,25 @@ class ScanDataConfig:
         """An option of one generated split set for another would be silently ignored: refuse it."""
         defaults = ScanDataConfig.__dataclass_fields__
         generated = "generated " if self.generate or self.split in GENERATED_SPLITS else ""
-        applies = {
-            "primitive": self.split == "primitive",
-            "oversample_fraction": self.split == "primitive",
-            "template": self.split == "template",
-            "test_fraction": self.split == "random" or (self.split == "simple" and self.generate),
-            "max_train_actions": self.split == "length" and self.generate,
-        }
-        where = {
-            "primitive": "split: primitive",
-            "oversample_fraction": "split: primitive",
-            "template": "split: template",
-            "test_fraction": "split: random (or simple with generate: true)",
-            "max_train_actions": (
-                "the generated length split (split: length, generate: true; the public "
-                "length_split files are cut at 22 actions)"
+        length_split = (
+            "the generated length split (split: length, generate: true; the public length_split "
+            "files are cut at 22 actions)"
+        )
+        # option -> (whether this split uses it, which splits do)
+        options = {
+            "primitive": (self.split == "primitive", "split: primitive"),
+            "oversample_fraction": (self.split == "primitive", "split: primitive"),
+            "template": (self.split == "template", "split: template"),
+            "test_fraction": (
+                self.split == "random" or (self.split == "simple" and self.generate),
+                "split: random (or simple with generate: true)",
             ),
+            "max_train_actions": (self.split == "length" and self.generate, length_split),
         }
-        for name, used in applies.items():
+        for name, (used, where) in options.items():
             if not used and getattr(self, name) != defaults[name].default:
                 raise ValueError(
-                    f"{name}={getattr(self, name)!r} applies to {where[name]} only; the "
+                    f"{name}={getattr(self, name)!r} applies to {where} only; the "
                     f"{generated}split {self.split!r} would ignore it"
                 )
 

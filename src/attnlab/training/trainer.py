@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 PROGRESS_LOG_SECONDS = 30.0
 """Off a terminal (a log file, CI, a cluster job), a progress line at most this often."""
 
+
 @dataclass
 class TrainingConfig:
     """Optimisation settings shared by all systems."""

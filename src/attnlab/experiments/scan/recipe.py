@@ -201,7 +201,8 @@ def cells(tables: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
         for split in STOP_SPLITS:
             if split != "addprim_jump":
                 cell = _table1_cell(split, "syntactic_attention")
-                found += [] if cell in found else [cell]
+                if cell not in found:  # with table1, already there
+                    found.append(cell)
             for variant, overrides in STOP_VARIANTS.items():
                 if variant != "syntactic_attention":
                     found.append((_stop_folder(variant, split), "scan", (f"data.split={split}", *overrides)))
