@@ -149,7 +149,8 @@ def _check_sampling_options(args: argparse.Namespace) -> None:
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     """``attnlab sweep``: progress and the aggregate on stdout, failed runs on stderr; returns 0
-    when every run is done, 1 when some failed or are missing."""
+    when every run asked for (all, or those of ``--only``) is done, 1 when some failed or are
+    missing."""
     from attnlab.experiments import runner, sweep
 
     spec = sweep.load_spec(args.spec)
@@ -174,9 +175,15 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         print(sweep.write_metric_table(cells, args.metric, out_dir))
     else:
         print((out_dir / "aggregate.md").read_text().rstrip())
+    print()
+    if args.only:
+        chosen = report.counts(selected_only=True)
+        print(
+            f"--only: {chosen['done']} of {len(report.selected)} runs done, {chosen['failed']} failed, "
+            f"{chosen['missing']} missing"
+        )
     print(
-        f"\n{counts['done']} done, {counts['failed']} failed, {counts['missing']} missing; "
-        f"results in {out_dir}"
+        f"{counts['done']} done, {counts['failed']} failed, {counts['missing']} missing; results in {out_dir}"
     )
     if report.failures:
         print(

@@ -313,6 +313,23 @@ def test_failed_runs_are_reported_and_retried_alone(tmp_path, monkeypatch, capsy
         run_sweep(load_spec(path), out, backend, only=["lr=1/seed0"], log=lambda line: None)
 
 
+def test_a_sweep_run_a_block_at_a_time_succeeds_when_its_block_is_done(tmp_path, capsys, make_spec):
+    """``--only`` asks for part of a sweep: the exit status is about that part, while the other
+    runs stay missing (a queue of blocks chained with ``&&`` must go on)."""
+    path = make_spec({"model.pooling": ["attention", "mean"]})
+    out = tmp_path / "out"
+    assert _cli([str(path), "--out", str(out), "--only", "model.pooling=mean"]) == 0
+    printed = capsys.readouterr().out
+    assert "--only: 1 of 1 runs done, 0 failed, 0 missing" in printed
+    assert "1 done, 0 failed, 1 missing" in printed
+    assert run_status(out / "model.pooling=attention" / "seed0") == "missing"
+    # Without --only the sweep runs the rest.
+    backend = RecordingBackend()
+    report = run_sweep(load_spec(path), out, backend, log=lambda line: None)
+    assert backend.names == ["model.pooling=attention/seed0"]
+    assert report.ok and report.counts() == {"done": 2, "failed": 0, "missing": 0}
+
+
 def test_retry_failed_flag(tmp_path, monkeypatch, make_spec):
     path = make_spec(seeds=[0, 1])
     out = tmp_path / "out"

@@ -270,21 +270,24 @@ def _override(key: str, value: Any) -> str:
 
 @dataclass
 class SweepReport:
-    """Status of every run after a sweep, and the failures with their error line."""
+    """Status of every run after a sweep, and the failures with their error line. ``selected``
+    holds the runs this sweep was asked for (all of them, or those of ``only``): ``ok`` is about
+    them, so a sweep run a block at a time succeeds when its block is done."""
 
     out_dir: Path
     statuses: dict[str, Status]
     executed: list[str]
     failures: dict[str, str]
+    selected: list[str]
 
     @property
     def ok(self) -> bool:
-        return all(status == "done" for status in self.statuses.values())
+        return all(self.statuses[name] == "done" for name in self.selected)
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, selected_only: bool = False) -> dict[str, int]:
+        names = self.selected if selected_only else list(self.statuses)
         return {
-            key: sum(status == key for status in self.statuses.values())
-            for key in ("done", "failed", "missing")
+            key: sum(self.statuses[name] == key for name in names) for key in ("done", "failed", "missing")
         }
 
 
@@ -333,7 +336,7 @@ def run_sweep(
     }
     _write_failures(out_dir, failures, by_name)
     write_sweep_aggregate(spec, runs, out_dir)
-    return SweepReport(out_dir, statuses, executed, failures)
+    return SweepReport(out_dir, statuses, executed, failures, selected)
 
 
 def _select(by_name: Mapping[str, SweepRun], only: Iterable[str] | None) -> list[str]:
