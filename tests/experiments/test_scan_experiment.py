@@ -487,7 +487,7 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         (["model.decoder_init=zeros"], "decoder_init"),
         (
             ["model.architecture=transformer", "model.transformer.stop_from_attention=true"],
-            "a SCAN command ends in a word",
+            "a SCAN command ends in a word, so it needs transformer.end_marker: true",
         ),
         (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
         (["training.patience=0"], "patience"),

@@ -131,6 +131,34 @@ def test_bad_transformer_options_are_config_errors():
         lookup.EXPERIMENT.parse_config(
             resolve_config("lookup_transformer", ["model.transformer.cross_attention=[dot, dot, dot]"])
         )
+    with pytest.raises(ConfigError, match="a Lookup Tables source ends in '.'"):
+        lookup.EXPERIMENT.parse_config(
+            resolve_config("lookup_transformer", ["model.transformer.end_marker=true"])
+        )
+
+
+def test_scan_transformer_stops_from_the_attention_on_an_end_marker(scan_files, tmp_path):
+    """SCAN commands end in a word: the stop from the attention needs the end marker, and the
+    heatmap of ``attnlab plot`` gets its column."""
+    run_dir = tmp_path / "run"
+    settings = {
+        **TINY,
+        "data.split": "files",
+        "data.train_file": scan_files["train"],
+        "data.test_files": f"{{test: {scan_files['test']}}}",
+        "model.transformer.cross_attention": "shift",
+        "model.transformer.stop_from_attention": "true",
+    }
+    with pytest.raises(ConfigError, match="needs transformer.end_marker: true"):
+        scan.EXPERIMENT.parse_config(resolve_config("scan_transformer", _overrides(settings)))
+    settings["model.transformer.end_marker"] = "true"
+    assert main(["train", "scan_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    metrics = json.loads((run_dir / "eval" / "test.json").read_text())
+    assert {"seq_acc", "seq_acc_given_length"} <= set(metrics)
+    model = load_checkpoint(run_dir / "checkpoints" / "best.pt")
+    assert model["model_spec"]["model"]["transformer"]["end_marker"] is True
+    assert main(["plot", str(run_dir), "--index", "0", "--device", "cpu"]) == 0
+    assert any(path.stat().st_size > 1000 for path in (run_dir / "plots").glob("*attention*.png"))
 
 
 def test_checkpoints_from_before_the_transformer_options_still_load(lookup_files, tmp_path):

@@ -380,3 +380,42 @@ def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training():
     )
     accuracy = _sequence_accuracy(model, batch(64, 6), max_length=10)
     assert accuracy > 0.9, f"sequence accuracy at length 6: {accuracy:.2f} (last loss {loss:.3f})"
+
+
+@pytest.mark.parametrize("cross_attention", ["dot", "shift"])
+def test_end_marker_is_a_learned_last_token_that_the_stop_reads(cross_attention):
+    """``end_marker`` appends a learned end position after each source's real tokens (before its
+    padding): the attention gets a column more, each row's end marker at its length, and the stop
+    from the attention reads that column as the source's end."""
+    model = build("sinusoidal", cross_attention=cross_attention, stop_from_attention=True, end_marker=True)
+    assert model.source_embedding.num_embeddings == SOURCE_VOCAB + 2  # the start and the end marker
+    source, mask = padded_batch(SOURCES)
+    output = model(source, mask, TARGET_INPUT)
+    maps = model.cross_attention_maps(source, mask, TARGET_INPUT)[:, -1]  # [B, H, T, S + 1]
+    assert output.attention.shape == (3, 5, 6) and maps.shape[-1] == 6
+    lengths = torch.tensor([len(seq) for seq in SOURCES])
+    on_marker = maps[torch.arange(3), :, :, lengths]
+    assert bool((on_marker > 1e-4).any())
+    after = torch.arange(6) > lengths.unsqueeze(1)  # the padding after the end marker
+    assert bool((output.attention.masked_select(after.unsqueeze(1).expand_as(output.attention)) == 0).all())
+    gate = torch.softmax(model.stop_gate.detach(), dim=0)
+    expected = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * (gate[None, :, None] * (on_marker + 1 - maps.sum(-1))).sum(
+        1
+    )
+    torch.testing.assert_close(output.logits[..., EOS].exp(), expected, rtol=1e-5, atol=1e-6)
+    # a padded row equals the row alone, and cached decoding equals teacher forcing
+    alone = model(torch.tensor([SOURCES[1]]), torch.zeros(1, 2, dtype=torch.bool), TARGET_INPUT[1:2])
+    torch.testing.assert_close(alone.logits, output.logits[1:2], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(alone.attention, output.attention[1:2, :, :3], rtol=1e-5, atol=1e-6)
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        step_log_probs, weights, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(step_log_probs, output.logits[:, t], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(weights, output.attention[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_end_marker_needs_right_padded_sources():
+    model = build("sinusoidal", end_marker=True)
+    source = torch.tensor([[PAD, 3, 4]])
+    with pytest.raises(ValueError, match="right-padded"):
+        model(source, source == PAD, TARGET_INPUT[:1])

@@ -167,9 +167,7 @@ def test_language_model_logs_its_window_attention(tmp_path):
     )
     lm.EXPERIMENT.train(config, tmp_path / "run")
     events = read_events(tmp_path / "run")
-    assert {"train/loss", "valid/loss", "valid/perplexity", "seconds"} <= set(
-        events.Tags()["scalars"]
-    )
+    assert {"train/loss", "valid/loss", "valid/perplexity", "seconds"} <= set(events.Tags()["scalars"])
     (image,) = events.Images("attention/validation_stream_0")
     assert (image.step, image.height, image.width) == (1, 10, 4)
 

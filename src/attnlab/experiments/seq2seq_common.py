@@ -69,6 +69,9 @@ class TransformerModelConfig:
     """``p(<eos>)`` from the last decoder layer's attention leaving the words: on a learned start
     position or on the source's last token (its end, e.g. Lookup Tables' ``.``); see
     :mod:`attnlab.models.transformer`."""
+    end_marker: bool = False
+    """Append a learned end-of-command position to every source, which the stop from the attention
+    then reads as the source's end (SCAN, whose commands end in a word)."""
 
     def __post_init__(self) -> None:
         cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
@@ -95,6 +98,7 @@ def build_transformer(
         max_positions=config.max_positions,
         max_relative_distance=config.max_relative_distance,
         stop_from_attention=config.stop_from_attention,
+        end_marker=config.end_marker,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

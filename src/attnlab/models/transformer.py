@@ -45,7 +45,11 @@ the first word lands there). The other tokens get ``(1 − p(<eos>)) softmax_{y 
 the logits returned are these log-probabilities. The attention returned (and
 :meth:`TransformerSeq2Seq.cross_attention_maps`) covers the source's own tokens only, so it lines
 up with the source; its rows sum to ``1 − α_start``. The source's last token must be an end token,
-read by no other step (a SCAN command's last word is not; the SCAN experiment refuses the option).
+read by no other step. A SCAN command's last word is not: ``end_marker=True`` appends one, a learned
+end-of-command position after each source's last real token (before the padding), as Syntactic
+Attention's option of the same name does; the attention returned then has ``S + 1`` columns, the
+last real one of each row the end marker. The SCAN experiment accepts ``stop_from_attention`` only
+with it.
 
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.syntactic_attention.
 StepwiseSeq2Seq`: ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step`
@@ -76,7 +80,7 @@ from attnlab.attention.positions import (
     check_scheme,
 )
 from attnlab.models.seq2seq import Seq2SeqOutput
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq, stop_log_probs
+from attnlab.models.syntactic_attention import StepwiseSeq2Seq, append_end_marker, stop_log_probs
 
 __all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "cross_attention_heads"]
 
@@ -342,6 +346,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         stop_from_attention: ``p(<eos>)`` from the last layer's attention on a learned start
             position and on the source's last token (module docstring); default ``False``:
             ``<eos>`` from the output layer.
+        end_marker: append a learned end-of-command position to every source (module docstring),
+            which then is the source's last token; sources must be right-padded.
     """
 
     def __init__(
@@ -361,6 +367,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         max_positions: int = 256,
         max_relative_distance: int = 16,
         stop_from_attention: bool = False,
+        end_marker: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -379,8 +386,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
         options = dict(cross_attention_options or {})
         self.start_marker_id = source_vocab_size if stop_from_attention else None
+        self.end_marker_id = source_vocab_size + int(stop_from_attention) if end_marker else None
         self.source_embedding = nn.Embedding(
-            source_vocab_size + int(stop_from_attention), d_model, padding_idx=pad_id
+            source_vocab_size + int(stop_from_attention) + int(end_marker), d_model, padding_idx=pad_id
         )
         self.target_embedding = nn.Embedding(target_vocab_size, d_model, padding_idx=pad_id)
         for embedding in (self.source_embedding, self.target_embedding):
@@ -414,6 +422,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _DecoderState:
         check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        if self.end_marker_id is not None:
+            source, source_padding_mask, _ = append_end_marker(
+                source, source_padding_mask, self.end_marker_id, self.pad_id
+            )
         end_positions = (~source_padding_mask).sum(dim=1) - 1
         if self.start_marker_id is not None:
             source = torch.cat([source.new_full((source.size(0), 1), self.start_marker_id), source], dim=1)
@@ -427,7 +439,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
 
     def _source_columns(self, weights: torch.Tensor) -> torch.Tensor:
         """Attention ``[..., S']`` over the memory → over the source's own tokens (without the start
-        position of ``stop_from_attention``)."""
+        position of ``stop_from_attention``; with the end marker, if any)."""
         return weights if self.start_marker_id is None else weights[..., 1:]
 
     def _decode(
@@ -488,9 +500,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 its tokens.
 
         Returns:
-            ``[B, layers, heads, T, S]``: ``[b, l, h, t]`` is head ``h`` of decoder layer ``l`` at
-            step ``t`` (each row sums to 1, to ``1 − α_start`` with ``stop_from_attention``, and is 0 on
-            source padding). Its last layer averaged
+            ``[B, layers, heads, T, S]`` (``S + 1`` with ``end_marker``): ``[b, l, h, t]`` is head
+            ``h`` of decoder layer ``l`` at step ``t`` (each row sums to 1, to ``1 − α_start`` with
+            ``stop_from_attention``, and is 0 on source padding). Its last layer averaged
             over heads, ``maps[:, -1].mean(dim=1)``, is what :class:`~attnlab.models.seq2seq.
             Seq2SeqOutput`'s ``attention`` holds (:meth:`forward`, :meth:`step`). Call it in eval
             mode: dropout in training mode changes later layers' inputs.

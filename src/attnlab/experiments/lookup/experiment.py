@@ -63,6 +63,13 @@ class Seq2SeqModelConfig:
     prediction: str = "state"
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
 
+    def __post_init__(self) -> None:
+        if self.transformer.end_marker:
+            raise ValueError(
+                "transformer.end_marker is for sources without an end token (SCAN); a Lookup Tables "
+                "source ends in '.', and the gold attention has no column for a marker after it"
+            )
+
 
 @dataclass
 class Seq2SeqTrainingConfig(TrainingConfig):

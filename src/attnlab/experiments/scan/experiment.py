@@ -123,10 +123,11 @@ class ScanModelConfig:
                 "translation_encoder / translate_from_context / end_marker / stop_from_attention / "
                 "alignment_word_dropout / alignment_peers / decoder_init apply to syntactic_attention only"
             )
-        if self.transformer.stop_from_attention:
+        if self.transformer.stop_from_attention and not self.transformer.end_marker:
             raise ValueError(
                 "transformer.stop_from_attention reads the stop from the attention on the source's last "
-                "token, which must be an end token (Lookup Tables' '.'); a SCAN command ends in a word"
+                "token, which must be an end token; a SCAN command ends in a word, so it needs "
+                "transformer.end_marker: true"
             )
         if not 0 <= self.alignment_word_dropout < 1:
             raise ValueError(f"alignment_word_dropout must be in [0, 1), got {self.alignment_word_dropout}")
