@@ -41,6 +41,15 @@ def _lookup_data(files: dict[str, Path]) -> dict[str, object]:
     }
 
 
+def _scan_data(files: dict[str, Path]) -> dict[str, object]:
+    """Overrides that train on the small ``scan_files`` and test on their test file."""
+    return {
+        "data.split": "files",
+        "data.train_file": files["train"],
+        "data.test_files": f"{{test: {files['test']}}}",
+    }
+
+
 @pytest.fixture(scope="module")
 def scan_files(tmp_path_factory) -> dict[str, Path]:
     examples = generate_scan()
@@ -56,9 +65,7 @@ def test_scan_transformer_trains_and_evaluates_through_the_cli(scan_files, tmp_p
     run_dir = tmp_path / "run"
     settings = {
         **TINY,
-        "data.split": "files",
-        "data.train_file": scan_files["train"],
-        "data.test_files": f"{{test: {scan_files['test']}}}",
+        **_scan_data(scan_files),
         "model.transformer.positional": "rope",
         "model.transformer.cross_attention": "[dot, [dot, location]]",
     }
@@ -143,9 +150,7 @@ def test_scan_transformer_stops_from_the_attention_on_an_end_marker(scan_files, 
     run_dir = tmp_path / "run"
     settings = {
         **TINY,
-        "data.split": "files",
-        "data.train_file": scan_files["train"],
-        "data.test_files": f"{{test: {scan_files['test']}}}",
+        **_scan_data(scan_files),
         "model.transformer.cross_attention": "shift",
         "model.transformer.stop_from_attention": "true",
     }
