@@ -43,8 +43,10 @@ def main() -> None:
     print(f"{args.run_dir} ({args.checkpoint}.pt), {len(error)} test sequences")
     print(f"corr(error, length) = {np.corrcoef(error, length)[0, 1]:.3f}")
     print(f"corr(error, (length - mean) * target) = {np.corrcoef(error, centred * target)[0, 1]:.3f}")
-    print(f"wrong (|error| >= {TOLERANCE}): {(np.abs(error) >= TOLERANCE).sum()}; after removing the "
-          f"length-linear part: {(np.abs(residual) >= TOLERANCE).sum()}")
+    print(
+        f"wrong (|error| >= {TOLERANCE}): {(np.abs(error) >= TOLERANCE).sum()}; after removing the "
+        f"length-linear part: {(np.abs(residual) >= TOLERANCE).sum()}"
+    )
     print(f"RMS error {np.sqrt((error**2).mean()):.4f}; RMS residual {np.sqrt((residual**2).mean()):.4f}")
 
 

@@ -21,7 +21,7 @@ import torch
 from attnlab.config import from_dict, load_yaml
 from attnlab.evaluation.metrics import sequence_correct
 from attnlab.experiments.scan.experiment import ScanExperimentConfig, model_from_checkpoint
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq
+from attnlab.models.stepwise import StepwiseSeq2Seq
 from attnlab.tasks import batching
 from attnlab.tasks.examples import Seq2SeqBatch
 from attnlab.tasks.scan_data import EncodedSplit, encode_split, load_splits

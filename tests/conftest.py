@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq
+from attnlab.models.stepwise import StepwiseSeq2Seq
 
 torch.set_num_threads(1)
 

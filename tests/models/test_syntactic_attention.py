@@ -10,11 +10,9 @@ from attnlab.attention.syntactic import (
     ShiftedBidirectionalEncoder,
     reverse_padded,
 )
-from attnlab.models.syntactic_attention import (
-    GRUAttentionSeq2Seq,
-    SyntacticAttentionSeq2Seq,
-    append_end_marker,
-)
+from attnlab.models.gru_attention import GRUAttentionSeq2Seq
+from attnlab.models.stepwise import append_end_marker
+from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 
 SOURCE_VOCAB, TARGET_VOCAB = 12, 9
 PAD, SOS, EOS = 0, 1, 2

@@ -22,7 +22,7 @@ from attnlab.evaluation.metrics import (
     sequence_correct_before_eos,
 )
 from attnlab.models.seq2seq import RecurrentSeq2Seq, Seq2SeqOutput
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq
+from attnlab.models.stepwise import StepwiseSeq2Seq
 from attnlab.tasks import batching
 from attnlab.tasks.examples import Seq2SeqBatch
 from attnlab.tasks.scan_data import UNK_TOKEN, EncodedSplit

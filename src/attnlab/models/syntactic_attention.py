@@ -1,4 +1,4 @@
-"""Syntactic Attention (Russin et al. 2019) and the GRU + attention baselines (Bastings et al. 2018).
+"""Syntactic Attention (Russin et al. 2019).
 
 :class:`SyntacticAttentionSeq2Seq` keeps two streams apart (§2, Figure 2):
 
@@ -18,15 +18,11 @@ Ablations (Table 2) are constructor flags: ``translation_encoder="rnn"`` replace
 states ``[→m_j ; ←m_j]`` of a bidirectional LSTM over the translation embeddings, and
 ``translate_from_context=True`` predicts from ``f([d_i ; c_i])``.
 
-:class:`GRUAttentionSeq2Seq` is the baseline of Table 1 (Bastings et al. 2018): a bidirectional GRU
-encoder, additive attention (Bahdanau et al. 2015) and a GRU decoder fed ``[E y_{i−1} ; c_i]``
-("+attn") or ``c_i`` alone when its dependency on the previous action is removed
-(``previous_output=False``, "+attn −dep").
-
-Both models share :class:`StepwiseSeq2Seq`: teacher-forced ``forward``, batched greedy decoding
-that stops each sequence at its own ``<eos>``, and decoding with the output length given (no
-``<eos>`` is predicted; the paper's evaluation). Tensors are batch-first; padding masks are
-``True`` at padding; attention weights come back in :class:`~attnlab.models.seq2seq.Seq2SeqOutput`.
+Decoding (teacher forcing, greedy with ``<eos>``, the output length given: the paper's evaluation)
+is :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`'s, shared with the baseline of Table 1
+(:mod:`attnlab.models.gru_attention`) and the Transformer. Tensors are batch-first; padding masks
+are ``True`` at padding; attention weights come back in
+:class:`~attnlab.models.seq2seq.Seq2SeqOutput`.
 
 Choices where the paper is silent (some follow the authors' public code):
 
@@ -56,10 +52,11 @@ fixed it with a stop decision that follows from what is attended (``lookup_shift
   words averaged by ``α_ij / (1 − α_i,end)``. The logits returned are these log-probabilities.
   Neither the decoder state (except through ``α``) nor the words' translations can move it.
 
-Two more options belong to decoding, not to the model (:meth:`StepwiseSeq2Seq.greedy_decode`,
-config keys ``evaluation.stop_threshold`` and ``evaluation.stop_lookahead``): ``stop_threshold=τ``
-emits ``<eos>`` only when ``p(<eos>) ≥ τ``, with ``stop_from_attention`` only once
-``α_i,end ≥ τ``; ``stop_lookahead=ρ`` skips a tentative end whose ``p(<eos>)`` is below ``ρ`` times
+Two more options belong to decoding, not to the model
+(:meth:`~attnlab.models.stepwise.StepwiseSeq2Seq.greedy_decode`, config keys
+``evaluation.stop_threshold`` and ``evaluation.stop_lookahead``): ``stop_threshold=τ`` emits
+``<eos>`` only when ``p(<eos>) ≥ τ``, with ``stop_from_attention`` only once ``α_i,end ≥ τ``;
+``stop_lookahead=ρ`` skips a tentative end whose ``p(<eos>)`` is below ``ρ`` times
 the largest one later in the budget. Both read nothing but the model's own output (no length, no
 oracle). Why: at paper size on add-jump the model with both options stops early on 651
 test commands, every one at a step where the alignment is split between the end marker (0.51–0.72
@@ -82,211 +79,21 @@ the attention over the keys alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnlab.attention import AttentionState, build_attender
+from attnlab.attention import AttentionState
 from attnlab.attention.base import check_padding_mask
 from attnlab.attention.syntactic import ComposedWordEmbedding, DotProductAttender, ShiftedBidirectionalEncoder
 from attnlab.models.seq2seq import Seq2SeqOutput
+from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, run_packed, stop_log_probs
 
-__all__ = [
-    "GRUAttentionSeq2Seq",
-    "StepwiseSeq2Seq",
-    "SyntacticAttentionSeq2Seq",
-    "append_end_marker",
-    "check_stop_threshold",
-    "stop_log_probs",
-]
+__all__ = ["SyntacticAttentionSeq2Seq"]
 
 TRANSLATION_ENCODERS = ("linear", "rnn")
 DECODER_INITS = ("summary", "learned")
-
-
-class StepwiseSeq2Seq(nn.Module):
-    """A decoder run one step at a time: teacher forcing, greedy and given-length decoding.
-
-    Subclasses implement :meth:`start` (encode a batch, return the decoding state) and
-    :meth:`step` (one decoding step from the previous output tokens).
-    """
-
-    never_predicted: torch.Tensor
-    never_predicted_given_length: torch.Tensor
-
-    def __init__(self, target_vocab_size: int, pad_id: int, sos_id: int, eos_id: int) -> None:
-        super().__init__()
-        self.pad_id, self.sos_id, self.eos_id = pad_id, sos_id, eos_id
-        never_predicted = torch.zeros(target_vocab_size)
-        never_predicted[[pad_id, sos_id]] = float("-inf")
-        self.register_buffer("never_predicted", never_predicted, persistent=False)
-        no_eos = never_predicted.clone()
-        no_eos[eos_id] = float("-inf")
-        self.register_buffer("never_predicted_given_length", no_eos, persistent=False)
-
-    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> Any:
-        raise NotImplementedError
-
-    def step(self, state: Any, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]:
-        """``previous`` ``[B]`` → logits ``[B, V]``, attention ``[B, S]`` and the next state."""
-        raise NotImplementedError
-
-    def forward(
-        self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
-    ) -> Seq2SeqOutput:
-        """Teacher forcing: logits ``[B, T, V]`` for ``target_input`` ``[B, T]`` (``<sos>`` + target)."""
-        state = self.start(source, source_padding_mask)
-        logits, weights = [], []
-        for t in range(target_input.size(1)):
-            step_logits, step_weights, state = self.step(state, target_input[:, t])
-            logits.append(step_logits)
-            weights.append(step_weights)
-        return Seq2SeqOutput(torch.stack(logits, dim=1), torch.stack(weights, dim=1))
-
-    @torch.no_grad()
-    def greedy_decode(
-        self,
-        source: torch.Tensor,
-        source_padding_mask: torch.Tensor,
-        max_length: int,
-        stop_threshold: float | None = None,
-        stop_lookahead: float | None = None,
-    ) -> Seq2SeqOutput:
-        """Batched greedy decoding; each sequence stops at its own ``<eos>``.
-
-        Decoding ends when every sequence has produced ``<eos>`` or after ``max_length`` steps.
-        Positions after a sequence's ``<eos>`` hold the pad id and zero attention.
-
-        Two stop rules read nothing but the model's own output (no length, no oracle; issue 29,
-        docs/results.md). Both default to ``None``, plain greedy: ``<eos>`` when it is the most
-        probable token. ``p(<eos>)`` is the step's softmax over the tokens that can be predicted;
-        with Syntactic Attention's ``stop_from_attention`` it is the attention on the end marker.
-
-        * ``stop_threshold`` ``τ``: a step emits ``<eos>`` exactly when ``p(<eos>) ≥ τ``, and
-          otherwise the most probable other token: "stop only once the end marker holds at least
-          ``τ`` of the attention". On add-jump the trained alignment brushes the marker with
-          0.5–0.7 of its mass at the boundaries of repeated parts and reaches it with about 0.999
-          at the end; a model whose true ends are soft (undertrained) then stops too late.
-        * ``stop_lookahead`` ``ρ``: decode the whole budget, feeding the most probable token
-          other than ``<eos>`` at every step, and stop at the first step whose ``<eos>`` passes the
-          rule above (or is the most probable token, without ``τ``) and has
-          ``p(<eos>) ≥ ρ · max_{j ≥ i} p_j(<eos>)``: a tentative end is skipped when the model is
-          much surer of an end later. Costs ``max_length`` steps for every batch; with a decoder
-          that does not read its outputs (Syntactic Attention) the later steps are exactly those
-          greedy decoding would have taken.
-        """
-        check_stop_threshold(stop_threshold)
-        check_stop_threshold(stop_lookahead, "stop_lookahead")
-        if stop_lookahead is not None:
-            return self._decode_with_lookahead(
-                source, source_padding_mask, max_length, stop_threshold, stop_lookahead
-            )
-        state = self.start(source, source_padding_mask)
-        previous = torch.full((source.size(0),), self.sos_id, dtype=torch.long, device=source.device)
-        finished = torch.zeros_like(previous, dtype=torch.bool)
-        logits, weights, tokens = [], [], []
-        for _ in range(max_length):
-            step_logits, step_weights, state = self.step(state, previous)
-            stops, others = self._stop_and_other(step_logits, stop_threshold)
-            step_tokens = torch.where(stops, torch.full_like(others, self.eos_id), others)
-            step_tokens = step_tokens.masked_fill(finished, self.pad_id)
-            logits.append(step_logits)
-            weights.append(step_weights * (~finished).unsqueeze(-1))
-            tokens.append(step_tokens)
-            finished = finished | (step_tokens == self.eos_id)
-            if bool(finished.all()):
-                break
-            previous = step_tokens
-        return Seq2SeqOutput(
-            torch.stack(logits, dim=1), torch.stack(weights, dim=1), tokens=torch.stack(tokens, dim=1)
-        )
-
-    def _stop_and_other(
-        self, logits: torch.Tensor, stop_threshold: float | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Whether each row of ``logits`` ``[B, V]`` stops (see :meth:`greedy_decode`), and its most
-        probable token other than ``<eos>``."""
-        others = (logits + self.never_predicted_given_length).argmax(dim=-1)
-        if stop_threshold is None:
-            stops = (logits + self.never_predicted).argmax(dim=-1) == self.eos_id
-        else:
-            stops = self._eos_probability(logits) >= stop_threshold
-        return stops, others
-
-    def _eos_probability(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(logits + self.never_predicted, dim=-1)[..., self.eos_id]
-
-    def _decode_with_lookahead(
-        self,
-        source: torch.Tensor,
-        source_padding_mask: torch.Tensor,
-        max_length: int,
-        stop_threshold: float | None,
-        stop_lookahead: float,
-    ) -> Seq2SeqOutput:
-        """:meth:`greedy_decode` with ``stop_lookahead``: all ``max_length`` steps, then the stop."""
-        state = self.start(source, source_padding_mask)
-        previous = torch.full((source.size(0),), self.sos_id, dtype=torch.long, device=source.device)
-        logits, weights, stops, others = [], [], [], []
-        for _ in range(max_length):
-            step_logits, step_weights, state = self.step(state, previous)
-            step_stops, previous = self._stop_and_other(step_logits, stop_threshold)
-            logits.append(step_logits)
-            weights.append(step_weights)
-            stops.append(step_stops)
-            others.append(previous)
-        all_logits = torch.stack(logits, dim=1)  # [B, T, V]
-        eos = self._eos_probability(all_logits)  # [B, T]
-        later_max = eos.flip(1).cummax(dim=1).values.flip(1)  # max over steps j >= i
-        stop_here = torch.stack(stops, dim=1) & (eos >= stop_lookahead * later_max)
-        steps = torch.arange(max_length, device=source.device)
-        stop = torch.where(stop_here, steps, max_length).min(dim=1).values  # [B]; max_length: none
-        width = min(int(stop.max()) + 1, max_length)
-        tokens = torch.stack(others, dim=1)[:, :width]
-        tokens = torch.where(steps[:width] == stop.unsqueeze(1), self.eos_id, tokens)
-        tokens = tokens.masked_fill(steps[:width] > stop.unsqueeze(1), self.pad_id)
-        kept = (steps[:width] <= stop.unsqueeze(1)).unsqueeze(-1)
-        return Seq2SeqOutput(
-            all_logits[:, :width], torch.stack(weights, dim=1)[:, :width] * kept, tokens=tokens
-        )
-
-    @torch.no_grad()
-    def decode_with_lengths(
-        self, source: torch.Tensor, source_padding_mask: torch.Tensor, lengths: torch.Tensor
-    ) -> Seq2SeqOutput:
-        """Greedy decoding of exactly ``lengths[b]`` tokens per sequence (the output length given).
-
-        ``<eos>`` is never predicted; the returned ``tokens`` ``[B, max(lengths) + 1]`` hold the
-        decoded tokens, an ``<eos>`` at position ``lengths[b]`` and padding after it, so the usual
-        sequence metrics apply. Logits and attention cover the ``max(lengths)`` decoded steps
-        (attention is zero past each sequence's length).
-        """
-        lengths = lengths.to(source.device)
-        if lengths.dim() != 1 or lengths.size(0) != source.size(0) or bool((lengths < 1).any()):
-            raise ValueError(
-                f"lengths must be [batch={source.size(0)}] positive ints, got {lengths.tolist()}"
-            )
-        state = self.start(source, source_padding_mask)
-        previous = torch.full((source.size(0),), self.sos_id, dtype=torch.long, device=source.device)
-        logits, weights, tokens = [], [], []
-        for t in range(int(lengths.max())):
-            step_logits, step_weights, state = self.step(state, previous)
-            alive = lengths > t
-            step_tokens = (step_logits + self.never_predicted_given_length).argmax(dim=-1)
-            step_tokens = step_tokens.masked_fill(~alive, self.pad_id)
-            logits.append(step_logits)
-            weights.append(step_weights * alive.unsqueeze(-1))
-            tokens.append(step_tokens)
-            previous = step_tokens
-        decoded = torch.stack(tokens + [torch.full_like(previous, self.pad_id)], dim=1)
-        decoded.scatter_(1, lengths.unsqueeze(1), self.eos_id)
-        return Seq2SeqOutput(torch.stack(logits, dim=1), torch.stack(weights, dim=1), tokens=decoded)
-
-
-# ------------------------------------------------------------------------------ Syntactic Attention
 
 
 @dataclass
@@ -435,7 +242,7 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         """``m_j = W_m x_j``, or ``[→m_j ; ←m_j]`` with the translation RNN (Table 2, first ablation)."""
         translations = self.dropout(self.translation_embedding(source))
         if self.translation_rnn is not None:
-            translations = _run_packed(self.translation_rnn, translations, padding_mask)[0]
+            translations = run_packed(self.translation_rnn, translations, padding_mask)[0]
         return translations
 
     def align(self, state: _SyntacticState) -> tuple[torch.Tensor, _SyntacticState]:
@@ -536,48 +343,6 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         return Seq2SeqOutput(self.readout(attention, first), attention)
 
 
-def check_stop_threshold(value: float | None, name: str = "stop_threshold") -> None:
-    """A ``ValueError`` unless ``value`` (a stop rule's ``stop_threshold`` or ``stop_lookahead``)
-    is ``None`` or a number in ``(0, 1]``."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a probability in (0, 1] or None, got {value!r}")
-    if not 0.0 < value <= 1.0:  # also rejects NaN
-        raise ValueError(f"{name} must be a probability in (0, 1] (a fraction of p(<eos>)), got {value}")
-
-
-def stop_log_probs(
-    word_logits: torch.Tensor, eos_id: int, stop: torch.Tensor, rest: torch.Tensor
-) -> torch.Tensor:
-    """Log-probabilities ``[..., V]`` of a model whose stop decision is its own: ``log stop`` for
-    ``<eos>``, and for every other token ``log rest`` plus its log-softmax among ``word_logits``
-    without ``<eos>``. ``stop`` and ``rest`` (``[..., 1]``, e.g. the attention on an end position and
-    on the words) should sum to 1; each is clamped to the smallest positive float before the log."""
-    tiny = torch.finfo(word_logits.dtype).tiny
-    is_eos = torch.zeros(word_logits.size(-1), dtype=torch.bool, device=word_logits.device)
-    is_eos[eos_id] = True
-    words = F.log_softmax(word_logits.masked_fill(is_eos, float("-inf")), dim=-1)
-    return torch.where(is_eos, stop.clamp_min(tiny).log(), words + rest.clamp_min(tiny).log())
-
-
-def append_end_marker(
-    source: torch.Tensor, padding_mask: torch.Tensor, end_id: int, pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Append ``end_id`` after the last real word of each right-padded row.
-
-    Returns the source ``[B, S + 1]``, its padding mask and the end marker's column ``[B]``.
-    """
-    lengths = (~padding_mask).sum(dim=1)
-    if bool((padding_mask.cumsum(dim=1) > 0).ne(padding_mask).any()):
-        raise ValueError("end_marker needs right-padded sources (padding only after the real words)")
-    column = lengths.unsqueeze(1)
-    rows = source.size(0)
-    source = torch.cat([source, source.new_full((rows, 1), pad_id)], dim=1).scatter(1, column, end_id)
-    padding_mask = torch.cat([padding_mask, padding_mask.new_ones(rows, 1)], dim=1).scatter(1, column, False)
-    return source, padding_mask, lengths
-
-
 def _check_options(embedding_dim: int, encoder_hidden: int, decoder_hidden: int, translation: str) -> None:
     if min(embedding_dim, encoder_hidden, decoder_hidden) < 1:
         raise ValueError("embedding_dim, encoder_hidden_dim and decoder_hidden_dim must be >= 1")
@@ -601,107 +366,3 @@ def _bidirectional_lstm(input_dim: int, hidden_dim: int, layers: int, dropout: f
         bidirectional=True,
         dropout=dropout if layers > 1 else 0.0,
     )
-
-
-def _run_packed(
-    rnn: nn.RNNBase, inputs: torch.Tensor, padding_mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run a (bidirectional) RNN over right-padded ``inputs`` per sequence length.
-
-    Returns the outputs ``[B, S, dirs·H]`` (zero at padding) and the last layer's final states of
-    both directions concatenated, ``[B, dirs·H]``.
-    """
-    lengths = (~padding_mask).sum(dim=1).cpu()
-    packed = pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
-    outputs, final = rnn(packed)
-    outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=inputs.size(1))
-    final = final[0] if isinstance(final, tuple) else final  # LSTM: (h_n, c_n)
-    directions = 2 if rnn.bidirectional else 1
-    return outputs, torch.cat(list(final[-directions:]), dim=-1)
-
-
-# ------------------------------------------------------------------------------ GRU + attention
-
-
-@dataclass
-class _GRUState:
-    annotations: torch.Tensor  # [B, S, 2H]
-    padding_mask: torch.Tensor
-    hidden: torch.Tensor  # [B, D]
-    attention: AttentionState
-
-
-class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
-    """GRU encoder–decoder with additive attention: Bastings et al. (2018) "+attn" and "+attn −dep".
-
-    Step ``i``: ``α_i = attention(s_{i−1}, h)``, ``c_i = Σ_j α_ij h_j``,
-    ``s_i = GRU([E y_{i−1} ; c_i], s_{i−1})`` (or ``GRU(c_i, s_{i−1})`` with
-    ``previous_output=False``), ``p(y_i) = softmax(W_o dropout([s_i ; c_i]))``;
-    ``s_0 = tanh(W_0 [→h_T ; ←h_1])``. Defaults: Lake & Baroni's best add-jump model (1 layer,
-    100 units, dropout 0.1), which Bastings et al. start from.
-    """
-
-    def __init__(
-        self,
-        source_vocab_size: int,
-        target_vocab_size: int,
-        *,
-        embedding_dim: int = 100,
-        encoder_hidden_dim: int = 100,
-        encoder_layers: int = 1,
-        decoder_hidden_dim: int = 100,
-        dropout: float = 0.1,
-        previous_output: bool = True,
-        pad_id: int = 0,
-        sos_id: int = 1,
-        eos_id: int = 2,
-    ) -> None:
-        super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
-        if min(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, encoder_layers) < 1:
-            raise ValueError("embedding_dim, hidden sizes and encoder_layers must be >= 1")
-        self.previous_output = previous_output
-        self.dropout = nn.Dropout(dropout)
-        self.source_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
-        self.encoder = nn.GRU(
-            embedding_dim,
-            encoder_hidden_dim,
-            encoder_layers,
-            batch_first=True,
-            bidirectional=True,
-            dropout=dropout if encoder_layers > 1 else 0.0,
-        )
-        annotation_dim = 2 * encoder_hidden_dim
-        self.bridge = nn.Linear(annotation_dim, decoder_hidden_dim)
-        self.attender = build_attender("additive", decoder_hidden_dim, annotation_dim, annotation_dim)
-        self.target_embedding = (
-            nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id) if previous_output else None
-        )
-        input_dim = annotation_dim + (embedding_dim if previous_output else 0)
-        self.decoder_cell = nn.GRUCell(input_dim, decoder_hidden_dim)
-        self.output = nn.Linear(decoder_hidden_dim + annotation_dim, target_vocab_size)
-
-    def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _GRUState:
-        check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
-        embedded = self.dropout(self.source_embedding(source))
-        annotations, final = _run_packed(self.encoder, embedded, source_padding_mask)
-        return _GRUState(
-            annotations=annotations,
-            padding_mask=source_padding_mask,
-            hidden=torch.tanh(self.bridge(final)),
-            attention=self.attender.initial_state(annotations, source_padding_mask),
-        )
-
-    def step(self, state: _GRUState, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, _GRUState]:
-        attended = self.attender(
-            state.hidden, state.annotations, state.annotations, state.padding_mask, state.attention
-        )
-        inputs = attended.glimpse
-        if self.target_embedding is not None:
-            inputs = torch.cat([self.dropout(self.target_embedding(previous)), inputs], dim=-1)
-        hidden = self.decoder_cell(inputs, state.hidden)
-        logits = self.output(self.dropout(torch.cat([hidden, attended.glimpse], dim=-1)))
-        return (
-            logits,
-            attended.weights,
-            _GRUState(state.annotations, state.padding_mask, hidden, attended.state),
-        )

@@ -80,7 +80,7 @@ from attnlab.attention.positions import (
     check_scheme,
 )
 from attnlab.models.seq2seq import Seq2SeqOutput
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq, append_end_marker, stop_log_probs
+from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
 
 __all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "cross_attention_heads"]
 

@@ -43,12 +43,9 @@ from attnlab.experiments.seq2seq_common import (
     decoded_attention_samples,
     evaluate_with_predictions,
 )
-from attnlab.models.syntactic_attention import (
-    GRUAttentionSeq2Seq,
-    StepwiseSeq2Seq,
-    SyntacticAttentionSeq2Seq,
-    check_stop_threshold,
-)
+from attnlab.models.gru_attention import GRUAttentionSeq2Seq
+from attnlab.models.stepwise import StepwiseSeq2Seq, check_stop_threshold
+from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.tasks import scan
 from attnlab.tasks.batching import batches, bucketed_batches
 from attnlab.tasks.examples import Seq2SeqBatch

@@ -18,7 +18,8 @@ from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.scan import experiment
-from attnlab.models.syntactic_attention import StepwiseSeq2Seq, SyntacticAttentionSeq2Seq
+from attnlab.models.stepwise import StepwiseSeq2Seq
+from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.plotting import plot_attention_heatmap, plot_run_history
 from attnlab.tasks import scan, scan_data
 from attnlab.tasks.batching import collate
