@@ -118,14 +118,15 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer": 126,
         "lookup_transformer_machine_tasks": 126,
         "lookup_transformer_stop": 63,
+        "lookup_transformer_stop_machine_tasks": 63,
         "raffel2015_addition_lr": 24,
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
     }
-    runs = expand(load_spec("lookup_transformer_machine_tasks"))
-    configs = [lookup.EXPERIMENT.parse_config(run.config) for run in runs]
-    assert {config.data.protocol for config in configs} == {"machine_tasks"}
-    assert {config.data.variant for config in configs} == {"long", "reversed", "noisy-single"}
+    for name in ("lookup_transformer_machine_tasks", "lookup_transformer_stop_machine_tasks"):
+        configs = [lookup.EXPERIMENT.parse_config(run.config) for run in expand(load_spec(name))]
+        assert {config.data.protocol for config in configs} == {"machine_tasks"}
+        assert {config.data.variant for config in configs} == {"long", "reversed", "noisy-single"}
     from attnlab.experiments.scan import experiment as scan
 
     cutoffs = [
