@@ -138,6 +138,10 @@ def test_bad_transformer_options_are_config_errors():
         lookup.EXPERIMENT.parse_config(
             resolve_config("lookup_transformer", ["model.transformer.cross_attention=[dot, dot, dot]"])
         )
+    with pytest.raises(ConfigError, match="attender_keys='embeddings' needs attender heads"):
+        lookup.EXPERIMENT.parse_config(
+            resolve_config("lookup_transformer", ["model.transformer.attender_keys=embeddings"])
+        )
     with pytest.raises(ConfigError, match="a Lookup Tables source ends in '.'"):
         lookup.EXPERIMENT.parse_config(
             resolve_config("lookup_transformer", ["model.transformer.end_marker=true"])

@@ -419,3 +419,39 @@ def test_end_marker_needs_right_padded_sources():
     source = torch.tensor([[PAD, 3, 4]])
     with pytest.raises(ValueError, match="right-padded"):
         model(source, source == PAD, TARGET_INPUT[:1])
+
+
+# ------------------------------------------------------------------------------ keys without position
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_attender_keys_from_the_embeddings_hold_no_position(positional):
+    """With ``attender_keys="embeddings"`` a word's key for the attender heads is the same wherever
+    it stands (its value, and the dot heads' keys, still carry the position); by default it is not."""
+    source = torch.tensor([[3, 4, 5, 3, 6]])  # word 3 at positions 0 and 3
+    mask = torch.zeros_like(source, dtype=torch.bool)
+    for attender_keys, same in (("embeddings", True), ("memory", False)):
+        model = build(positional, cross_attention=["dot", ["shift", "dot"]], attender_keys=attender_keys)
+        state = model.start(source, mask).cross[1]
+        keys = state.attender_keys[0, 0]  # head 0 (the shift head), [S, D]
+        assert torch.allclose(keys[0], keys[3], atol=1e-6) is same
+        assert not torch.allclose(state.keys[0, 1, 0], state.keys[0, 1, 3], atol=1e-6)  # the dot head
+
+
+def test_attender_keys_from_the_embeddings_keep_padding_and_cached_decoding_exact():
+    model = build("sinusoidal", cross_attention="shift", attender_keys="embeddings", stop_from_attention=True)
+    source, mask = padded_batch(SOURCES, width=7)
+    output = model(source, mask, TARGET_INPUT)
+    other = model(source.masked_fill(mask, 5), mask, TARGET_INPUT)
+    torch.testing.assert_close(other.logits, output.logits, rtol=0, atol=0)
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        logits, _, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(logits, output.logits[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_bad_attender_keys_are_errors():
+    with pytest.raises(ValueError, match="attender_keys must be one of"):
+        build("sinusoidal", cross_attention="shift", attender_keys="positions")
+    with pytest.raises(ValueError, match="needs attender heads; every cross-attention head is dot"):
+        build("sinusoidal", attender_keys="embeddings")

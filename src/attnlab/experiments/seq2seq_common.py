@@ -19,7 +19,7 @@ from attnlab.config import from_dict, to_dict
 from attnlab.evaluation.seq2seq import ExampleOutcomes, decoding_budget
 from attnlab.experiments.base import Evaluation, Experiment
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
-from attnlab.models.transformer import TransformerSeq2Seq, cross_attention_heads
+from attnlab.models.transformer import TransformerSeq2Seq, check_attender_keys, cross_attention_heads
 from attnlab.tasks.batching import EncodedDataset, collate
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.checkpoint import check_model_spec, load_model_weights, load_system_checkpoint
@@ -72,9 +72,15 @@ class TransformerModelConfig:
     end_marker: bool = False
     """Append a learned end-of-command position to every source, which the stop from the attention
     then reads as the source's end (SCAN, whose commands end in a word)."""
+    attender_keys: Literal["memory", "embeddings"] = "memory"
+    """What the attender heads' keys are projected from: the encoder's output, or the source's token
+    embeddings alone, so that a content move finds a word by what it is, never by where it is
+    (:mod:`attnlab.models.transformer`)."""
 
     def __post_init__(self) -> None:
-        cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
+        check_attender_keys(
+            self.attender_keys, cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
+        )
 
 
 def build_transformer(
@@ -99,6 +105,7 @@ def build_transformer(
         max_relative_distance=config.max_relative_distance,
         stop_from_attention=config.stop_from_attention,
         end_marker=config.end_marker,
+        attender_keys=config.attender_keys,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

@@ -51,6 +51,18 @@ Attention's option of the same name does; the attention returned then has ``S + 
 last real one of each row the end marker. The SCAN experiment accepts ``stop_from_attention`` only
 with it.
 
+Keys without position (an attnlab option, issue 28). A content-type move of the Shift Attender
+(``content``, ``last_match``) scores the words by their keys, and by default those are projected
+from the encoder's output, which carries where a word is under absolute positional schemes. So the
+content move can find a *position*: with sinusoidal positions, a trained Long Lookup Tables run
+(seed 2 of ``lookup_transformer_stop``) jumped at its first step to "the last table", learnt as
+the word at its index in the longest training inputs, and walked back to the start from there, so
+on longer inputs it stopped after about the training length (docs/results.md, issue 28, session
+23). ``attender_keys="embeddings"`` projects the attender heads' keys from the source's token
+embeddings instead (scaled, before positions are added, no context), so a content move can find
+a word only by what it is — the input bits, ``!``, ``.`` — and never by where it is; the values,
+and the dot heads, still read the encoder's output.
+
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.syntactic_attention.
 StepwiseSeq2Seq`: ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step`
 decode one token at a time with cached self-attention keys and values per layer, so greedy and
@@ -82,10 +94,13 @@ from attnlab.attention.positions import (
 from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
 
-__all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "cross_attention_heads"]
+__all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "check_attender_keys", "cross_attention_heads"]
 
 DOT = "dot"
 """The standard scaled dot-product cross-attention head."""
+
+ATTENDER_KEYS = ("memory", "embeddings")
+"""What the attender heads' keys are projected from (``TransformerSeq2Seq(attender_keys=...)``)."""
 
 STOP_FLOOR = 0.01
 """With ``stop_from_attention``, ``p(<eos>)`` is kept in ``[ε, 1 − ε]`` (``ε`` this floor): the
@@ -196,11 +211,16 @@ class _CrossState:
     keys: torch.Tensor  # [B, H, S, D]
     values: torch.Tensor  # [B, H, S, D]
     padding_mask: torch.Tensor  # [B, S]
+    attender_keys: torch.Tensor  # [B, H, S, D]: the keys the attender heads read
     attender_states: dict[int, AttentionState] = field(default_factory=dict)
 
 
 class CrossAttention(nn.Module):
-    """Multi-head cross-attention whose heads are ``"dot"`` or attnlab attenders (module docstring)."""
+    """Multi-head cross-attention whose heads are ``"dot"`` or attnlab attenders (module docstring).
+
+    ``attender_keys="embeddings"`` gives the attender heads keys projected from the source's token
+    embeddings (no position, no context) instead of from the encoder's output.
+    """
 
     def __init__(
         self,
@@ -208,12 +228,14 @@ class CrossAttention(nn.Module):
         heads: list[str],
         options: dict[str, dict[str, Any]],
         dropout: float,
+        attender_keys: str = "memory",
     ) -> None:
         super().__init__()
         self.heads, self.head_dim = len(heads), d_model // len(heads)
         self.kinds = list(heads)
         self.query = nn.Linear(d_model, d_model)
         self.key_value = nn.Linear(d_model, 2 * d_model)
+        self.embedding_key = nn.Linear(d_model, d_model) if attender_keys == "embeddings" else None
         self.out = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
         dim = self.head_dim
@@ -226,13 +248,23 @@ class CrossAttention(nn.Module):
             }
         )
 
-    def start(self, memory: torch.Tensor, padding_mask: torch.Tensor) -> _CrossState:
+    def start(
+        self, memory: torch.Tensor, padding_mask: torch.Tensor, embedded: torch.Tensor | None = None
+    ) -> _CrossState:
+        """The projected ``memory [B, S, D]`` and each attender head's initial state; ``embedded``:
+        the source's scaled token embeddings, needed with ``attender_keys="embeddings"``."""
         keys, values = (_split_heads(part, self.heads) for part in self.key_value(memory).chunk(2, dim=-1))
+        if self.embedding_key is None:
+            attender_keys = keys
+        elif embedded is None:
+            raise ValueError("attender_keys='embeddings' needs the source's token embeddings")
+        else:
+            attender_keys = _split_heads(self.embedding_key(embedded), self.heads)
         states = {}
         for name in self.attenders:
             h = int(name)
-            states[h] = self._attender(h).initial_state(keys[:, h], padding_mask)
-        return _CrossState(keys, values, padding_mask, states)
+            states[h] = self._attender(h).initial_state(attender_keys[:, h], padding_mask)
+        return _CrossState(keys, values, padding_mask, attender_keys, states)
 
     def _attender(self, head: int) -> Attender:
         attender = self.attenders[str(head)]
@@ -257,7 +289,7 @@ class CrossAttention(nn.Module):
             h = int(name)
             attended = self._attender(h)(
                 query[:, h],
-                state.keys[:, h],
+                state.attender_keys[:, h],
                 state.values[:, h],
                 state.padding_mask,
                 state.attender_states[h],
@@ -265,7 +297,11 @@ class CrossAttention(nn.Module):
             glimpses[h], weights[h], next_states[h] = attended.glimpse, attended.weights, attended.state
         output = self.out(_merge_heads(torch.stack(glimpses, dim=1)))  # type: ignore[arg-type]
         all_weights = torch.stack(weights, dim=1)  # type: ignore[arg-type]
-        return output, all_weights, _CrossState(state.keys, state.values, state.padding_mask, next_states)
+        return (
+            output,
+            all_weights,
+            _CrossState(state.keys, state.values, state.padding_mask, state.attender_keys, next_states),
+        )
 
 
 class FeedForward(nn.Sequential):
@@ -299,11 +335,12 @@ class DecoderLayer(nn.Module):
         scheme: str,
         distance: int,
         options: dict[str, dict[str, Any]],
+        attender_keys: str = "memory",
     ):
         super().__init__()
         self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
         self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance)
-        self.cross_attention = CrossAttention(d_model, heads, options, dropout)
+        self.cross_attention = CrossAttention(d_model, heads, options, dropout, attender_keys)
         self.ff = FeedForward(d_model, ff_dim, dropout)
         self.dropout = nn.Dropout(dropout)
 
@@ -348,6 +385,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``<eos>`` from the output layer.
         end_marker: append a learned end-of-command position to every source (module docstring),
             which then is the source's last token; sources must be right-padded.
+        attender_keys: what the attender heads' keys are projected from: ``"memory"`` (default,
+            the encoder's output, as the dot heads') or ``"embeddings"`` (the source's token
+            embeddings alone: no position, no context; module docstring).
     """
 
     def __init__(
@@ -368,6 +408,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         max_relative_distance: int = 16,
         stop_from_attention: bool = False,
         end_marker: bool = False,
+        attender_keys: str = "memory",
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -384,6 +425,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.positional = d_model, positional
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
+        check_attender_keys(attender_keys, self.head_names)
+        self.attender_keys = attender_keys
         options = dict(cross_attention_options or {})
         self.start_marker_id = source_vocab_size if stop_from_attention else None
         self.end_marker_id = source_vocab_size + int(stop_from_attention) if end_marker else None
@@ -401,7 +444,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             for _ in range(encoder_layers)
         )
         self.decoder = nn.ModuleList(
-            DecoderLayer(d_model, names, ff_dim, dropout, positional, max_relative_distance, options)
+            DecoderLayer(
+                d_model, names, ff_dim, dropout, positional, max_relative_distance, options, attender_keys
+            )
             for names in self.head_names
         )
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
@@ -434,7 +479,12 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             )
             end_positions = end_positions + 1
         memory = self.encode(source, source_padding_mask)
-        cross = [_cross_attention(layer).start(memory, source_padding_mask) for layer in self.decoder]
+        embedded = None
+        if self.attender_keys == "embeddings":
+            embedded = self.source_embedding(source) * math.sqrt(self.d_model)
+        cross = [
+            _cross_attention(layer).start(memory, source_padding_mask, embedded) for layer in self.decoder
+        ]
         return _DecoderState(cross, [None] * len(self.decoder), end_positions)
 
     def _source_columns(self, weights: torch.Tensor) -> torch.Tensor:
@@ -517,6 +567,17 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         sequence's ``<eos>`` is the one decoding computed; later steps read padding."""
         start = tokens.new_full((tokens.size(0), 1), self.sos_id)
         return torch.cat([start, tokens[:, :-1]], dim=1)
+
+
+def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None:
+    """A ``ValueError`` unless ``attender_keys`` is one of :data:`ATTENDER_KEYS` and, if not the
+    default, some cross-attention head (``head_names``: per decoder layer) is an attender."""
+    if attender_keys not in ATTENDER_KEYS:
+        raise ValueError(f"attender_keys must be one of {ATTENDER_KEYS}, got {attender_keys!r}")
+    if attender_keys != "memory" and all(name == DOT for names in head_names for name in names):
+        raise ValueError(
+            f"attender_keys={attender_keys!r} needs attender heads; every cross-attention head is dot"
+        )
 
 
 def _init_embedding(embedding: nn.Embedding, d_model: int) -> None:
