@@ -426,20 +426,28 @@ def test_end_marker_needs_right_padded_sources():
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
 def test_attender_keys_from_the_embeddings_hold_no_position(positional):
-    """With ``attender_keys="embeddings"`` a word's key for the attender heads is the same wherever
-    it stands (its value, and the dot heads' keys, still carry the position); by default it is not."""
-    source = torch.tensor([[3, 4, 5, 3, 6]])  # word 3 at positions 0 and 3
+    """With ``attender_keys="embeddings"`` (or ``"local"``: with the neighbours) a word's key for the
+    attender heads is the same wherever it stands among the same neighbours (its value, and the dot
+    heads' keys, still carry the position); by default it is not."""
+    source = torch.tensor([[6, 3, 4, 5, 3, 4, 5, 6]])  # "3 4 5" at positions 1-3 and 4-6
     mask = torch.zeros_like(source, dtype=torch.bool)
-    for attender_keys, same in (("embeddings", True), ("memory", False)):
+    for attender_keys, same in (("embeddings", True), ("local", True), ("memory", False)):
         model = build(positional, cross_attention=["dot", ["shift", "dot"]], attender_keys=attender_keys)
         state = model.start(source, mask).cross[1]
         keys = state.attender_keys[0, 0]  # head 0 (the shift head), [S, D]
-        assert torch.allclose(keys[0], keys[3], atol=1e-6) is same
-        assert not torch.allclose(state.keys[0, 1, 0], state.keys[0, 1, 3], atol=1e-6)  # the dot head
+        assert torch.allclose(keys[2], keys[5], atol=1e-6) is same, attender_keys
+        assert not torch.allclose(state.keys[0, 1, 2], state.keys[0, 1, 5], atol=1e-6)  # the dot head
+    # "local" keys read the neighbours: the same word after another word has another key
+    model = build(positional, cross_attention="shift", attender_keys="local")
+    keys = model.start(source, mask).cross[0].attender_keys[0, 0]
+    assert not torch.allclose(keys[1], keys[4], atol=1e-6)  # 3 after 6, 3 after 5
 
 
-def test_attender_keys_from_the_embeddings_keep_padding_and_cached_decoding_exact():
-    model = build("sinusoidal", cross_attention="shift", attender_keys="embeddings", stop_from_attention=True)
+@pytest.mark.parametrize("attender_keys", ["embeddings", "local"])
+def test_attender_keys_from_the_embeddings_keep_padding_and_cached_decoding_exact(attender_keys):
+    model = build(
+        "sinusoidal", cross_attention="shift", attender_keys=attender_keys, stop_from_attention=True
+    )
     source, mask = padded_batch(SOURCES, width=7)
     output = model(source, mask, TARGET_INPUT)
     other = model(source.masked_fill(mask, 5), mask, TARGET_INPUT)

@@ -72,10 +72,10 @@ class TransformerModelConfig:
     end_marker: bool = False
     """Append a learned end-of-command position to every source, which the stop from the attention
     then reads as the source's end (SCAN, whose commands end in a word)."""
-    attender_keys: Literal["memory", "embeddings"] = "memory"
-    """What the attender heads' keys are projected from: the encoder's output, or the source's token
-    embeddings alone, so that a content move finds a word by what it is, never by where it is
-    (:mod:`attnlab.models.transformer`)."""
+    attender_keys: Literal["memory", "embeddings", "local"] = "memory"
+    """What the attender heads' keys are projected from: the encoder's output, the source's token
+    embeddings alone, or a window of three of them, so that a content move finds a word by what it
+    is (and, ``local``, its neighbours), never by where it is (:mod:`attnlab.models.transformer`)."""
 
     def __post_init__(self) -> None:
         check_attender_keys(

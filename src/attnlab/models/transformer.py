@@ -65,6 +65,10 @@ and the dot heads, still read the encoder's output. Measured (sinusoidal, one se
 that Long run (100% on long 1–5) and keeps Reversed at 100%, but Noisy start fails (0% from long
 1, every output a right prefix stopped early): its jump is to the table *after* ``!``, which only
 context tells from the noise tables before it. So it is an ablation, not the default.
+``attender_keys="local"`` keeps that context and still no position: each key is read from a window
+of three token embeddings (the word and its neighbours; :class:`~attnlab.models.seq2seq.
+LocalEncoder`, the encoder of the recurrent ``lookup_shift_robust``), so "the table after ``!``"
+and "the word before ``.``" are content at every length.
 
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.syntactic_attention.
 StepwiseSeq2Seq`: ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step`
@@ -94,7 +98,7 @@ from attnlab.attention.positions import (
     SelfAttentionPositions,
     check_scheme,
 )
-from attnlab.models.seq2seq import Seq2SeqOutput
+from attnlab.models.seq2seq import LocalEncoder, Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
 
 __all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "check_attender_keys", "cross_attention_heads"]
@@ -102,7 +106,7 @@ __all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "check_attender_keys",
 DOT = "dot"
 """The standard scaled dot-product cross-attention head."""
 
-ATTENDER_KEYS = ("memory", "embeddings")
+ATTENDER_KEYS = ("memory", "embeddings", "local")
 """What the attender heads' keys are projected from (``TransformerSeq2Seq(attender_keys=...)``)."""
 
 STOP_FLOOR = 0.01
@@ -222,7 +226,9 @@ class CrossAttention(nn.Module):
     """Multi-head cross-attention whose heads are ``"dot"`` or attnlab attenders (module docstring).
 
     ``attender_keys="embeddings"`` gives the attender heads keys projected from the source's token
-    embeddings (no position, no context) instead of from the encoder's output.
+    embeddings (no position, no context) instead of from the encoder's output; ``"local"`` keys
+    from a window of three token embeddings (:class:`~attnlab.models.seq2seq.LocalEncoder`: the
+    word and its neighbours, no position).
     """
 
     def __init__(
@@ -238,7 +244,11 @@ class CrossAttention(nn.Module):
         self.kinds = list(heads)
         self.query = nn.Linear(d_model, d_model)
         self.key_value = nn.Linear(d_model, 2 * d_model)
-        self.embedding_key = nn.Linear(d_model, d_model) if attender_keys == "embeddings" else None
+        self.key_encoder: nn.Module | None = None
+        if attender_keys == "embeddings":
+            self.key_encoder = nn.Linear(d_model, d_model)
+        elif attender_keys == "local":
+            self.key_encoder = LocalEncoder(d_model, d_model, window=3)
         self.out = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
         dim = self.head_dim
@@ -257,12 +267,14 @@ class CrossAttention(nn.Module):
         """The projected ``memory [B, S, D]`` and each attender head's initial state; ``embedded``:
         the source's scaled token embeddings, needed with ``attender_keys="embeddings"``."""
         keys, values = (_split_heads(part, self.heads) for part in self.key_value(memory).chunk(2, dim=-1))
-        if self.embedding_key is None:
+        if self.key_encoder is None:
             attender_keys = keys
         elif embedded is None:
-            raise ValueError("attender_keys='embeddings' needs the source's token embeddings")
+            raise ValueError("attender keys from the embeddings need the source's token embeddings")
+        elif isinstance(self.key_encoder, LocalEncoder):
+            attender_keys = _split_heads(self.key_encoder(embedded, padding_mask), self.heads)
         else:
-            attender_keys = _split_heads(self.embedding_key(embedded), self.heads)
+            attender_keys = _split_heads(self.key_encoder(embedded), self.heads)
         states = {}
         for name in self.attenders:
             h = int(name)
@@ -389,8 +401,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         end_marker: append a learned end-of-command position to every source (module docstring),
             which then is the source's last token; sources must be right-padded.
         attender_keys: what the attender heads' keys are projected from: ``"memory"`` (default,
-            the encoder's output, as the dot heads') or ``"embeddings"`` (the source's token
-            embeddings alone: no position, no context; module docstring).
+            the encoder's output, as the dot heads'), ``"embeddings"`` (the source's token
+            embeddings alone: no position, no context) or ``"local"`` (a window of three token
+            embeddings: context, no position); module docstring.
     """
 
     def __init__(
@@ -483,7 +496,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             end_positions = end_positions + 1
         memory = self.encode(source, source_padding_mask)
         embedded = None
-        if self.attender_keys == "embeddings":
+        if self.attender_keys != "memory":
             embedded = self.source_embedding(source) * math.sqrt(self.d_model)
         cross = [
             _cross_attention(layer).start(memory, source_padding_mask, embedded) for layer in self.decoder
