@@ -366,9 +366,11 @@ def test_without_stop_from_attention_eos_is_an_output_layer_token():
     assert not torch.allclose(logits.exp().sum(-1), torch.ones(3, 5))
 
 
-def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training():
+@pytest.mark.parametrize("attender_keys", ["memory", "local"])
+def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training(attender_keys):
     """Copy tasks ending in an end token (id 7): trained on 2–4 tokens with shift heads, the model
-    copies 6 tokens and stops, the stop read from where the attention is."""
+    copies 6 tokens and stops, the stop read from where the attention is (with the heads' keys from
+    the encoder's output or from a window of three token embeddings)."""
     generator = torch.Generator().manual_seed(0)
 
     def batch(size: int, length: int) -> Batch:
@@ -376,7 +378,11 @@ def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training():
         return _sequence_task(torch.cat([words, torch.full((size, 1), 7)], dim=1), words)
 
     model, loss = _train_tiny(
-        lambda update: batch(32, 2 + update % 3), 300, cross_attention="shift", stop_from_attention=True
+        lambda update: batch(32, 2 + update % 3),
+        300,
+        cross_attention="shift",
+        stop_from_attention=True,
+        attender_keys=attender_keys,
     )
     accuracy = _sequence_accuracy(model, batch(64, 6), max_length=10)
     assert accuracy > 0.9, f"sequence accuracy at length 6: {accuracy:.2f} (last loss {loss:.3f})"
