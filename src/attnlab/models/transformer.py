@@ -244,11 +244,8 @@ class CrossAttention(nn.Module):
         self.kinds = list(heads)
         self.query = nn.Linear(d_model, d_model)
         self.key_value = nn.Linear(d_model, 2 * d_model)
-        self.key_encoder: nn.Module | None = None
-        if attender_keys == "embeddings":
-            self.key_encoder = nn.Linear(d_model, d_model)
-        elif attender_keys == "local":
-            self.key_encoder = LocalEncoder(d_model, d_model, window=3)
+        self.embedding_key = nn.Linear(d_model, d_model) if attender_keys == "embeddings" else None
+        self.local_key = LocalEncoder(d_model, d_model, window=3) if attender_keys == "local" else None
         self.out = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
         dim = self.head_dim
@@ -267,14 +264,15 @@ class CrossAttention(nn.Module):
         """The projected ``memory [B, S, D]`` and each attender head's initial state; ``embedded``:
         the source's scaled token embeddings, needed with ``attender_keys="embeddings"``."""
         keys, values = (_split_heads(part, self.heads) for part in self.key_value(memory).chunk(2, dim=-1))
-        if self.key_encoder is None:
+        if self.embedding_key is None and self.local_key is None:
             attender_keys = keys
         elif embedded is None:
             raise ValueError("attender keys from the embeddings need the source's token embeddings")
-        elif isinstance(self.key_encoder, LocalEncoder):
-            attender_keys = _split_heads(self.key_encoder(embedded, padding_mask), self.heads)
+        elif self.local_key is not None:
+            attender_keys = _split_heads(self.local_key(embedded, padding_mask), self.heads)
         else:
-            attender_keys = _split_heads(self.key_encoder(embedded), self.heads)
+            assert self.embedding_key is not None
+            attender_keys = _split_heads(self.embedding_key(embedded), self.heads)
         states = {}
         for name in self.attenders:
             h = int(name)
