@@ -209,7 +209,7 @@ class StepwiseSeq2Seq(nn.Module):
         return Seq2SeqOutput(torch.stack(logits, dim=1), torch.stack(weights, dim=1), tokens=decoded)
 
 
-# ------------------------------------------------------------------------------ Syntactic Attention
+# ------------------------------------------------------------------------------ stopping by itself
 
 
 def check_stop_threshold(value: float | None, name: str = "stop_threshold") -> None:

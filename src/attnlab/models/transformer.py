@@ -70,10 +70,10 @@ of three token embeddings (the word and its neighbours; :class:`~attnlab.models.
 LocalEncoder`, the encoder of the recurrent ``lookup_shift_robust``), so "the table after ``!``"
 and "the word before ``.``" are content at every length.
 
-Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.syntactic_attention.
-StepwiseSeq2Seq`: ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step`
-decode one token at a time with cached self-attention keys and values per layer, so greedy and
-given-length decoding are the shared ones. The returned attention is the last decoder layer's
+Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`:
+``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step` decode one token at a
+time with cached self-attention keys and values per layer, so greedy and given-length decoding are
+the shared ones. The returned attention is the last decoder layer's
 cross-attention, averaged over its heads (``[B, T, S]``: sums to 1, 0 on padding); every layer's
 and head's cross-attention, ``[B, layers, heads, T, S]``, comes from
 :meth:`TransformerSeq2Seq.cross_attention_maps` (for a greedy decoding: of its output fed back,
@@ -262,7 +262,8 @@ class CrossAttention(nn.Module):
         self, memory: torch.Tensor, padding_mask: torch.Tensor, embedded: torch.Tensor | None = None
     ) -> _CrossState:
         """The projected ``memory [B, S, D]`` and each attender head's initial state; ``embedded``:
-        the source's scaled token embeddings, needed with ``attender_keys="embeddings"``."""
+        the source's scaled token embeddings, needed with ``attender_keys`` ``"embeddings"`` or
+        ``"local"``."""
         keys, values = (_split_heads(part, self.heads) for part in self.key_value(memory).chunk(2, dim=-1))
         if self.embedding_key is None and self.local_key is None:
             attender_keys = keys
@@ -472,7 +473,13 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
         check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
-        embedded = self.source_embedding(source) * math.sqrt(self.d_model)
+        return self._encode_embedded(self._embed_source(source), source_padding_mask)
+
+    def _embed_source(self, source: torch.Tensor) -> torch.Tensor:
+        """The source's token embeddings scaled by ``sqrt(d_model)``, before positions are added."""
+        return self.source_embedding(source) * math.sqrt(self.d_model)
+
+    def _encode_embedded(self, embedded: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         positions = source_positions(embedded, source_padding_mask)
         x = self.dropout(self.source_positions(embedded, positions))
         for layer in self.encoder:
@@ -492,10 +499,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 [source_padding_mask.new_zeros(source.size(0), 1), source_padding_mask], dim=1
             )
             end_positions = end_positions + 1
-        memory = self.encode(source, source_padding_mask)
-        embedded = None
-        if self.attender_keys != "memory":
-            embedded = self.source_embedding(source) * math.sqrt(self.d_model)
+        embedded = self._embed_source(source)
+        memory = self._encode_embedded(embedded, source_padding_mask)
         cross = [
             _cross_attention(layer).start(memory, source_padding_mask, embedded) for layer in self.decoder
         ]
