@@ -510,10 +510,21 @@ def test_config_errors_name_the_problem(overrides, message, tmp_path):
 
 
 def test_builtin_configs_select_the_scan_experiment():
-    for name in ("scan", "scan_gru_attention", "mt_eng_fra"):
+    for name in ("scan", "scan_robust", "scan_gru_attention", "mt_eng_fra"):
         data = resolve_config(name, [])
         assert experiment_for(data) is experiment.EXPERIMENT
         experiment.EXPERIMENT.parse_config(data)
+
+
+def test_the_robust_config_is_the_papers_model_with_the_measured_options():
+    """scan_robust must stay the configuration docs/results.md measured: scan.yaml plus four options."""
+    options = [
+        "model.end_marker=true",
+        "model.stop_from_attention=true",
+        "model.alignment_peers=true",
+        "model.decoder_init=learned",
+    ]
+    assert resolve_config("scan_robust", []) == resolve_config("scan", options)
 
 
 def test_generated_splits_hold_out_twenty_percent_for_validation():
