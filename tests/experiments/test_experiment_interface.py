@@ -31,7 +31,7 @@ def test_each_system_package_defines_its_experiment(name):
             assert overridden == experiment.supports(capability), (name, method)
 
 
-def test_the_four_systems_and_their_recipes_are_found():
+def test_the_four_systems_and_the_recipes_are_found():
     assert set(registry.EXPERIMENTS) == {"language_model", "lookup", "memory", "scan"}
     assert set(registry.system_modules("plots")) == set(registry.EXPERIMENTS)
     papers = {paper: module.__name__ for paper, module in registry.recipes().items()}
@@ -40,6 +40,7 @@ def test_the_four_systems_and_their_recipes_are_found():
         "dubois2020": "attnlab.experiments.lookup.recipe",
         "raffel2015": "attnlab.experiments.memory.recipe",
         "russin2019": "attnlab.experiments.scan.recipe",
+        "location_transformer": "attnlab.experiments.location_transformer.recipe",  # issue 28, no experiment
     }
 
 

@@ -123,6 +123,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "raffel2015_addition_lr": 24,
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
+        "scan_transformer_simple": 14,
     }
     for name in ("lookup_transformer_machine_tasks", "lookup_transformer_stop_machine_tasks"):
         configs = [lookup.EXPERIMENT.parse_config(run.config) for run in expand(load_spec(name))]

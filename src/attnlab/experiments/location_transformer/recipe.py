@@ -1,0 +1,276 @@
+"""Issue 28, past the papers: location attention inside a Transformer, every positional scheme on
+Lookup Tables and SCAN, in one set of tables beside the recurrent models and published results.
+
+Dubois et al. (2020, §8) leave open how location attention would work in self-attention models.
+:class:`attnlab.models.transformer.TransformerSeq2Seq` takes any attnlab attender as its
+cross-attention heads and its positional scheme as a flag; the built-in sweeps train the grid, and
+this recipe runs them (finished runs are skipped, interrupted ones resume) and joins their
+aggregates into the issue's tables. Parts, each one built-in sweep with its runs in ``OUT/<part>/``:
+
+* ``lookup`` (``lookup_transformer``): Long, Reversed, Noisy × 7 schemes × {dot, shift} heads,
+  ``<eos>`` from the output layer, 3 seeds;
+* ``lookup_stop`` (``lookup_transformer_stop``): shift heads that only walk, keys from a window of
+  three words, ``<eos>`` from the last layer's attention (``model.transformer.stop_from_attention``);
+* ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
+* ``scan_simple`` (``scan_transformer_simple``): the simple split, one seed per row;
+* ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions.
+
+Tables (``OUT/results.md``), each cell the test metric as ``mean ± std (n=k)`` over seeds, the
+model stopping by itself: Lookup seqAcc at long 5 (and long 1), SCAN exact match, SCAN exact match
+by cut-off, and the reference points (attnlab's recurrent models and published numbers, cited,
+marked as theirs). A cell with no finished run is blank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attnlab.config import ConfigError
+from attnlab.experiments import sweep
+from attnlab.experiments.runner import add_parallel_arguments, backend_for
+from attnlab.io import atomic_write_text
+from attnlab.reporting.tables import format_table, stats_text
+
+PAPER = "location_transformer"
+"""The recipe's name: ``attnlab reproduce location_transformer``."""
+
+PARTS: dict[str, str] = {
+    "lookup": "lookup_transformer",
+    "lookup_stop": "lookup_transformer_stop",
+    "scan": "scan_transformer",
+    "scan_simple": "scan_transformer_simple",
+    "scan_cutoffs": "scan_transformer_length_cutoffs",
+}
+"""Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
+
+POSITIONAL = "model.transformer.positional"
+HEADS = "model.transformer.cross_attention"
+VARIANT = "data.variant"
+SPLIT = "data.split"
+CUTOFF = "data.max_train_actions"
+
+SPLIT_NAMES = {"length": "length", "addprim_jump": "add-jump", "simple": "simple"}
+"""SCAN split → its column name, in the tables' order."""
+
+REFERENCE_POINTS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "Lookup Long / Reversed / Noisy, long 5",
+        "recurrent seq2seq, Shift Attender (attnlab, `lookup_shift`, 5 seeds)",
+        "100.0 ± 0.0 / 99.98 ± 0.04 / 100.0 ± 0.0",
+        "docs/results.md, issue 6, session 6",
+    ),
+    (
+        "Lookup Long, three tokens past training",
+        "recurrent seq2seq with Transformer (sinusoidal) attention (theirs)",
+        "100% → 0%",
+        "Dubois et al. 2020, §6 and Fig. 6",
+    ),
+    (
+        "SCAN length (cut at 22 actions)",
+        "Syntactic Attention (theirs, the output length given)",
+        "15.2 ± 0.7",
+        "Russin et al. 2019, Table 1",
+    ),
+    (
+        "SCAN length (cut at 22 actions)",
+        "CGPS (theirs)",
+        "20.3 ± 1.1",
+        "Li et al. 2019, as listed in Russin et al. 2019, Table 1",
+    ),
+    (
+        "SCAN length (cut at 22 actions)",
+        "Neural QCFG (theirs)",
+        "95.7",
+        "Kim 2021, Sequence-to-Sequence Learning with Latent Neural Grammars",
+    ),
+    (
+        "SCAN length, cut at 26 actions",
+        "Transformer, relative positions (theirs)",
+        "100%",
+        "Csordás et al. 2021, abstract",
+    ),
+)
+"""(task, model, number, source) of the reference table; published numbers are marked "theirs"."""
+
+
+def spec_of(part: str) -> sweep.SweepSpec:
+    """The built-in sweep of ``part``; an unknown part is a :class:`ConfigError` listing the parts."""
+    if part not in PARTS:
+        raise ConfigError(f"unknown part {part!r}; choose from {', '.join(PARTS)}")
+    return sweep.load_spec(sweep.builtin_sweeps()[PARTS[part]])
+
+
+def reproduce(
+    out_dir: Path, parts: Sequence[str], *, jobs: int = 1, backend: str = "local", address: str | None = None
+) -> str:
+    """Train what is missing of each part's sweep into ``out_dir/<part>``, then :func:`report`."""
+    runner = backend_for(backend, jobs, address)
+    for part in parts:
+        sweep.run_sweep(spec_of(part), out_dir / part, runner)
+    return report(out_dir)
+
+
+def collect(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """Part → the cells of its aggregate (rebuilt from its run directories), for the parts with at
+    least one finished run."""
+    found: dict[str, dict[str, Any]] = {}
+    for part in PARTS:
+        if not (out_dir / part).is_dir():
+            continue
+        try:
+            found[part] = sweep.report_only(spec_of(part), out_dir / part)["cells"]
+        except sweep.SweepError:
+            continue
+    return found
+
+
+Label = Callable[[Mapping[str, Any]], str]
+"""A row's or a column's label from a sweep cell's grid values."""
+
+
+def pivot(
+    cells: Mapping[str, Any], row: Label, column: Label, test_set: str, metric: str
+) -> dict[str, dict[str, str]]:
+    """``row label → column label → "mean ± std (n=k)"`` of ``metric`` on ``test_set`` over the
+    sweep's cells (those without the metric are left out)."""
+    table: dict[str, dict[str, str]] = {}
+    for entry in cells.values():
+        stats = entry["results"].get(test_set, {}).get(metric)
+        if stats is not None:
+            table.setdefault(row(entry["params"]), {})[column(entry["params"])] = stats_text(
+                stats, count=True
+            )
+    return table
+
+
+def joined_table(
+    found: Mapping[str, Mapping[str, Any]],
+    sources: Sequence[tuple[str, Label]],
+    row: Label,
+    rows: Sequence[str],
+    columns: Sequence[str],
+    test_set: str,
+) -> str:
+    """One markdown table of seqAcc on ``test_set`` from several parts (``sources``: part and how
+    its cells name their column), rows and columns in the given order."""
+    table: dict[str, dict[str, str]] = {}
+    for part, column in sources:
+        for label, values in pivot(found.get(part, {}), row, column, test_set, "seq_acc").items():
+            table.setdefault(label, {}).update(values)
+    if not table:
+        return "(no finished runs)"
+    ordered = {label: table[label] for label in rows if label in table}
+    return format_table(ordered, columns, markdown=True)
+
+
+def _grid_values(part: str, key: str) -> list[str]:
+    return [str(value) for value in spec_of(part).grid[key]]
+
+
+def _scheme(params: Mapping[str, Any]) -> str:
+    return str(params[POSITIONAL])
+
+
+def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
+    """Rows: positional schemes; columns: variant × heads (dot, shift: ``<eos>`` from the output
+    layer; shift + stop: from the attention)."""
+    kinds = ("dot", "shift", "shift + stop")
+    columns = [f"{variant} · {kind}" for variant in _grid_values("lookup", VARIANT) for kind in kinds]
+    sources: list[tuple[str, Label]] = [
+        ("lookup", lambda params: f"{params[VARIANT]} · {params[HEADS]}"),
+        ("lookup_stop", lambda params: f"{params[VARIANT]} · shift + stop"),
+    ]
+    return joined_table(found, sources, _scheme, _grid_values("lookup", POSITIONAL), columns, test_set)
+
+
+def _split(params: Mapping[str, Any]) -> str:
+    return SPLIT_NAMES.get(params[SPLIT], params[SPLIT])
+
+
+def scan_table(found: Mapping[str, Mapping[str, Any]]) -> str:
+    """Rows: positional schemes; columns: split × heads; exact match on the test set."""
+    columns = [f"{SPLIT_NAMES[split]} · {heads}" for split in SPLIT_NAMES for heads in ("dot", "shift")]
+    sources: list[tuple[str, Label]] = [
+        ("scan", lambda params: f"{_split(params)} · {params[HEADS]}"),
+        ("scan_simple", lambda params: f"simple · {params[HEADS]}"),
+    ]
+    return joined_table(found, sources, _scheme, _grid_values("scan", POSITIONAL), columns, "test")
+
+
+def cutoff_table(found: Mapping[str, Mapping[str, Any]]) -> str:
+    """Rows: scheme · heads; columns: the most actions a training output has (N); exact match on
+    every longer command."""
+    rows = [
+        f"{scheme} · {heads}"
+        for scheme, heads in itertools.product(
+            _grid_values("scan_cutoffs", POSITIONAL), _grid_values("scan_cutoffs", HEADS)
+        )
+    ]
+    sources: list[tuple[str, Label]] = [("scan_cutoffs", lambda params: str(params[CUTOFF]))]
+    return joined_table(found, sources, _scheme_heads, rows, _grid_values("scan_cutoffs", CUTOFF), "test")
+
+
+def _scheme_heads(params: Mapping[str, Any]) -> str:
+    return f"{params[POSITIONAL]} · {params[HEADS]}"
+
+
+def reference_table() -> str:
+    rows = {
+        f"{task}: {model}": {"number": number, "source": source}
+        for task, model, number, source in REFERENCE_POINTS
+    }
+    return format_table(rows, ["number", "source"], markdown=True)
+
+
+def report(out_dir: Path) -> str:
+    """The recipe's tables from the finished runs under ``out_dir``, also written to
+    ``out_dir/results.md``; an error if no part has a finished run."""
+    found = collect(out_dir)
+    if not found:
+        raise ConfigError(
+            f"{out_dir}: no finished run of any part ({', '.join(PARTS)}); "
+            f"train with 'attnlab reproduce {PAPER} --out {out_dir}'"
+        )
+    sections = [
+        "### Lookup Tables: seqAcc (%) at long 5, the model stopping by itself",
+        lookup_table(found, "long5"),
+        "### Lookup Tables: seqAcc (%) at long 1",
+        lookup_table(found, "long1"),
+        "### SCAN: test exact match (%), the model stopping by itself",
+        scan_table(found),
+        "### SCAN length split cut at N actions: exact match (%) on all longer commands",
+        cutoff_table(found),
+        "### Reference points (attnlab's recurrent models; published numbers marked theirs)",
+        reference_table(),
+    ]
+    text = "\n\n".join(sections) + "\n"
+    atomic_write_text(out_dir / "results.md", text)
+    return text.rstrip()
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default=f"runs/{PAPER}")
+    add_parallel_arguments(parser, "runs")
+    parser.add_argument("--report-only", action="store_true", help="rebuild the tables from finished runs")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        default=list(PARTS),
+        choices=list(PARTS),
+        help="which sweeps to train (default: all; the report covers every part found)",
+    )
+
+
+def main(args: argparse.Namespace) -> str:
+    """The recipe's command: train what is missing (unless ``--report-only``); return the report."""
+    out = Path(args.out)
+    if args.report_only:
+        return report(out)
+    return reproduce(out, args.parts, jobs=args.jobs, backend=args.backend, address=args.address)

@@ -1,0 +1,104 @@
+"""The issue-28 recipe joins its sweeps' run directories into the issue's tables (no training here)."""
+
+import json
+
+import pytest
+
+from attnlab.config import ConfigError
+from attnlab.experiments import sweep
+from attnlab.experiments.location_transformer import recipe
+
+
+def _finish(out, part, cell_params, seed, results):
+    """Write the eval summary of the run of ``part`` with those grid values and seed."""
+    runs = [
+        run
+        for run in sweep.expand(recipe.spec_of(part))
+        if run.seed == seed and all(run.params[key] == value for key, value in cell_params.items())
+    ]
+    assert len(runs) == 1, runs
+    path = runs[0].run_dir(out / part) / "eval" / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(results))
+
+
+def _lookup_results(long5, long1=100.0):
+    return {"long1": {"seq_acc": long1}, "long5": {"seq_acc": long5}}
+
+
+def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
+    stop = {"data.variant": "long", "model.transformer.positional": "sinusoidal"}
+    _finish(tmp_path, "lookup_stop", stop, 0, _lookup_results(100.0))
+    _finish(tmp_path, "lookup_stop", stop, 1, _lookup_results(90.0, long1=80.0))
+    dot = {**stop, "model.transformer.cross_attention": "dot"}
+    _finish(tmp_path, "lookup", dot, 0, _lookup_results(0.0))
+    reversed_shift = {
+        "data.variant": "reversed",
+        "model.transformer.positional": "rope",
+        "model.transformer.cross_attention": "shift",
+    }
+    _finish(tmp_path, "lookup", reversed_shift, 2, _lookup_results(40.0))
+    scan_cell = {
+        "data.split": "length",
+        "model.transformer.positional": "relative",
+        "model.transformer.cross_attention": "dot",
+    }
+    _finish(tmp_path, "scan", scan_cell, 0, {"test": {"seq_acc": 12.5, "seq_acc_given_length": 60.0}})
+    cutoff = {
+        "data.max_train_actions": 26,
+        "model.transformer.positional": "rope",
+        "model.transformer.cross_attention": "shift",
+    }
+    _finish(tmp_path, "scan_cutoffs", cutoff, 0, {"test": {"seq_acc": 77.0}})
+
+    text = recipe.report(tmp_path)
+
+    long5, long1 = (
+        text.split("seqAcc (%) at long 5")[1].split("###")[0],
+        text.split("seqAcc (%) at long 1")[1].split("###")[0],
+    )
+    header = "|  | long · dot | long · shift | long · shift + stop | reversed · dot | reversed · shift |"
+    assert header in long5
+    # sinusoidal: long · dot 0.0 (n=1), long · shift blank, long · shift + stop 95.0 ± 7.1 (n=2)
+    assert "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) |  |" in long5
+    assert "| rope |  |  |  |  | 40.0 ± 0.0 (n=1) |" in long5
+    assert "| sinusoidal | 100.0 ± 0.0 (n=1) |  | 90.0 ± 14.1 (n=2) |" in long1
+    # rows follow the sweep's order of schemes, not the order runs were found in
+    assert long5.index("| sinusoidal |") < long5.index("| rope |")
+    scan = text.split("SCAN: test exact match")[1].split("###")[0]
+    assert "|  | length · dot | length · shift | add-jump · dot | add-jump · shift | simple · dot |" in scan
+    assert "| relative | 12.5 ± 0.0 (n=1) |" in scan
+    cutoffs = text.split("cut at N actions")[1].split("###")[0]
+    assert "|  | 22 | 24 | 25 | 26 |" in cutoffs
+    assert "| rope · shift |  |  |  | 77.0 ± 0.0 (n=1) |" in cutoffs
+    assert "Csordás et al. 2021" in text and "(theirs)" in text
+    assert (tmp_path / "results.md").read_text().rstrip() == text
+    assert "no finished runs" not in text.split("SCAN: test exact match")[0]
+
+
+def test_a_folder_without_finished_runs_is_a_clear_error(tmp_path):
+    (tmp_path / "lookup").mkdir()
+    with pytest.raises(ConfigError, match="no finished run of any part"):
+        recipe.report(tmp_path)
+
+
+def test_reproduce_trains_the_chosen_parts_into_their_folders(tmp_path, monkeypatch):
+    trained = []
+
+    def fake_run_sweep(spec, out_dir, backend, **kwargs):
+        trained.append((spec.source, out_dir))
+        _finish(
+            tmp_path,
+            "lookup_stop",
+            {"data.variant": "noisy", "model.transformer.positional": "none"},
+            0,
+            _lookup_results(33.0),
+        )
+
+    monkeypatch.setattr(recipe.sweep, "run_sweep", fake_run_sweep)
+    text = recipe.reproduce(tmp_path, ["lookup_stop"])
+    assert [out for _, out in trained] == [tmp_path / "lookup_stop"]
+    assert "lookup_transformer_stop" in trained[0][0]
+    assert "| none |" in text and "33.0 ± 0.0 (n=1)" in text
+    with pytest.raises(ConfigError, match="unknown part 'lookups'"):
+        recipe.spec_of("lookups")
