@@ -15,6 +15,11 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 * ``scan_simple`` (``scan_transformer_simple``): the simple split, one seed per row;
 * ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions.
 
+Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–10 minutes (20 epochs), a
+SCAN run up to about 27 minutes (50 epochs, fewer when validation reaches 100%); all five parts are
+353 runs, about 100 CPU-hours, so ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN run takes
+about 17 minutes at 50 epochs.
+
 Tables (``OUT/results.md``), each cell the test metric as ``mean ± std (n=k)`` over seeds, the
 model stopping by itself: Lookup seqAcc at long 5 (and long 1), SCAN exact match, SCAN exact match
 by cut-off, and the reference points (attnlab's recurrent models and published numbers, cited,
