@@ -82,6 +82,18 @@ REFERENCE_POINTS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "SCAN length (cut at 22 actions)",
+        "Syntactic Attention, `scan_robust` (attnlab, stopping by itself; length given)",
+        "10.4; 52.3 (seed 0)",
+        "docs/results.md, issue 29, session 24",
+    ),
+    (
+        "SCAN add-jump",
+        "Syntactic Attention, `scan_robust` (attnlab, stopping by itself, 5 seeds)",
+        "99.27 ± 0.73",
+        "docs/results.md, issue 29, session 23",
+    ),
+    (
+        "SCAN length (cut at 22 actions)",
         "CGPS (theirs)",
         "20.3 ± 1.1",
         "Li et al. 2019, as listed in Russin et al. 2019, Table 1",
