@@ -1,5 +1,5 @@
 """The ``attnlab`` command line: train, evaluate, compare, plot, generate, multiseed, sweep, report, data,
-configs, reproduce.
+configs, reproduce, archive.
 
 Configs are YAML files (or the name of a built-in config, see ``attnlab configs``) followed by
 ``key=value`` overrides, e.g. ``attnlab train lookup training.epochs=5 model.attender=location``.
@@ -250,6 +250,13 @@ def cmd_configs(args: argparse.Namespace) -> None:
         print(f"{name:30s} {path}")
 
 
+def cmd_archive(args: argparse.Namespace) -> str:
+    from attnlab.experiments.runs import archive_results
+
+    count = archive_results(Path(args.source), Path(args.destination))
+    return f"{count} files (configs, histories, evaluations, race records, aggregates) in {args.destination}"
+
+
 def _recipe_handler(
     paper: str, run: Callable[[argparse.Namespace], str]
 ) -> Callable[[argparse.Namespace], str]:
@@ -407,6 +414,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     configs = commands.add_parser("configs", help="list the built-in configs")
     configs.set_defaults(handler=cmd_configs)
+
+    archive = commands.add_parser(
+        "archive",
+        help="copy a run tree's results (no checkpoints) where a report can be rebuilt from them",
+        description="Copy what reports read from a run tree (configs, metrics.jsonl, eval/*.json, race "
+        "records, sweep aggregates; no checkpoints, logs or predictions) to DESTINATION, keeping the "
+        "layout: `reproduce ... --out DESTINATION --report-only` then rebuilds the same tables.",
+    )
+    archive.add_argument("source", help="a run tree: a recipe's or a sweep's --out, or one run directory")
+    archive.add_argument("destination", help="where the archive goes (files there are replaced)")
+    archive.set_defaults(handler=cmd_archive)
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's tables and figures")
     papers = reproduce.add_subparsers(dest="paper", required=True)

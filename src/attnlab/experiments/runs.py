@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -273,3 +274,36 @@ def load_run_for_evaluation(
             f"evaluation settings (no {EVALUATION_SECTION} section in {run.config_file})"
         )
     return run, parse_config(apply_overrides(data, list(overrides)), "config")
+
+
+# --------------------------------------------------------------------------------------------------
+# Archiving a run tree's results
+
+
+ARCHIVED_FILES = ("config.yaml", "metrics.jsonl", "eval/*.json", "race_seed*.json", "aggregate.*")
+"""What a report reads from a run tree (``attnlab archive`` keeps these, relative to a run or a
+sweep's or race's folder): each run's config, history and evaluations, a race's record and a
+sweep's aggregate. Checkpoints, logs, predictions and plots are left out."""
+
+
+def archive_results(source: Path, destination: Path) -> int:
+    """Copy the files of :data:`ARCHIVED_FILES` under ``source`` (a run tree: a recipe's or a
+    sweep's ``--out``, or one run) to the same places under ``destination``, replacing what is
+    there and deleting nothing; returns how many were copied.
+
+    Run directories stay outside the repository (checkpoints are megabytes), and a machine that
+    held a campaign can be lost with them. The archive is small enough to keep with the project,
+    and a recipe's ``--report-only`` pointed at it rebuilds the same tables and figures; copied back
+    into a fresh run tree it lets the recipe skip the finished runs (unfinished ones cannot resume
+    without their checkpoints)."""
+    source, destination = Path(source), Path(destination)
+    if not source.is_dir():
+        raise ConfigError(f"{source}: not a directory (expected a run tree to archive)")
+    if destination.resolve().is_relative_to(source.resolve()):
+        raise ConfigError(f"{destination}: inside {source}; archive it somewhere else")
+    kept = sorted({path for pattern in ARCHIVED_FILES for path in source.rglob(pattern) if path.is_file()})
+    for path in kept:
+        target = destination / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    return len(kept)

@@ -1,0 +1,81 @@
+"""``attnlab archive``: a run tree's results without its checkpoints, enough to rebuild a report."""
+
+import pytest
+from scripted_race import write_run
+
+from attnlab.cli import main
+from attnlab.experiments import race as races
+from attnlab.experiments.memory import recipe as raffel2015
+from attnlab.experiments.memory.recipe import Cell
+from attnlab.experiments.runner import run_status
+
+
+def _campaign(root):
+    """A small Raffel run tree with what training also leaves: checkpoints, logs, predictions, plots."""
+    write_run(Cell("addition", 50, "attention").path(root), 1e-2, [100.0])
+    write_run(Cell("multiplication", 10_000, "mean").path(root), 1e-3, [40.0, 70.25])
+    for cell in root.glob("*/*/*"):
+        races.race_record(cell, 0).write_text("{}")
+    for run in root.glob("*/*/*/lr*/seed0"):
+        (run / "config.yaml").write_text("data:\n  padding: pooled\n")
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "last.pt").write_bytes(b"\0" * 1000)
+        (run / "train.log").write_text("epoch 1/1\n")
+        (run / "eval" / "test.predictions.tsv").write_text("a\tb\n")
+        (run / "plots").mkdir()
+        (run / "plots" / "attention.png").write_bytes(b"png")
+    (root / "aggregate.md").write_text("| cell |\n")
+
+
+def _files(root):
+    return {str(path.relative_to(root)) for path in root.rglob("*") if path.is_file()}
+
+
+def test_the_archive_keeps_what_reports_read_and_nothing_else(tmp_path, capsys):
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    assert main(["archive", str(source), str(archive)]) == 0
+    run = "addition/t0_50/attention/lr0.01/seed0"
+    kept = _files(archive)
+    assert {f"{run}/config.yaml", f"{run}/metrics.jsonl", f"{run}/eval/summary.json"} <= kept
+    assert {"addition/t0_50/attention/race_seed0.json", "aggregate.md"} <= kept
+    assert not any(name.endswith((".pt", ".log", ".tsv", ".png")) for name in kept)
+    assert kept == {name for name in _files(source) if not name.endswith((".pt", ".log", ".tsv", ".png"))}
+    assert f"{len(kept)} files" in capsys.readouterr().out
+
+
+def test_a_report_rebuilt_from_the_archive_equals_the_one_from_the_runs(tmp_path):
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    main(["archive", str(source), str(archive)])
+    assert raffel2015.report(archive) == raffel2015.report(source)
+    assert "70.2% (2 ep.) (80.8%)" in raffel2015.report(archive)
+    assert run_status(archive / "addition/t0_50/attention/lr0.01/seed0") == "done"
+
+
+def test_archiving_again_replaces_files_and_keeps_earlier_ones(tmp_path):
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    main(["archive", str(source), str(archive)])
+    (archive / "older" / "config.yaml").parent.mkdir()
+    (archive / "older" / "config.yaml").write_text("kept: true\n")
+    (source / "aggregate.md").write_text("| cell | new |\n")
+    main(["archive", str(source), str(archive)])
+    assert (archive / "aggregate.md").read_text() == "| cell | new |\n"
+    assert (archive / "older" / "config.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [("missing", "not a directory"), ("inside", "inside")],
+)
+def test_bad_archive_paths_are_one_line_errors(tmp_path, capsys, where, message):
+    source = tmp_path / "runs"
+    _campaign(source)
+    if where == "missing":
+        args = [str(tmp_path / "nowhere"), str(tmp_path / "results")]
+    else:
+        args = [str(source), str(source / "results")]
+    assert main(["archive", *args]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("attnlab: error:") and message in error and "Traceback" not in error
