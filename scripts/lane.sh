@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# A campaign lane: run the commands of a queue file one at a time, one thread each.
+#
+#   nohup setsid bash scripts/lane.sh A >/dev/null 2>&1 &     # lane A; start lane B the same way
+#   echo "attnlab reproduce raffel2015 --out /work/runs/raffel2015 ..." >> "$LANES/queue_A.txt"
+#
+# The queue is $LANES/queue_<lane>.txt (LANES defaults to /work/logs), one shell command a line;
+# the head line is removed when it starts, and START / END lines (with the exit status) go to
+# $LANES/lane_<lane>.log, the commands' output to $LANES/lane_<lane>_out.log. An empty queue is
+# polled every minute, so commands can be added while the lane runs. Recipes and sweeps skip
+# finished runs and resume interrupted ones, so after a stop put the last START line without an
+# END back at the head of the queue and start the lane again. LANE_THREADS sets OMP_NUM_THREADS
+# (default 1: on a 2-core machine, two lanes at most).
+set -u
+lane=${1:?usage: lane.sh LANE}
+dir=${LANES:-/work/logs}
+queue=$dir/queue_$lane.txt log=$dir/lane_$lane.log out=$dir/lane_${lane}_out.log
+cd "$(dirname "$0")/.." || exit 1
+# shellcheck disable=SC1091
+source .venv/bin/activate
+export OMP_NUM_THREADS=${LANE_THREADS:-1}
+mkdir -p "$dir" && touch "$queue"
+while true; do
+    command=$(head -n 1 "$queue")
+    if [ -z "$command" ]; then
+        sed -i '1{/^$/d}' "$queue"
+        sleep 60
+        continue
+    fi
+    sed -i '1d' "$queue"
+    echo "$(date '+%F %T') START $command" >>"$log"
+    bash -c "$command" >>"$out" 2>&1
+    echo "$(date '+%F %T') END rc=$? $command" >>"$log"
+done
