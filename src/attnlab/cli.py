@@ -253,7 +253,9 @@ def cmd_configs(args: argparse.Namespace) -> None:
 def cmd_archive(args: argparse.Namespace) -> str:
     from attnlab.experiments.runs import archive_results
 
-    count = archive_results(Path(args.source), Path(args.destination))
+    count = archive_results(
+        Path(args.source), Path(args.destination), unfinished_checkpoints=args.unfinished_checkpoints
+    )
     return f"{count} files (configs, histories, evaluations, race records, aggregates) in {args.destination}"
 
 
@@ -424,6 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     archive.add_argument("source", help="a run tree: a recipe's or a sweep's --out, or one run directory")
     archive.add_argument("destination", help="where the archive goes (files there are replaced)")
+    archive.add_argument(
+        "--unfinished-checkpoints",
+        action="store_true",
+        help="also keep checkpoints/last.pt of the runs that have not finished, so they resume from "
+        "the archive (for small models)",
+    )
     archive.set_defaults(handler=cmd_archive)
 
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's tables and figures")

@@ -1,5 +1,8 @@
 """``attnlab archive``: a run tree's results without its checkpoints, enough to rebuild a report."""
 
+import json
+import shutil
+
 import pytest
 from scripted_race import write_run
 
@@ -8,6 +11,10 @@ from attnlab.experiments import race as races
 from attnlab.experiments.memory import recipe as raffel2015
 from attnlab.experiments.memory.recipe import Cell
 from attnlab.experiments.runner import run_status
+
+
+def _history(run_dir):
+    return races.finished_history(run_dir)
 
 
 def _campaign(root):
@@ -79,3 +86,35 @@ def test_bad_archive_paths_are_one_line_errors(tmp_path, capsys, where, message)
     assert main(["archive", *args]) == 2
     error = capsys.readouterr().err
     assert error.startswith("attnlab: error:") and message in error and "Traceback" not in error
+
+
+def test_archived_checkpoints_of_unfinished_runs_and_only_those(tmp_path):
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    unfinished = source / "addition/t0_50/attention/lr0.01/seed0"
+    (unfinished / "eval" / "summary.json").unlink()
+    assert main(["archive", str(source), str(archive), "--unfinished-checkpoints"]) == 0
+    checkpoints = {name for name in _files(archive) if name.endswith(".pt")}
+    assert checkpoints == {"addition/t0_50/attention/lr0.01/seed0/checkpoints/last.pt"}
+    (unfinished / "eval" / "summary.json").write_text("{}")  # it finished since
+    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
+    assert not any(name.endswith(".pt") for name in _files(archive))
+
+
+def test_a_run_resumed_from_the_archive_ends_as_if_never_interrupted(tmp_path):
+    quick = ["training.updates_per_epoch=10", "training.batch_size=20", "data.test_size=50"]
+    spec = raffel2015.cell_race(Cell("addition", 20, "attention"), tmp_path, 3, [1e-3], overrides=quick)
+    straight = tmp_path / "straight" / "seed0"
+    races.train_or_resume(spec.run_config(1e-3, 3), straight)
+    interrupted = tmp_path / "lost_machine" / "seed0"
+    races.train_or_resume(spec.run_config(1e-3, 1), interrupted)
+    (interrupted / "eval" / "summary.json").unlink()  # as if stopped after epoch 1
+    main(["archive", str(interrupted.parent), str(tmp_path / "results"), "--unfinished-checkpoints"])
+    restored = tmp_path / "new_machine"
+    shutil.copytree(tmp_path / "results", restored)
+    races.train_or_resume(spec.run_config(1e-3, 3), restored / "seed0")
+    resumed = _history(restored / "seed0")
+    resume_records = (restored / "seed0" / "resumes.jsonl").read_text().splitlines()
+    assert [json.loads(line)["from_epoch"] for line in resume_records] == [1]  # resumed, not retrained
+    assert [r["epoch"] for r in resumed] == [1, 2, 3]
+    assert [r["valid/loss"] for r in resumed] == [r["valid/loss"] for r in _history(straight)]
