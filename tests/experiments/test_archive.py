@@ -13,10 +13,6 @@ from attnlab.experiments.memory.recipe import Cell
 from attnlab.experiments.runner import run_status
 
 
-def _history(run_dir):
-    return races.finished_history(run_dir)
-
-
 def _campaign(root):
     """A small Raffel run tree with what training also leaves: checkpoints, logs, predictions, plots."""
     write_run(Cell("addition", 50, "attention").path(root), 1e-2, [100.0])
@@ -113,8 +109,8 @@ def test_a_run_resumed_from_the_archive_ends_as_if_never_interrupted(tmp_path):
     restored = tmp_path / "new_machine"
     shutil.copytree(tmp_path / "results", restored)
     races.train_or_resume(spec.run_config(1e-3, 3), restored / "seed0")
-    resumed = _history(restored / "seed0")
+    resumed = races.finished_history(restored / "seed0")
     resume_records = (restored / "seed0" / "resumes.jsonl").read_text().splitlines()
     assert [json.loads(line)["from_epoch"] for line in resume_records] == [1]  # resumed, not retrained
     assert [r["epoch"] for r in resumed] == [1, 2, 3]
-    assert [r["valid/loss"] for r in resumed] == [r["valid/loss"] for r in _history(straight)]
+    assert [r["valid/loss"] for r in resumed] == [r["valid/loss"] for r in races.finished_history(straight)]

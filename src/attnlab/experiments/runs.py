@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
+from attnlab.experiments.runner import run_status
 from attnlab.io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from attnlab.metric_names import VALID_LOSS, current_history
 from attnlab.training.checkpoint import load_checkpoint
@@ -306,14 +307,12 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
         raise ConfigError(f"{destination}: inside {source}; archive it somewhere else")
     kept = {path for pattern in ARCHIVED_FILES for path in source.rglob(pattern) if path.is_file()}
     if unfinished_checkpoints:
-        for config in source.rglob("config.yaml"):
-            run = RunDirectory(config.parent)
-            finished = (run.path / "eval" / "summary.json").is_file()
-            archived = destination / run.checkpoint("last").relative_to(source)
-            if finished:
-                archived.unlink(missing_ok=True)
-            elif run.checkpoint("last").is_file():
-                kept.add(run.checkpoint("last"))
+        for run in [RunDirectory(path.parent) for path in kept if path.name == "config.yaml"]:
+            last = run.checkpoint("last")
+            if run_status(run.path) == "done":
+                (destination / last.relative_to(source)).unlink(missing_ok=True)
+            elif last.is_file():
+                kept.add(last)
     for path in sorted(kept):
         target = destination / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
