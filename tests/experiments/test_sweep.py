@@ -384,6 +384,16 @@ def test_interrupted_sweep_restarts_only_what_is_missing(tmp_path, make_spec):
     )
 
 
+def test_runs_start_seed_by_seed(tmp_path, make_spec):
+    """Every cell's first seed before any cell's second: a campaign stopped halfway has every row."""
+    spec = load_spec(make_spec({"model.pooling": ["attention", "mean"]}, seeds=[3, 1]))
+    backend = RecordingBackend()
+    run_sweep(spec, tmp_path / "out", backend, log=lambda line: None)
+    cells = ["model.pooling=attention", "model.pooling=mean"]
+    assert backend.names == [f"{cell}/seed{seed}" for seed in (3, 1) for cell in cells]
+    assert [run.name for run in expand(spec)] == [f"{cell}/seed{seed}" for cell in cells for seed in (3, 1)]
+
+
 def test_process_pool_backend(tmp_path, make_spec):
     path = make_spec(seeds=[0, 1])
     report = run_sweep(load_spec(path), tmp_path / "out", LocalBackend(jobs=2), log=lambda line: None)

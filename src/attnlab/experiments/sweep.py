@@ -16,7 +16,8 @@ Each grid point is validated by the experiment's ``parse_config`` before anythin
 
 A run's status is read from its directory alone: *done* (``eval/summary.json`` exists), *failed*
 (``error.txt`` holds the traceback of its last attempt) or *missing* (never started, or
-interrupted: it resumes from its last checkpoint). Starting a sweep again runs only what is
+interrupted: it resumes from its last checkpoint). Runs start seed by seed: every cell's first
+seed before any cell's second (:func:`execution_order`). Starting a sweep again runs only what is
 missing, so killing a sweep loses no finished run; failed runs are rerun with ``retry_failed`` or
 by naming them with ``only``. The results are aggregated per cell (mean, std, median, min, max over
 seeds) into ``OUT/<cell>/aggregate.{json,csv,md}`` and over the whole grid into
@@ -315,7 +316,7 @@ def run_sweep(
 
     statuses = {name: run_status(run.run_dir(out_dir)) for name, run in by_name.items()}
     wanted = {"missing", "failed"} if (retry_failed or only) else {"missing"}
-    todo = [name for name in selected if statuses[name] in wanted]
+    todo = execution_order([by_name[name] for name in selected if statuses[name] in wanted])
     skipped_failed = [name for name in selected if statuses[name] == "failed" and name not in todo]
     counts = {key: sum(statuses[name] == key for name in selected) for key in ("done", "failed", "missing")}
     log(
@@ -337,6 +338,14 @@ def run_sweep(
     _write_failures(out_dir, failures, by_name)
     write_sweep_aggregate(spec, runs, out_dir)
     return SweepReport(out_dir, statuses, executed, failures, selected)
+
+
+def execution_order(runs: Sequence[SweepRun]) -> list[str]:
+    """The names of ``runs`` in the order a sweep starts them: seed by seed (every cell's first
+    seed, in grid order, before any cell's second), so that a campaign stopped halfway leaves
+    every row of its table measured once rather than some rows at every seed and others at none."""
+    seed_rank = {seed: rank for rank, seed in enumerate(dict.fromkeys(run.seed for run in runs))}
+    return [run.name for run in sorted(runs, key=lambda run: seed_rank[run.seed])]
 
 
 def _select(by_name: Mapping[str, SweepRun], only: Iterable[str] | None) -> list[str]:
