@@ -58,8 +58,10 @@ def train(
     evaluate the experiment's checkpoint on the run's test sets; returns their metrics."""
     run = RunDirectory(Path(run_dir))
     experiment.prepare_config(config)
-    changes = run.check_start(config, resume)
     training = config.training  # type: ignore[attr-defined]
+    if training.init_from is not None:
+        training.init_from = _initial_checkpoint(training.init_from)
+    changes = run.check_start(config, resume)
     device = resolve_device(training.device, "training.device")
     data = experiment.training_data(config, device)
     seed_everything(training.seed)
@@ -82,6 +84,17 @@ def train(
     if test_sets is None:
         test_sets = experiment.test_sets(config, loaded, device)
     return evaluate_checkpoint(experiment, run, config, loaded, path, test_sets, device)
+
+
+def _initial_checkpoint(path: str) -> str:
+    """``training.init_from`` as an absolute path (the run's ``config.yaml`` holds it), checked to
+    be a file before any data are loaded."""
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_file():
+        raise ConfigError(
+            f"training.init_from: checkpoint {path} does not exist (expected a .pt file of a run)"
+        )
+    return str(resolved)
 
 
 def evaluate(

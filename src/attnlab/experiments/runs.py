@@ -158,6 +158,8 @@ class RunDirectory:
         if changes is not None:
             trainer.resume()
             self.remove_temporaries()
+        else:
+            trainer.initialise()
         self.save_config(config)
         if changes is not None:
             self.record_resume(trainer.start_epoch, changes)

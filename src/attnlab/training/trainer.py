@@ -101,6 +101,12 @@ class TrainingConfig:
     stop_at_accuracy: float | None = None
     """``stop_at: {valid/accuracy: X}`` in one key: stop after the first epoch whose validation
     accuracy (percent) reaches this (the memory problems' rule, Raffel & Ellis §2.2; null: never)."""
+    init_from: str | None = None
+    """Start the run from the weights of this checkpoint (e.g. another run's
+    ``checkpoints/best.pt``) instead of the seeded initialisation: a new training — fine-tuning, or
+    a second phase with other settings, such as a lower learning rate — whose optimizer, history,
+    epochs and random state start afresh. The checkpoint must be of the same model (its spec is
+    checked). A resumed run continues from its own ``last.pt`` (null: no initial weights)."""
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -123,6 +129,8 @@ class TrainingConfig:
             raise ValueError("stop_at must name at least one validation metric (or be null)")
         if self.stop_at is not None:
             self.stop_at = {stop_target(str(name), "stop_at"): value for name, value in self.stop_at.items()}
+        if self.init_from is not None and not str(self.init_from).strip():
+            raise ValueError("init_from must be the path of a checkpoint, or null")
 
     def stop_targets(self) -> dict[str, float]:
         """Validation metric (``valid/<metric>``) → the value that ends training (``stop_at`` /
@@ -398,6 +406,7 @@ class Trainer:
         before its first checkpoint) training starts from the first epoch."""
         if not self.last_checkpoint.exists():
             log.info("no checkpoint in %s yet: training from the first epoch", self.run_dir)
+            self.initialise()
             return
         checkpoint = load_checkpoint(self.last_checkpoint)
         check_model_spec(self.last_checkpoint, checkpoint, self.model_spec)
@@ -414,6 +423,17 @@ class Trainer:
         restore_rng_state(checkpoint["rng"])
         within_text = f", {self.resume_position.updates} updates into the next" if within is not None else ""
         log.info("resuming %s after epoch %d%s", self.run_dir, self.start_epoch, within_text)
+
+    def initialise(self) -> None:
+        """Before the first epoch of a run: load the weights of ``init_from``, if the config names
+        a checkpoint (of the same model: its spec is checked); nothing else is taken from it."""
+        if self.config.init_from is None:
+            return
+        path = Path(self.config.init_from)
+        checkpoint = load_checkpoint(path)
+        check_model_spec(path, checkpoint, self.model_spec)
+        load_model_weights(path, self.model, checkpoint)
+        log.info("initialised from %s (epoch %d of its run)", path, int(checkpoint.get("epoch", 0)))
 
     @property
     def tensorboard_dir(self) -> Path:
