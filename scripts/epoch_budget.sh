@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# What a longer epoch budget buys: train one run in stages by exact resume and keep the run's own
+# evaluation (its config's checkpoint, e.g. best.pt by validation loss so far) after each stage in
+# RUN/eval_at/epochN/, so one run shows what every budget N would have given.
+#
+#   bash scripts/epoch_budget.sh RUN "10 15 20 30 50" scan_transformer data.split=length ...
+#
+# RUN is the run directory, then the epoch budgets in increasing order, then the config and
+# overrides of `attnlab train` (without training.epochs or --run-dir). A stage already in
+# eval_at/ is skipped, so the script can be started again after an interruption.
+set -euo pipefail
+run=${1:?usage: epoch_budget.sh RUN "N1 N2 ..." CONFIG [key=value ...]}
+budgets=${2:?usage: epoch_budget.sh RUN "N1 N2 ..." CONFIG [key=value ...]}
+shift 2
+cd "$(dirname "$0")/.."
+attnlab=.venv/bin/attnlab
+for n in $budgets; do
+    [ -d "$run/eval_at/epoch$n" ] && continue
+    if [ -f "$run/config.yaml" ]; then
+        "$attnlab" train "$run/config.yaml" --run-dir "$run" --resume "training.epochs=$n"
+    else
+        "$attnlab" train "$@" "training.epochs=$n" --run-dir "$run"
+    fi
+    mkdir -p "$run/eval_at/epoch$n.tmp" && cp "$run"/eval/*.json "$run/eval_at/epoch$n.tmp/"
+    mv "$run/eval_at/epoch$n.tmp" "$run/eval_at/epoch$n"
+    echo "$(date "+%F %T") budget $n: $(tr -d " \n" <"$run/eval_at/epoch$n/summary.json")"
+done
