@@ -283,10 +283,19 @@ def load_run_for_evaluation(
 # Archiving a run tree's results
 
 
-ARCHIVED_FILES = ("config.yaml", "metrics.jsonl", "eval/*.json", "race_seed*.json", "aggregate.*")
+ARCHIVED_FILES = (
+    "config.yaml",
+    "metrics.jsonl",
+    "resumes.jsonl",
+    "eval/*.json",
+    "eval_at/*/*.json",
+    "race_seed*.json",
+    "aggregate.*",
+)
 """What a report reads from a run tree (``attnlab archive`` keeps these, relative to a run or a
-sweep's or race's folder): each run's config, history and evaluations, a race's record and a
-sweep's aggregate. Checkpoints, logs, predictions and plots are left out."""
+sweep's or race's folder): each run's config, history, resumes and evaluations (with those kept per
+epoch budget by ``scripts/epoch_budget.sh``), a race's record and a sweep's aggregate.
+Checkpoints, logs, predictions and plots are left out."""
 
 
 def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: bool = False) -> int:
