@@ -13,7 +13,7 @@ run=${1:?usage: epoch_budget.sh RUN "N1 N2 ..." CONFIG [key=value ...]}
 budgets=${2:?usage: epoch_budget.sh RUN "N1 N2 ..." CONFIG [key=value ...]}
 shift 2
 cd "$(dirname "$0")/.."
-attnlab=.venv/bin/attnlab
+attnlab=${ATTNLAB:-.venv/bin/attnlab}  # the attnlab command (default: the README's environment)
 for n in $budgets; do
     [ -d "$run/eval_at/epoch$n" ] && continue
     if [ -f "$run/config.yaml" ]; then
