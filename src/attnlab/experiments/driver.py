@@ -60,7 +60,8 @@ def train(
     experiment.prepare_config(config)
     training = config.training  # type: ignore[attr-defined]
     if training.init_from is not None:
-        training.init_from = _initial_checkpoint(training.init_from)
+        needed = not (resume and run.checkpoint("last").is_file())  # else last.pt has the weights
+        training.init_from = _initial_checkpoint(training.init_from, needed)
     changes = run.check_start(config, resume)
     device = resolve_device(training.device, "training.device")
     data = experiment.training_data(config, device)
@@ -86,11 +87,12 @@ def train(
     return evaluate_checkpoint(experiment, run, config, loaded, path, test_sets, device)
 
 
-def _initial_checkpoint(path: str) -> str:
-    """``training.init_from`` as an absolute path (the run's ``config.yaml`` holds it), checked to
-    be a file before any data are loaded."""
+def _initial_checkpoint(path: str, needed: bool) -> str:
+    """``training.init_from`` as an absolute path (the run's ``config.yaml`` holds it); where the
+    run will read it (``needed``: not a resume from ``last.pt``), checked to be a file before any
+    data are loaded."""
     resolved = Path(path).expanduser().resolve()
-    if not resolved.is_file():
+    if needed and not resolved.is_file():
         raise ConfigError(
             f"training.init_from: checkpoint {path} does not exist (expected a .pt file of a run)"
         )
