@@ -4,11 +4,13 @@ phase, fine-tuning), with its own optimizer, history and epochs; bad checkpoints
 import json
 import shutil
 
+import pytest
 import torch
 import yaml
 
 from attnlab.cli import main
 from attnlab.training.checkpoint import load_checkpoint
+from attnlab.training.trainer import TrainingConfig
 
 
 def _weights(run):
@@ -81,3 +83,12 @@ def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path, tiny_memory_
     not_a_checkpoint.write_text("not a checkpoint")
     assert _train(tmp_path / "c", tiny_memory_addition, f"training.init_from={not_a_checkpoint}") == 2
     assert "is not a readable attnlab checkpoint" in capsys.readouterr().err
+
+
+def test_a_relative_initial_checkpoint_is_kept_as_an_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert TrainingConfig(init_from="first/checkpoints/best.pt").init_from == str(
+        tmp_path.resolve() / "first" / "checkpoints" / "best.pt"
+    )
+    with pytest.raises(ValueError, match="init_from must be the path of a checkpoint"):
+        TrainingConfig(init_from=" ")

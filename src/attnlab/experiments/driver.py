@@ -59,9 +59,8 @@ def train(
     run = RunDirectory(Path(run_dir))
     experiment.prepare_config(config)
     training = config.training  # type: ignore[attr-defined]
-    if training.init_from is not None:
-        needed = not (resume and run.checkpoint("last").is_file())  # else last.pt has the weights
-        training.init_from = _initial_checkpoint(training.init_from, needed)
+    if training.init_from is not None and not (resume and run.checkpoint("last").is_file()):
+        _check_initial_checkpoint(training.init_from)  # (a resume takes the weights from last.pt)
     changes = run.check_start(config, resume)
     device = resolve_device(training.device, "training.device")
     data = experiment.training_data(config, device)
@@ -87,16 +86,12 @@ def train(
     return evaluate_checkpoint(experiment, run, config, loaded, path, test_sets, device)
 
 
-def _initial_checkpoint(path: str, needed: bool) -> str:
-    """``training.init_from`` as an absolute path (the run's ``config.yaml`` holds it); where the
-    run will read it (``needed``: not a resume from ``last.pt``), checked to be a file before any
-    data are loaded."""
-    resolved = Path(path).expanduser().resolve()
-    if needed and not resolved.is_file():
+def _check_initial_checkpoint(path: str) -> None:
+    """``training.init_from`` is a file, checked before any data are loaded."""
+    if not Path(path).is_file():
         raise ConfigError(
             f"training.init_from: checkpoint {path} does not exist (expected a .pt file of a run)"
         )
-    return str(resolved)
 
 
 def evaluate(

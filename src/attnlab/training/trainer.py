@@ -129,8 +129,11 @@ class TrainingConfig:
             raise ValueError("stop_at must name at least one validation metric (or be null)")
         if self.stop_at is not None:
             self.stop_at = {stop_target(str(name), "stop_at"): value for name, value in self.stop_at.items()}
-        if self.init_from is not None and not str(self.init_from).strip():
-            raise ValueError("init_from must be the path of a checkpoint, or null")
+        if self.init_from is not None:
+            if not str(self.init_from).strip():
+                raise ValueError("init_from must be the path of a checkpoint, or null")
+            # Absolute, so that the run's config.yaml names the file wherever it is read from.
+            self.init_from = str(Path(self.init_from).expanduser().resolve())
 
     def stop_targets(self) -> dict[str, float]:
         """Validation metric (``valid/<metric>``) → the value that ends training (``stop_at`` /
