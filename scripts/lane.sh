@@ -30,5 +30,6 @@ while true; do
     sed -i '1d' "$queue"
     echo "$(date '+%F %T') START $command" >>"$log"
     bash -c "$command" >>"$out" 2>&1
-    echo "$(date '+%F %T') END rc=$? $command" >>"$log"
+    status=$?  # before the date's command substitution, which sets $? itself
+    echo "$(date '+%F %T') END rc=$status $command" >>"$log"
 done
