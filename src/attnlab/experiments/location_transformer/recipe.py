@@ -16,8 +16,8 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 * ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–10 minutes (20 epochs), a
-SCAN run about 40 s an epoch (20 epochs in ``scan``, whose length runs gained nothing from 50; up
-to 50 in the other SCAN parts); all five parts are 353 runs, roughly 100–150 CPU-hours, so
+SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
+positions test accuracy still rose at epoch 40); all five parts are 353 runs, roughly 150–250 CPU-hours, so
 ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps start their
 runs seed by seed, so a part stopped halfway has every row at one seed.
 
