@@ -58,10 +58,8 @@ def train(
     evaluate the experiment's checkpoint on the run's test sets; returns their metrics."""
     run = RunDirectory(Path(run_dir))
     experiment.prepare_config(config)
-    training = config.training  # type: ignore[attr-defined]
-    if training.init_from is not None and not (resume and run.checkpoint("last").is_file()):
-        _check_initial_checkpoint(training.init_from)  # (a resume takes the weights from last.pt)
     changes = run.check_start(config, resume)
+    training = config.training  # type: ignore[attr-defined]
     device = resolve_device(training.device, "training.device")
     data = experiment.training_data(config, device)
     seed_everything(training.seed)
@@ -84,14 +82,6 @@ def train(
     if test_sets is None:
         test_sets = experiment.test_sets(config, loaded, device)
     return evaluate_checkpoint(experiment, run, config, loaded, path, test_sets, device)
-
-
-def _check_initial_checkpoint(path: str) -> None:
-    """``training.init_from`` is a file, checked before any data are loaded."""
-    if not Path(path).is_file():
-        raise ConfigError(
-            f"training.init_from: checkpoint {path} does not exist (expected a .pt file of a run)"
-        )
 
 
 def evaluate(

@@ -411,9 +411,7 @@ class Trainer:
             log.info("no checkpoint in %s yet: training from the first epoch", self.run_dir)
             self.initialise()
             return
-        checkpoint = load_checkpoint(self.last_checkpoint)
-        check_model_spec(self.last_checkpoint, checkpoint, self.model_spec)
-        load_model_weights(self.last_checkpoint, self.model, checkpoint)
+        checkpoint = self._load_weights(self.last_checkpoint)
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.history = current_history(checkpoint["history"])
         self.best_validation_loss = float(checkpoint["best_validation_loss"])
@@ -433,10 +431,20 @@ class Trainer:
         if self.config.init_from is None:
             return
         path = Path(self.config.init_from)
+        if not path.is_file():
+            raise ConfigError(
+                f"training.init_from: checkpoint {path} does not exist (expected a .pt file of a run)"
+            )
+        checkpoint = self._load_weights(path)
+        log.info("initialised from %s (epoch %d of its run)", path, int(checkpoint.get("epoch", 0)))
+
+    def _load_weights(self, path: Path) -> dict[str, Any]:
+        """Load the model's weights from checkpoint ``path`` (which must be of this model's spec);
+        returns the whole checkpoint."""
         checkpoint = load_checkpoint(path)
         check_model_spec(path, checkpoint, self.model_spec)
         load_model_weights(path, self.model, checkpoint)
-        log.info("initialised from %s (epoch %d of its run)", path, int(checkpoint.get("epoch", 0)))
+        return checkpoint
 
     @property
     def tensorboard_dir(self) -> Path:
