@@ -11,13 +11,15 @@ import torch
 from attnlab.cli import main
 from attnlab.config import ConfigError, load_yaml
 from attnlab.evaluation.bleu import BLEU_STATISTIC
-from attnlab.evaluation.seq2seq import evaluate_split
+from attnlab.evaluation.seq2seq import ExampleOutcomes, evaluate_split, teacher_forced_loss
 from attnlab.experiments.compare import read_units
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.experiments.scan import experiment
 from attnlab.experiments.scan.plots import plot_attention
+from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks import scan_data
+from attnlab.tasks.batching import collate
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.tasks.tsv import DataFormatError
@@ -415,6 +417,35 @@ def test_evaluation_stop_rules_are_the_stop_rules_of_seq_acc_only(
     )
     metrics = evaluate_split(scripted_decoder(script), split, target, options, torch.device("cpu"))
     assert metrics["seq_acc"] == seq_acc and metrics["seq_acc_given_length"] == 100.0
+
+
+def test_evaluation_in_length_sorted_batches_reports_every_example_in_the_splits_order():
+    """Batches of similar length are an evaluation shortcut only: each example's prediction and
+    verdict, put back in the split's order, are those of the example decoded alone."""
+    examples = generate_scan()[::97][:40]
+    source, target = build_vocabularies(examples)
+    split = scan_data.encode_split(scan_data.Split(examples, "a test"), source, target, "test")
+    torch.manual_seed(0)
+    tiny = {"d_model": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "ff_dim": 32, "dropout": 0.0}
+    model = TransformerSeq2Seq(len(source), len(target), **tiny)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    everything = collate(split.dataset, list(range(len(examples))))
+    for _ in range(60):  # a little training: outputs that differ from example to example
+        optimizer.zero_grad()
+        teacher_forced_loss(model, everything).backward()
+        optimizer.step()
+    model.eval()
+    options = dataclasses.replace(experiment.ScanEvaluationConfig(), batch_size=8, max_length=12)
+    outcomes = ExampleOutcomes()
+    evaluate_split(model, split, target, options, torch.device("cpu"), outcomes=outcomes)
+    alone = []
+    for row in range(len(examples)):
+        batch = collate(split.dataset, [row])
+        tokens = model.greedy_decode(batch.source, batch.source_padding_mask, 12).tokens[0].tolist()
+        alone.append(tokens[: tokens.index(model.eos_id)] if model.eos_id in tokens else tokens)
+    assert len({tuple(p) for p in alone}) > 5  # the examples are told apart, so an order error shows
+    assert outcomes.predictions == alone
+    assert len(outcomes.correct["seq_acc"]) == len(examples)
 
 
 def test_unknown_words_become_counted_unk_and_bleu_is_reported(tmp_path):

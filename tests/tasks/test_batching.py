@@ -14,6 +14,7 @@ from attnlab.tasks.batching import (
     collate_examples,
     encode_examples,
     epoch_generator,
+    length_sorted_batches,
 )
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.lookup import LookupTablesSpec, generate_lookup_tables
@@ -170,3 +171,19 @@ def test_bucketed_batches_cover_the_epoch_once_in_length_sorted_batches():
     first = [b.source.tolist() for b in bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), 4)]
     second = [b.source.tolist() for b in bucketed_batches(dataset, 8, torch.Generator().manual_seed(0), 4)]
     assert first == second
+
+
+def test_length_sorted_batches_cover_every_row_once_shortest_first_with_their_rows():
+    examples = generate_scan()[::40]
+    source, target = build_vocabularies(examples)
+    dataset = encode_examples(examples, source, target)
+    seen, longest_before = [], 0
+    for rows, batch in length_sorted_batches(dataset, 16):
+        assert torch.equal(batch.source, collate(dataset, rows).source)
+        lengths = dataset.target_lengths[rows]
+        assert int(lengths.min()) >= longest_before  # each batch starts where the last one ended
+        longest_before = int(lengths.max())
+        seen += rows.tolist()
+    assert sorted(seen) == list(range(len(examples))) and len(seen) == len(examples)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        next(length_sorted_batches(dataset, 0))

@@ -74,7 +74,7 @@ def attention_guidance_loss(attention: torch.Tensor, gold_attention: torch.Tenso
 
 @dataclass
 class ExampleOutcomes:
-    """What happened to each example of an evaluation, in the order of the batches: the decoded
+    """What happened to each example of an evaluation, in the order of its examples: the decoded
     target ids (up to the first ``<eos>`` or the decoding budget) and, per metric name (e.g.
     ``seq_acc``), whether the example counted as correct. The units of a paired significance test
     (:mod:`attnlab.evaluation.significance`)."""
@@ -88,6 +88,18 @@ class ExampleOutcomes:
             self.predictions.append(row[: row.index(eos_id)] if eos_id in row else row)
         for name, flags in correct.items():
             self.correct.setdefault(name, []).extend(bool(flag) for flag in flags.tolist())
+
+    def extend_in_order(self, other: ExampleOutcomes, rows: list[int]) -> None:
+        """Append ``other``'s examples, recorded in batch order, in the order of their dataset
+        ``rows`` (``rows[i]`` is the dataset row of ``other``'s ``i``-th example; a permutation of
+        ``0 … n-1``)."""
+        if sorted(rows) != list(range(len(rows))) or len(rows) != len(other.predictions):
+            raise ValueError("rows must be a permutation of the recorded examples' indices")
+        position = {row: i for i, row in enumerate(rows)}
+        order = [position[row] for row in range(len(rows))]
+        self.predictions += [other.predictions[i] for i in order]
+        for name, flags in other.correct.items():
+            self.correct.setdefault(name, []).extend(flags[i] for i in order)
 
 
 @dataclass
@@ -203,7 +215,8 @@ def evaluate_split(
     given_length: bool | None = None,
     outcomes: ExampleOutcomes | None = None,
 ) -> dict[str, float]:
-    """The SCAN metrics of one encoded split, in batches of ``options.batch_size``:
+    """The SCAN metrics of one encoded split, in batches of ``options.batch_size`` of similar target
+    length (:func:`~attnlab.tasks.batching.length_sorted_batches`):
 
     * ``seq_acc`` — exact match with the model producing ``<eos>`` itself, greedy decoding of at
       most ``options.max_length`` tokens (``<eos>`` included), with the stop rules
@@ -218,13 +231,16 @@ def evaluate_split(
       words outside them that were read as ``<unk>``.
 
     ``outcomes``, when given, receives each example's prediction and its ``seq_acc``
-    (``seq_acc_given_length``) verdicts.
+    (``seq_acc_given_length``) verdicts, in the split's order.
     """
     model.eval()
     given_length = options.given_length if given_length is None else given_length
     totals = {"correct": 0, "correct_given_length": 0, "loss": 0.0, "tokens": 0}
-    hypotheses: list[str] = []
-    for batch in batching.batches(split.dataset, options.batch_size, shuffle=False):
+    examples = len(split.dataset)
+    hypotheses: list[str] = [""] * examples
+    in_batch_order = ExampleOutcomes()
+    rows_in_batch_order: list[int] = []
+    for rows, batch in batching.length_sorted_batches(split.dataset, options.batch_size):
         batch = batch.to(device)
         decoded = decode_greedily(model, batch.source, batch.source_padding_mask, options)
         assert decoded.tokens is not None
@@ -238,13 +254,16 @@ def evaluate_split(
             correct["seq_acc_given_length"] = sequence_correct(forced.tokens, batch.target_output, **ids)
             totals["correct_given_length"] += int(correct["seq_acc_given_length"].sum())
         if outcomes is not None:
-            outcomes.add(decoded.tokens, model.eos_id, **correct)
+            in_batch_order.add(decoded.tokens, model.eos_id, **correct)
+            rows_in_batch_order += rows.tolist()
         tokens = int((lengths + 1).sum())
         totals["loss"] += float(teacher_forced_loss(model, batch)) * tokens
         totals["tokens"] += tokens
         if options.bleu:
-            hypotheses += [" ".join(target.decode(row, strip_specials=True)) for row in decoded.tokens.cpu()]
-    examples = len(split.dataset)
+            for row, decoded_row in zip(rows.tolist(), decoded.tokens.cpu()):
+                hypotheses[row] = " ".join(target.decode(decoded_row, strip_specials=True))
+    if outcomes is not None:
+        outcomes.extend_in_order(in_batch_order, rows_in_batch_order)
     metrics = {
         "seq_acc": 100.0 * totals["correct"] / examples,
         "loss": totals["loss"] / max(totals["tokens"], 1),
