@@ -10,7 +10,8 @@
 # polled every minute, so commands can be added while the lane runs. Recipes and sweeps skip
 # finished runs and resume interrupted ones, so after a stop put the last START line without an
 # END back at the head of the queue and start the lane again. LANE_THREADS sets OMP_NUM_THREADS
-# (default 1: on a 2-core machine, two lanes at most).
+# (default 1: on a 2-core machine, two lanes at most). Both lanes may queue the same sweep or recipe:
+# each run is locked while it trains, so the lanes share its runs.
 set -u
 lane=${1:?usage: lane.sh LANE}
 dir=${LANES:-/work/logs}

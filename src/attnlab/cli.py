@@ -27,6 +27,7 @@ from attnlab.experiments.registry import (
     resume_config,
     train_or_resume,
 )
+from attnlab.experiments.runner import LOCK_FILE, training_lock
 from attnlab.logs import LOG_FORMAT, log_to, log_to_run
 
 EXIT_USAGE = 2
@@ -49,21 +50,35 @@ def cmd_train(args: argparse.Namespace) -> None:
     experiment = experiment_for(data)
     config = experiment.parse_config(data)
     if args.overwrite:
-        _remove_run(run_dir)
-    with log_to_run(run_dir):
-        results = experiment.train(config, run_dir, resume=args.resume)
+        _check_removable(run_dir)
+    with training_lock(run_dir):  # no other process trains the run while it is deleted and retrained
+        if args.overwrite:
+            _remove_run(run_dir)
+        with log_to_run(run_dir):
+            results = experiment.train(config, run_dir, resume=args.resume)
     _print_results(results, run_dir, experiment)
 
 
-def _remove_run(run_dir: Path) -> None:
-    """Delete an earlier run, refusing folders that are not run directories."""
-    if not run_dir.exists():
-        return
-    if not (run_dir / "config.yaml").is_file():
+def _run_contents(run_dir: Path) -> list[Path]:
+    """What ``run_dir`` holds besides its lock file."""
+    return [path for path in run_dir.iterdir() if path.name != LOCK_FILE] if run_dir.exists() else []
+
+
+def _check_removable(run_dir: Path) -> None:
+    """Refuse ``--overwrite`` of a folder that is not a run directory."""
+    if _run_contents(run_dir) and not (run_dir / "config.yaml").is_file():
         raise ConfigError(
             f"--overwrite: {run_dir} exists but is not a run directory (no config.yaml); not deleting it"
         )
-    shutil.rmtree(run_dir)
+
+
+def _remove_run(run_dir: Path) -> None:
+    """Delete an earlier run (the caller holds its lock, whose file stays)."""
+    for path in _run_contents(run_dir):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _run_experiment(run_dir: str) -> Experiment:

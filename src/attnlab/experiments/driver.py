@@ -36,6 +36,7 @@ from attnlab.experiments.base import (
     Results,
     UnsupportedCapability,
 )
+from attnlab.experiments.runner import training_lock
 from attnlab.experiments.runs import (
     EVALUATION_RECORD,
     EVALUATION_SECTION,
@@ -55,8 +56,16 @@ def train(
     resume: bool = False,
 ) -> Results:
     """Train ``config`` into ``run_dir`` (continue it from ``last.pt`` with ``resume``), then
-    evaluate the experiment's checkpoint on the run's test sets; returns their metrics."""
-    run = RunDirectory(Path(run_dir))
+    evaluate the experiment's checkpoint on the run's test sets; returns their metrics. The run's
+    lock is held throughout (:func:`~attnlab.experiments.runner.training_lock`): a run that another
+    process is training raises :class:`~attnlab.experiments.runner.RunBusy`."""
+    with training_lock(Path(run_dir)):
+        return _train(experiment, config, RunDirectory(Path(run_dir)), resume)
+
+
+def _train(
+    experiment: Experiment[ConfigT, DataT, LoadedT], config: ConfigT, run: RunDirectory, resume: bool
+) -> Results:
     experiment.prepare_config(config)
     changes = run.check_start(config, resume)
     training = config.training  # type: ignore[attr-defined]

@@ -12,19 +12,23 @@ On a multi-node Ray cluster the output directory must be on a file system every 
 same path, and attnlab must be installed on every node.
 
 A run's status is read from its directory alone (:func:`run_status`), so a runner started again
-runs only what is missing. Results over seeds are aggregated by :mod:`attnlab.experiments.aggregate`.
+runs only what is missing. A run is trained under its directory's lock (:func:`training_lock`), so
+two runners over the same runs (two sweeps or recipes started on one ``--out``, e.g. one per CPU
+core) share the work: each skips what the other is training or has finished. Results over seeds
+are aggregated by :mod:`attnlab.experiments.aggregate`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +41,17 @@ from attnlab.io import atomic_write_text
 from attnlab.logs import show_logs_in_worker
 from attnlab.metric_names import read_summary
 
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): runs are not locked
+    fcntl = None  # type: ignore[assignment]
+
 logger = logging.getLogger(__name__)
 
 Status = Literal["done", "failed", "missing"]
 
 ERROR_FILE = "error.txt"
+LOCK_FILE = "train.lock"
 SUMMARY_FILE = Path("eval") / "summary.json"
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 
@@ -78,6 +88,64 @@ def run_status(run_dir: Path) -> Status:
     return "missing"
 
 
+class RunBusy(RunnerError):
+    """Another process is training this run directory."""
+
+
+_held_locks: dict[Path, list[int]] = {}
+"""The run directories whose lock this process holds: resolved path → [file descriptor, depth]."""
+
+
+@contextlib.contextmanager
+def training_lock(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir/train.lock`` while the block runs, so that no two processes train one run at
+    once (two sweeps on one ``--out``, or ``attnlab train --resume`` beside a sweep): if another
+    process holds it, raise :class:`RunBusy` at once, naming its pid.
+
+    The lock is an exclusive ``flock`` on the open file: the kernel drops it when its process ends,
+    even when killed, so it is never stale and nothing has to clean it up. It is re-entrant within
+    a process (a sweep's worker holds it around the whole run, the driver again around training).
+    A directory the lock created is removed again if nothing else was written in it. Where
+    ``fcntl`` does not exist (Windows) nothing is locked.
+    """
+    key = Path(run_dir).resolve()
+    if fcntl is None:
+        yield
+        return
+    if key in _held_locks:
+        _held_locks[key][1] += 1
+        try:
+            yield
+        finally:
+            _held_locks[key][1] -= 1
+        return
+    created = not key.exists()
+    key.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(descriptor, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise RunBusy(
+                f"{run_dir} is being trained by another process (pid {holder}, holding "
+                f"{key / LOCK_FILE}); wait for it to finish or choose another run directory"
+            ) from None
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+        _held_locks[key] = [descriptor, 1]
+        try:
+            yield
+        finally:
+            del _held_locks[key]
+    finally:
+        os.close(descriptor)  # closing the file releases the lock
+        if created and [path.name for path in key.iterdir()] == [LOCK_FILE]:
+            with contextlib.suppress(OSError):  # nothing was written (a run refused at its start)
+                (key / LOCK_FILE).unlink()
+                key.rmdir()
+
+
 @dataclass(frozen=True)
 class RunTask:
     """What a backend executes: a run's name, config data and directory."""
@@ -90,21 +158,30 @@ class RunTask:
 @dataclass(frozen=True)
 class RunOutcome:
     name: str
-    status: Literal["done", "failed"]
+    status: Literal["done", "failed", "busy"]
+    """``busy``: another process was training it, so this runner left it alone."""
     seconds: float
     error: str | None = None
-    """The last line of the error, when the run failed (the traceback is in ``error.txt``)."""
+    """The last line of the error, when the run failed (the traceback is in ``error.txt``), or
+    why it was left alone."""
 
 
 def execute_run(task: RunTask, one_thread: bool = False) -> RunOutcome:
-    """Train (or resume) one run; an exception is recorded in ``run_dir/error.txt``, not raised."""
+    """Train (or resume) one run; an exception is recorded in ``run_dir/error.txt``, not raised.
+    A run that another process is training is left alone (``busy``), and one it has finished since
+    this runner looked is not trained again."""
     if one_thread:
         single_thread()
     run_dir = Path(task.run_dir)
     error_file = run_dir / ERROR_FILE
     start = time.perf_counter()
     try:
-        train_or_resume(task.config, run_dir)
+        with training_lock(run_dir):
+            if run_status(run_dir) == "done":
+                return RunOutcome(task.name, "done", 0.0)
+            train_or_resume(task.config, run_dir)
+    except RunBusy as busy:
+        return RunOutcome(task.name, "busy", time.perf_counter() - start, str(busy))
     except Exception as error:  # a failed run is recorded and reported; the sweep goes on
         atomic_write_text(error_file, traceback.format_exc())
         return RunOutcome(task.name, "failed", time.perf_counter() - start, _one_line(error))
