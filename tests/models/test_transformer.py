@@ -107,26 +107,36 @@ def test_relative_model_is_translation_invariant_in_positions():
             assert not torch.allclose(spread, out, atol=1e-4), scheme
 
 
-def test_transformer_xl_terms_follow_dai_et_al():
-    """``u^T k_j + (q_i + v)^T W_R R_{i-j}``, scaled by 1 / sqrt(d), computed naively."""
+@pytest.mark.parametrize(
+    "query_positions, key_positions",
+    [
+        ([[2.0, 3.0, 4.0], [0.0, 1.0, 7.0]], [[0.0, 1.0, 2.0, 3.0, 4.0], [9.0, 1.0, 0.0, 3.0, 4.0]]),
+        ([[0.5, 3.0, 4.25], [0.0, 1.5, 2.0]], [[0.0, 1.0, 2.0, 3.0, 4.0], [0.5, 1.0, 2.5, 3.0, 4.0]]),
+    ],
+    ids=["integer positions, rows apart", "fractional positions"],
+)
+def test_transformer_xl_terms_follow_dai_et_al(query_positions, key_positions):
+    """``u^T k_j + (q_i + v)^T W_R R_{i-j}``, scaled by 1 / sqrt(d), computed naively for every
+    row, head and pair (the layer encodes each distinct offset once and gathers)."""
     torch.manual_seed(0)
     scheme = SelfAttentionPositions("transformer_xl", heads=2, head_dim=4)
     with torch.no_grad():
         for parameter in scheme.parameters():
             parameter.normal_()
-    query, keys = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4)
-    query_positions, key_positions = torch.tensor([[2.0, 3.0, 4.0]]), torch.arange(5.0).unsqueeze(0)
+    query, keys = torch.randn(2, 2, 3, 4), torch.randn(2, 2, 5, 4)
+    query_positions, key_positions = torch.tensor(query_positions), torch.tensor(key_positions)
     bias = scheme.score_bias(query, query_positions, key_positions, keys)
     weight = scheme.position_layer.weight.view(2, 4, scheme.encoding_dim)
-    for h in range(2):
-        for i in range(3):
-            for j in range(5):
-                offset = query_positions[0, i] - key_positions[0, j]
-                r = sinusoidal_encoding(offset, scheme.encoding_dim)
-                expected = scheme.content_bias[h] @ keys[0, h, j] + (
-                    query[0, h, i] + scheme.position_bias[h]
-                ) @ (weight[h] @ r)
-                torch.testing.assert_close(bias[0, h, i, j], expected / 2.0, rtol=1e-4, atol=1e-5)
+    for b in range(2):
+        for h in range(2):
+            for i in range(3):
+                for j in range(5):
+                    offset = query_positions[b, i] - key_positions[b, j]
+                    r = sinusoidal_encoding(offset, scheme.encoding_dim)
+                    expected = scheme.content_bias[h] @ keys[b, h, j] + (
+                        query[b, h, i] + scheme.position_bias[h]
+                    ) @ (weight[h] @ r)
+                    torch.testing.assert_close(bias[b, h, i, j], expected / 2.0, rtol=1e-4, atol=1e-5)
 
 
 def test_scaled_embeddings_have_unit_scale_like_the_positional_encodings():
