@@ -98,6 +98,7 @@ from attnlab.attention.positions import (
     SelfAttentionPositions,
     check_scheme,
 )
+from attnlab.models.dropout import Dropout
 from attnlab.models.seq2seq import LocalEncoder, Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
 
@@ -178,7 +179,7 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.positions = SelfAttentionPositions(scheme, heads, self.head_dim, max_relative_distance)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
         self,
@@ -247,7 +248,7 @@ class CrossAttention(nn.Module):
         self.embedding_key = nn.Linear(d_model, d_model) if attender_keys == "embeddings" else None
         self.local_key = LocalEncoder(d_model, d_model, window=3) if attender_keys == "local" else None
         self.out = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         dim = self.head_dim
         self.dot_heads = [h for h, kind in enumerate(heads) if kind == DOT]
         self.attenders = nn.ModuleDict(
@@ -320,9 +321,7 @@ class CrossAttention(nn.Module):
 
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
-        super().__init__(
-            nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
-        )
+        super().__init__(nn.Linear(d_model, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, d_model))
 
 
 class EncoderLayer(nn.Module):
@@ -331,7 +330,7 @@ class EncoderLayer(nn.Module):
         self.attention_norm, self.ff_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.attention = SelfAttention(d_model, heads, scheme, dropout, distance)
         self.ff = FeedForward(d_model, ff_dim, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         attended, _ = self.attention(self.attention_norm(x), positions, key_padding_mask=padding_mask)
@@ -356,7 +355,7 @@ class DecoderLayer(nn.Module):
         self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance)
         self.cross_attention = CrossAttention(d_model, heads, options, dropout, attender_keys)
         self.ff = FeedForward(d_model, ff_dim, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
         self,
@@ -465,7 +464,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             for names in self.head_names
         )
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.output = nn.Linear(d_model, target_vocab_size)
         self.stop_from_attention = stop_from_attention
         self.stop_gate = nn.Parameter(torch.zeros(heads)) if stop_from_attention else None
