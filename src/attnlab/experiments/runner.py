@@ -92,8 +92,8 @@ class RunBusy(RunnerError):
     """Another process is training this run directory."""
 
 
-_held_locks: dict[Path, list[int]] = {}
-"""The run directories whose lock this process holds: resolved path → [file descriptor, depth]."""
+_held_locks: set[Path] = set()
+"""The run directories (resolved) whose lock this process holds."""
 
 
 @contextlib.contextmanager
@@ -112,12 +112,8 @@ def training_lock(run_dir: Path) -> Iterator[None]:
     if fcntl is None:
         yield
         return
-    if key in _held_locks:
-        _held_locks[key][1] += 1
-        try:
-            yield
-        finally:
-            _held_locks[key][1] -= 1
+    if key in _held_locks:  # the outer holder releases it
+        yield
         return
     created = not key.exists()
     key.mkdir(parents=True, exist_ok=True)
@@ -133,11 +129,11 @@ def training_lock(run_dir: Path) -> Iterator[None]:
             ) from None
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
-        _held_locks[key] = [descriptor, 1]
+        _held_locks.add(key)
         try:
             yield
         finally:
-            del _held_locks[key]
+            _held_locks.discard(key)
     finally:
         os.close(descriptor)  # closing the file releases the lock
         if created and [path.name for path in key.iterdir()] == [LOCK_FILE]:
