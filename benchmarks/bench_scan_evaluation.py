@@ -26,9 +26,9 @@ import torch
 
 from attnlab.evaluation.metrics import sequence_correct
 from attnlab.evaluation.seq2seq import decode_greedily, teacher_forced_loss
-from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.tasks import batching
 from attnlab.tasks.examples import Seq2SeqBatch
+from bench_training_step import built
 
 
 @torch.no_grad()
@@ -57,14 +57,9 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", default=["data.split=addprim_jump"])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    data = resolve_config(args.config, args.overrides)
-    experiment = experiment_for(data)
-    config = experiment.parse_config(data)
-    experiment.prepare_config(config)
+    _, config, prepared, model = built(args.config, args.overrides)
+    model.eval()
     device = torch.device("cpu")
-    prepared = experiment.training_data(config, device)
-    torch.manual_seed(0)
-    model = experiment.build_model(config, prepared).eval()
     if args.checkpoint:
         model.load_state_dict(torch.load(args.checkpoint, map_location=device, weights_only=True)["model"])
     dataset = prepared.encoded["validation"].dataset

@@ -492,3 +492,72 @@ def test_shared_match_query_trains_one_map_whichever_move_is_taken(source, make_
 def test_shared_match_query_default_keeps_last_match_its_own_map():
     attender = ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, moves=("content", "last_match", "forward"))
     assert attender.shared_match_query is False and hasattr(attender, "last_match_query")
+
+
+# the walk: alpha_t = sum_k pi_tk candidate_tk, with stay and the shifts as matrices
+
+ALL_MOVES = ("content", "stay", "forward", "backward", "start", "end", "forward2", "backward3", "last_match")
+
+
+def _candidates_walk(output, attender: ShiftAttender, state) -> torch.Tensor:
+    """The module docstring's recurrence, one candidate per move and step, from the moves' weights
+    and content-type attentions that ``output`` reports (so gradients reach the same inputs)."""
+    previous = state["previous_attention"]
+    steps = output.weights.size(1)
+    finals = []
+    for t in range(steps):
+        candidates = []
+        for move in attender.moves:
+            if move in ("content", "last_match"):
+                candidates.append(output.variables[f"{move}_attention"][:, t])
+            elif move == "stay":
+                candidates.append(previous)
+            elif move in ("start", "end"):
+                candidates.append(state[move])
+            else:
+                shifted = torch.zeros_like(previous).scatter_add(1, state[f"{move}_targets"], previous)
+                candidates.append(shifted)
+        pis = torch.stack([output.variables[f"move_{move}"][:, t] for move in attender.moves], dim=1)
+        previous = torch.einsum("bk,bks->bs", pis, torch.stack(candidates, dim=1))
+        finals.append(previous)
+    return torch.stack(finals, dim=1)
+
+
+@pytest.mark.parametrize("choice", ["softmax", "gumbel"])
+@pytest.mark.parametrize("moves", [ALL_MOVES, ("stay", "forward", "backward"), ("content", "start", "end")])
+def test_walk_is_the_candidates_recurrence_in_value_and_gradient(make_source, make_queries, choice, moves):
+    """Any mix of moves (soft mixes included), left and right padding: the weights and their
+    gradient with respect to the queries equal the per-candidate recurrence's."""
+    torch.manual_seed(0)
+    attender = ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, moves=moves, choice=choice).double().train()
+    source = make_source()
+    for mask in (source.mask, source.mask.flip(1)):  # right, then left padding
+        queries = make_queries(4, 9).requires_grad_()
+        state = attender.initial_state(source.keys, mask)
+        output = attender(queries, source.keys, source.values, mask, state)
+        expected = _candidates_walk(output, attender, state)
+        torch.testing.assert_close(output.weights, expected, rtol=1e-12, atol=1e-12)
+        probe = torch.randn_like(expected)
+        (got,) = torch.autograd.grad((output.weights * probe).sum(), queries, retain_graph=True)
+        (want,) = torch.autograd.grad((expected * probe).sum(), queries)
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_gumbel_moves_sampled_all_steps_at_once_are_those_sampled_step_by_step(source, make_queries):
+    """In training the noise is drawn step-major, so one call over all steps samples the same
+    moves as one call per step from the same seed (content_once included)."""
+    attender = (
+        ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, moves=ALL_MOVES, choice="gumbel", content_once=True)
+        .double()
+        .train()
+    )
+    queries = make_queries(4, 6)
+    torch.manual_seed(3)
+    whole = attender(queries, source.keys, source.values, source.mask)
+    torch.manual_seed(3)
+    state = attender.initial_state(source.keys, source.mask)
+    for step in range(6):
+        one = attender(queries[:, step], source.keys, source.values, source.mask, state)
+        state = one.state
+        torch.testing.assert_close(one.weights, whole.weights[:, step])
+    assert torch.equal(state["content_used"], whole.state["content_used"])

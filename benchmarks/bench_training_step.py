@@ -1,0 +1,105 @@
+"""CPU time of one training update (loss, backward, optimiser step) of config variants, side by side.
+
+Each variant is a config plus ``key=value`` overrides. The script builds every variant's model,
+data and training task the way ``attnlab train`` does (:func:`attnlab.experiments.registry.experiment_for`),
+then times rounds of ``--updates`` updates on each in turn (interleaved, so that a change in the
+machine's load falls on all of them) and prints the best round's CPU seconds per update and each
+variant's ratio to the first. One thread, as the campaigns run.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_training_step.py --config scan_transformer \\
+        --variant "dot: model.transformer.cross_attention=dot" \\
+        --variant "shift: model.transformer.cross_attention=shift" [--updates 20] [--rounds 3] [key=value ...]
+
+Overrides after the options apply to every variant. A variant is ``NAME: key=value key=value``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from attnlab.experiments.registry import experiment_for, resolve_config
+from attnlab.training.trainer import make_optimizer
+
+
+@dataclass
+class Variant:
+    name: str
+    model: torch.nn.Module
+    task: Any
+    optimizer: torch.optim.Optimizer
+    batches: list[Any]
+
+
+def built(config_name: str, overrides: list[str]) -> tuple[Any, Any, Any, torch.nn.Module]:
+    """The experiment, config, prepared data and model (seed 0) of a config, on the CPU, as
+    ``attnlab train`` builds them."""
+    data = resolve_config(config_name, overrides)
+    experiment = experiment_for(data)
+    config = experiment.parse_config(data)
+    experiment.prepare_config(config)
+    prepared = experiment.training_data(config, torch.device("cpu"))
+    torch.manual_seed(0)
+    return experiment, config, prepared, experiment.build_model(config, prepared)
+
+
+def build(name: str, config_name: str, overrides: list[str], updates: int) -> Variant:
+    experiment, config, prepared, model = built(config_name, overrides)
+    model.train()
+    task = experiment.training_task(config, prepared, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for batch in task.train_batches(generator):
+        batches.append(batch)
+        if len(batches) == updates:
+            break
+    optimizer = make_optimizer(model, 1e-4)  # the trainer's Adam
+    return Variant(name, model, task, optimizer, batches)
+
+
+def one_round(variant: Variant) -> float:
+    """CPU seconds per update over the variant's batches."""
+    start = time.process_time()
+    for batch in variant.batches:
+        variant.optimizer.zero_grad(set_to_none=True)
+        loss = variant.task.training_loss(variant.model, batch)
+        loss.backward()
+        variant.optimizer.step()
+    return (time.process_time() - start) / len(variant.batches)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--variant", action="append", required=True, help="'NAME: key=value ...'")
+    parser.add_argument("--updates", type=int, default=20, help="updates in one timed round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best is reported")
+    parser.add_argument("overrides", nargs="*", help="key=value for every variant")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    variants = []
+    for spec in args.variant:
+        name, _, rest = spec.partition(":")
+        variants.append(build(name.strip(), args.config, args.overrides + shlex.split(rest), args.updates))
+    for variant in variants:  # warm-up: first calls allocate and pick kernels
+        one_round(Variant(variant.name, variant.model, variant.task, variant.optimizer, variant.batches[:2]))
+    best = {variant.name: float("inf") for variant in variants}
+    for _ in range(args.rounds):
+        for variant in variants:
+            best[variant.name] = min(best[variant.name], one_round(variant))
+    first = best[variants[0].name]
+    print(f"{args.config}, {args.updates} updates a round, best of {args.rounds} rounds, one thread")
+    print(f"{'variant':<24} {'CPU-s / update':>15} {'× first':>8}")
+    for variant in variants:
+        print(f"{variant.name:<24} {best[variant.name]:>15.4f} {best[variant.name] / first:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
