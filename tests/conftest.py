@@ -1,15 +1,19 @@
 """Suite-wide settings and fixtures: one torch thread per test process (pytest-xdist runs one
 process per core); one local Ray instance per test process, shared by the tests that need it;
 the hypothesis profile of the property-based tests (fuzzed file readers); a scripted decoder for
-tests of greedy decoding's stop rules."""
+tests of greedy decoding's stop rules; small SCAN files."""
 
 import os
+import random
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
 from attnlab.models.stepwise import StepwiseSeq2Seq
+from attnlab.tasks.scan import generate_scan, write_scan_file
 
 torch.set_num_threads(1)
 
@@ -41,6 +45,24 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def make_scan_files(tmp_path_factory) -> Callable[..., dict[str, Path]]:
+    """``make_scan_files(name, train, test, without=())``: the SCAN grammar's commands without the
+    words in ``without``, shuffled (seed 0), the first ``train`` and the last ``test`` written as
+    ``train.txt`` / ``test.txt`` in a new folder; returns their paths by split."""
+
+    def make(name: str, train: int, test: int, without: Iterable[str] = ()) -> dict[str, Path]:
+        examples = [example for example in generate_scan() if not set(without) & set(example.source)]
+        random.Random(0).shuffle(examples)
+        folder = tmp_path_factory.mktemp(name)
+        paths = {"train": folder / "train.txt", "test": folder / "test.txt"}
+        write_scan_file(paths["train"], examples[:train])
+        write_scan_file(paths["test"], examples[-test:])
+        return paths
+
+    return make
 
 
 @pytest.fixture(scope="session")

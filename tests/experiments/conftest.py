@@ -19,6 +19,12 @@ def lookup_files(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
+@pytest.fixture(scope="session")
+def scan_files(make_scan_files) -> dict[str, Path]:
+    """Small SCAN files: 120 training and 30 test commands of the whole grammar."""
+    return make_scan_files("scan_transformer", 120, 30)
+
+
 @pytest.fixture
 def tiny_overrides(lookup_files):
     """``tiny_overrides(**extra)``: overrides for a fast run on ``lookup_files``."""

@@ -102,3 +102,71 @@ def test_reproduce_trains_the_chosen_parts_into_their_folders(tmp_path, monkeypa
     assert "| none |" in text and "33.0 ± 0.0 (n=1)" in text
     with pytest.raises(ConfigError, match="unknown part 'lookups'"):
         recipe.spec_of("lookups")
+
+
+def test_failure_plots_show_the_first_wrong_example_of_each_cell(scan_files, tmp_path):
+    """A trained (tiny) SCAN run in its sweep cell gets its first wrong test example plotted and
+    linked; a cell whose examples are all right and one without predictions say so."""
+    from attnlab.cli import main
+
+    cell = {
+        "data.split": "length",
+        "model.transformer.positional": "relative",
+        "model.transformer.cross_attention": "dot",
+    }
+    (run,) = [
+        run
+        for run in sweep.expand(recipe.spec_of("scan"))
+        if run.seed == 0 and all(run.params[key] == value for key, value in cell.items())
+    ]
+    run_dir = run.run_dir(tmp_path / "scan")
+    overrides = {
+        "data.split": "files",
+        "data.train_file": scan_files["train"],
+        "data.test_files": f"{{test: {scan_files['test']}}}",
+        "model.transformer.d_model": 16,
+        "model.transformer.heads": 2,
+        "model.transformer.encoder_layers": 1,
+        "model.transformer.decoder_layers": 1,
+        "model.transformer.ff_dim": 32,
+        "training.epochs": 1,
+        "training.batch_size": 32,
+        "training.progress": "false",
+    }
+    args = [f"{key}={value}" for key, value in overrides.items()]
+    assert main(["train", "scan_transformer", "--run-dir", str(run_dir), *args]) == 0
+    predictions = (run_dir / "eval" / "test.predictions.tsv").read_text().splitlines()
+    column = predictions[0].split("\t").index("seq_acc")
+    first_wrong = next(i for i, line in enumerate(predictions[1:]) if line.split("\t")[column] == "0")
+
+    all_right = {**cell, "data.split": "addprim_jump"}
+    _finish(tmp_path, "scan", all_right, 1, {"test": {"seq_acc": 100.0}})
+    (run_all_right,) = [
+        run
+        for run in sweep.expand(recipe.spec_of("scan"))
+        if run.seed == 1 and all(run.params[key] == value for key, value in all_right.items())
+    ]
+    rows = [line.split("\t") for line in predictions]
+    for row in rows[1:]:
+        row[column] = "1"
+    eval_dir = run_all_right.run_dir(tmp_path / "scan") / "eval"
+    (eval_dir / "test.predictions.tsv").write_text("\n".join("\t".join(row) for row in rows) + "\n")
+    _finish(
+        tmp_path,
+        "lookup_stop",
+        {"data.variant": "long", "model.transformer.positional": "none"},
+        0,
+        _lookup_results(50.0),
+    )
+
+    text = recipe.report(tmp_path, failure_plots=True)
+
+    failures = text.split("Where each cell goes wrong")[1]
+    plotted = next(line for line in failures.splitlines() if f"{run.cell} · seed 0" in line)
+    assert f"| test | #{first_wrong} |" in plotted
+    link = plotted.split("](")[1].split(")")[0]
+    assert link == f"scan/{run.cell}/seed0/plots/attention_test_{first_wrong}.png"
+    assert (tmp_path / link).stat().st_size > 1000
+    assert "| none wrong |" in next(line for line in failures.splitlines() if run_all_right.cell in line)
+    assert "no long5.predictions.tsv" in next(line for line in failures.splitlines() if "lookup_stop" in line)
+    assert "Where each cell goes wrong" not in recipe.report(tmp_path)

@@ -1,7 +1,6 @@
 """The Transformer (issue 28) through ``attnlab train`` / ``evaluate``: SCAN and Lookup Tables."""
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.scan import experiment as scan
 from attnlab.models.transformer import TransformerSeq2Seq
-from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.tasks.vocab import build_vocabularies
 from attnlab.training.checkpoint import load_checkpoint, save_checkpoint
 
@@ -48,17 +46,6 @@ def _scan_data(files: dict[str, Path]) -> dict[str, object]:
         "data.train_file": files["train"],
         "data.test_files": f"{{test: {files['test']}}}",
     }
-
-
-@pytest.fixture(scope="module")
-def scan_files(tmp_path_factory) -> dict[str, Path]:
-    examples = generate_scan()
-    random.Random(0).shuffle(examples)
-    folder = tmp_path_factory.mktemp("scan_transformer")
-    paths = {"train": folder / "train.txt", "test": folder / "test.txt"}
-    write_scan_file(paths["train"], examples[:120])
-    write_scan_file(paths["test"], examples[-30:])
-    return paths
 
 
 def test_scan_transformer_trains_and_evaluates_through_the_cli(scan_files, tmp_path):

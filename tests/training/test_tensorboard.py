@@ -3,7 +3,6 @@ exact resume without duplicate steps, off by default, clear errors (tiny runs, s
 
 import importlib.util
 import json
-import random
 import sys
 
 import pytest
@@ -16,7 +15,6 @@ from attnlab.experiments.language_model import experiment as lm
 from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.scan import experiment
 from attnlab.tasks.corpus import copy_pattern_documents, write_wikitext_folder
-from attnlab.tasks.scan import generate_scan, write_scan_file
 from attnlab.training.checkpoint import load_checkpoint
 from attnlab.training.trainer import Trainer, TrainingConfig
 
@@ -29,15 +27,9 @@ SCALARS = {"train/loss", "valid/loss", "valid/seq_acc", "seconds"}
 
 
 @pytest.fixture(scope="module")
-def scan_files(tmp_path_factory):
+def scan_files(make_scan_files):
     """300 training and 50 test pairs of SCAN without 'around' / 'thrice' (short sequences)."""
-    examples = [ex for ex in generate_scan() if not {"around", "thrice"} & set(ex.source)]
-    random.Random(0).shuffle(examples)
-    folder = tmp_path_factory.mktemp("scan_tb")
-    paths = {"train": folder / "train.txt", "test": folder / "test.txt"}
-    write_scan_file(paths["train"], examples[:300])
-    write_scan_file(paths["test"], examples[-50:])
-    return paths
+    return make_scan_files("scan_tb", 300, 50, without=("around", "thrice"))
 
 
 def scan_config(files, **overrides):

@@ -25,6 +25,11 @@ Tables (``OUT/results.md``), each cell the test metric as ``mean ± std (n=k)`` 
 model stopping by itself: Lookup seqAcc at long 5 (and long 1), SCAN exact match, SCAN exact match
 by cut-off, and the reference points (attnlab's recurrent models and published numbers, cited,
 marked as theirs). A cell with no finished run is blank.
+
+With ``--failure-plots`` the report also shows where each cell goes wrong: for the first seed of
+every finished cell, the first example of its headline test set (Lookup ``long5``, SCAN ``test``)
+that the model gets wrong, plotted as ``attnlab plot RUN --test-set SET --index I`` would (the
+decoded cross-attention, and for a Transformer every layer's and head's), linked from the table.
 """
 
 from __future__ import annotations
@@ -35,9 +40,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from attnlab.config import ConfigError
 from attnlab.experiments import sweep
+from attnlab.experiments.base import PlotRequest
+from attnlab.experiments.registry import experiment_for
 from attnlab.experiments.runner import add_parallel_arguments, backend_for
+from attnlab.experiments.runs import RunDirectory
+from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, read_prediction_units
 from attnlab.io import atomic_write_text
 from attnlab.reporting.tables import format_table, stats_text
 
@@ -52,6 +63,15 @@ PARTS: dict[str, str] = {
     "scan_cutoffs": "scan_transformer_length_cutoffs",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
+
+HEADLINE_TEST_SETS: dict[str, str] = {
+    "lookup": "long5",
+    "lookup_stop": "long5",
+    "scan": "test",
+    "scan_simple": "test",
+    "scan_cutoffs": "test",
+}
+"""Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
 POSITIONAL = "model.transformer.positional"
 HEADS = "model.transformer.cross_attention"
@@ -123,13 +143,19 @@ def spec_of(part: str) -> sweep.SweepSpec:
 
 
 def reproduce(
-    out_dir: Path, parts: Sequence[str], *, jobs: int = 1, backend: str = "local", address: str | None = None
+    out_dir: Path,
+    parts: Sequence[str],
+    *,
+    jobs: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    failure_plots: bool = False,
 ) -> str:
     """Train what is missing of each part's sweep into ``out_dir/<part>``, then :func:`report`."""
     runner = backend_for(backend, jobs, address)
     for part in parts:
         sweep.run_sweep(spec_of(part), out_dir / part, runner)
-    return report(out_dir)
+    return report(out_dir, failure_plots=failure_plots)
 
 
 def collect(out_dir: Path) -> dict[str, dict[str, Any]]:
@@ -244,9 +270,10 @@ def reference_table() -> str:
     return format_table(rows, ["number", "source"], markdown=True)
 
 
-def report(out_dir: Path) -> str:
+def report(out_dir: Path, *, failure_plots: bool = False) -> str:
     """The recipe's tables from the finished runs under ``out_dir``, also written to
-    ``out_dir/results.md``; an error if no part has a finished run."""
+    ``out_dir/results.md``; with ``failure_plots`` also :func:`failure_table`. An error if no part
+    has a finished run."""
     found = collect(out_dir)
     if not found:
         raise ConfigError(
@@ -265,9 +292,56 @@ def report(out_dir: Path) -> str:
         "### Reference points (attnlab's recurrent models; published numbers marked theirs)",
         reference_table(),
     ]
+    if failure_plots:
+        sections += [
+            "### Where each cell goes wrong: the attention of its first seed's first wrong example",
+            failure_table(out_dir, found),
+        ]
     text = "\n\n".join(sections) + "\n"
     atomic_write_text(out_dir / "results.md", text)
     return text.rstrip()
+
+
+def failure_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per finished cell: its first seed's first wrong example on the part's headline test
+    set (:data:`HEADLINE_TEST_SETS`) and links (relative to ``out_dir``) to that example's attention
+    plots, written into the run's ``plots/`` by its experiment's ``plot_run``."""
+    rows = {}
+    for part, cells in found.items():
+        test_set = HEADLINE_TEST_SETS[part]
+        for cell, entry in cells.items():
+            seed = entry["seeds"][0]
+            run_dir = out_dir / part / cell / f"seed{seed}"
+            rows[f"{part} · {cell} · seed {seed}"] = _failure_plots(out_dir, run_dir, test_set)
+    return format_table(rows, ["test set", "example", "attention"], markdown=True)
+
+
+def first_wrong_example(predictions: Path) -> int | None:
+    """The index of the first example of a predictions file whose ``seq_acc`` is 0, or ``None``."""
+    right = read_prediction_units(predictions, metric="seq_acc").scores.values[:, 0]
+    wrong = np.flatnonzero(right == 0)
+    return int(wrong[0]) if wrong.size else None
+
+
+def _failure_plots(out_dir: Path, run_dir: Path, test_set: str) -> dict[str, str]:
+    run = RunDirectory(run_dir)
+    predictions = run.eval_dir / f"{test_set}{PREDICTIONS_SUFFIX}"
+    row = {"test set": test_set}
+    if not predictions.is_file():
+        return {**row, "attention": f"no {predictions.name}"}
+    index = first_wrong_example(predictions)
+    if index is None:
+        return {**row, "example": "none wrong"}
+    data = run.load_config_data()
+    experiment = experiment_for(data)
+    checkpoint = run.checkpoint(experiment.evaluation_checkpoint(experiment.parse_config(data)))
+    if not checkpoint.is_file():
+        return {**row, "example": f"#{index}", "attention": f"no {checkpoint.name} to plot"}
+    request = PlotRequest(test_set=test_set, indices=(index,), device_name="cpu")
+    # the example's own plots (named <test set>_<index>…), not the run's training curves
+    plots = [path for path in experiment.plot_run(run_dir, request) if f"{test_set}_{index}" in path.stem]
+    links = ", ".join(f"[{path.stem}]({path.relative_to(out_dir).as_posix()})" for path in plots)
+    return {**row, "example": f"#{index}", "attention": links}
 
 
 # ------------------------------------------------------------------------------------- CLI
@@ -277,6 +351,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=f"runs/{PAPER}")
     add_parallel_arguments(parser, "runs")
     parser.add_argument("--report-only", action="store_true", help="rebuild the tables from finished runs")
+    parser.add_argument(
+        "--failure-plots",
+        action="store_true",
+        help="also plot the attention of each cell's first wrong test example (first seed, its checkpoint)",
+    )
     parser.add_argument(
         "--parts",
         nargs="+",
@@ -290,5 +369,12 @@ def main(args: argparse.Namespace) -> str:
     """The recipe's command: train what is missing (unless ``--report-only``); return the report."""
     out = Path(args.out)
     if args.report_only:
-        return report(out)
-    return reproduce(out, args.parts, jobs=args.jobs, backend=args.backend, address=args.address)
+        return report(out, failure_plots=args.failure_plots)
+    return reproduce(
+        out,
+        args.parts,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        failure_plots=args.failure_plots,
+    )
