@@ -14,7 +14,7 @@ from attnlab.attention.positions import (
     alibi_slopes,
     apply_rope,
 )
-from attnlab.models.transformer import STOP_FLOOR, TransformerSeq2Seq, cross_attention_heads
+from attnlab.models.transformer import NORMS, STOP_FLOOR, TransformerSeq2Seq, cross_attention_heads
 
 SOURCE_VOCAB, TARGET_VOCAB = 12, 9
 PAD, SOS, EOS = 0, 1, 2
@@ -162,6 +162,33 @@ def test_learned_positions_refuse_lengths_beyond_the_table():
         table(torch.zeros(1, 4, 8), torch.arange(4.0).unsqueeze(0))
 
 
+def _encoder_layer_outputs(model: TransformerSeq2Seq, source: torch.Tensor, mask: torch.Tensor) -> list:
+    outputs: list[torch.Tensor] = []
+    hooks = [layer.register_forward_hook(lambda _m, _i, out: outputs.append(out)) for layer in model.encoder]
+    model.encode(source, mask)
+    for hook in hooks:
+        hook.remove()
+    return outputs
+
+
+def test_post_norm_normalises_after_every_residual_sum_and_adds_no_final_norm():
+    """Post-norm: every layer's output is a layer normalisation's (zero mean, unit variance per
+    position at initialisation) and the stacks end there; pre-norm layers pass the residual stream
+    on unnormalised and each stack ends in its own normalisation."""
+    source, mask = padded_batch(SOURCES)
+    for norm, normalised in (("post", True), ("pre", False)):
+        model = build(norm=norm)
+        for out in _encoder_layer_outputs(model, source, mask):
+            real = out[~mask]
+            zero_mean = torch.allclose(real.mean(-1), torch.zeros(len(real)), atol=1e-5)
+            unit_variance = torch.allclose(real.var(-1, unbiased=False), torch.ones(len(real)), atol=1e-3)
+            assert (zero_mean and unit_variance) == normalised
+        final = (model.encoder_norm, model.decoder_norm)
+        assert all(isinstance(module, torch.nn.Identity) for module in final) == normalised
+    with pytest.raises(ValueError, match="norm must be one of"):
+        build(norm="sandwich")
+
+
 def test_unknown_scheme_and_bad_cross_attention_specs_are_errors():
     with pytest.raises(ValueError, match="positional must be one of"):
         build("wavelet")
@@ -177,9 +204,10 @@ def test_unknown_scheme_and_bad_cross_attention_specs_are_errors():
 # ------------------------------------------------------------------- masking and decoding
 
 
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
-def test_causal_masking_is_exact(positional):
-    model = build(positional)
+def test_causal_masking_is_exact(positional, norm):
+    model = build(positional, norm=norm)
     source, mask = padded_batch(SOURCES)
     logits = model(source, mask, TARGET_INPUT).logits
     changed = TARGET_INPUT.clone()
@@ -189,9 +217,10 @@ def test_causal_masking_is_exact(positional):
     assert not torch.allclose(new_logits[:, 3:], logits[:, 3:])
 
 
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
-def test_padding_is_exact(positional):
-    model = build(positional)
+def test_padding_is_exact(positional, norm):
+    model = build(positional, norm=norm)
     source, mask = padded_batch(SOURCES, width=7)
     output = model(source, mask, TARGET_INPUT)
     other = source.masked_fill(mask, 5)  # different tokens under the padding
@@ -203,9 +232,10 @@ def test_padding_is_exact(positional):
     torch.testing.assert_close(alone.logits, output.logits[1:2], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
-def test_cached_decoding_equals_teacher_forcing(positional):
-    model = build(positional, cross_attention=["dot", ["location", "dot"]])
+def test_cached_decoding_equals_teacher_forcing(positional, norm):
+    model = build(positional, cross_attention=["dot", ["location", "dot"]], norm=norm)
     source, mask = padded_batch(SOURCES)
     full = model(source, mask, TARGET_INPUT)
     state = model.start(source, mask)
@@ -280,15 +310,16 @@ def _sequence_accuracy(model: TransformerSeq2Seq, batch: Batch, max_length: int)
     return (decoded[:, :width] == target_output).all(dim=1).float().mean().item()
 
 
-def test_learns_to_reverse_a_short_sequence():
-    """A few hundred updates of a tiny RoPE model reverse 3-token sequences."""
+@pytest.mark.parametrize("norm", NORMS)
+def test_learns_to_reverse_a_short_sequence(norm):
+    """A few hundred updates of a tiny RoPE model reverse 3-token sequences, pre- or post-norm."""
     generator = torch.Generator().manual_seed(0)
 
     def batch(size: int) -> Batch:
         source = torch.randint(3, 8, (size, 3), generator=generator)
         return _sequence_task(source, source.flip(1))
 
-    model, loss = _train_tiny(lambda update: batch(32), 250)
+    model, loss = _train_tiny(lambda update: batch(32), 250, norm=norm)
     accuracy = _sequence_accuracy(model, batch(64), max_length=5)
     chance = math.log(5)
     assert accuracy > 0.9, f"sequence accuracy {accuracy:.2f} (loss {loss:.3f}, chance {chance:.2f})"

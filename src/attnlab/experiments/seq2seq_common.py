@@ -77,6 +77,10 @@ class TransformerModelConfig:
     embeddings alone, or a window of three of them, so that a content move finds a word by what it
     is (and, ``local``, its neighbours), never by where it is (:mod:`attnlab.models.transformer`)."""
 
+    norm: Literal["pre", "post"] = "pre"
+    """Layer normalisation before each sub-layer (with a final one after each stack) or after each
+    residual sum (Vaswani et al. 2017; Csordás et al. 2021's code)."""
+
     def __post_init__(self) -> None:
         check_attender_keys(
             self.attender_keys, cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
@@ -106,6 +110,7 @@ def build_transformer(
         stop_from_attention=config.stop_from_attention,
         end_marker=config.end_marker,
         attender_keys=config.attender_keys,
+        norm=config.norm,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

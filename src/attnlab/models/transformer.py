@@ -1,4 +1,4 @@
-"""A small pre-norm Transformer encoder–decoder whose positional scheme is a constructor flag.
+"""A small Transformer encoder–decoder whose positional scheme is a constructor flag.
 
 Architecture (Vaswani et al. 2017 with pre-layer normalisation, Xiong et al. 2020): token
 embeddings initialised with standard deviation ``d_model ** -0.5`` and scaled by ``sqrt(d_model)``
@@ -6,6 +6,9 @@ embeddings initialised with standard deviation ``d_model ** -0.5`` and scaled by
 ``x + FF(LN(x))``; ``decoder_layers`` blocks of causal ``x + SelfAttn(LN(x))``,
 ``x + CrossAttn(LN(x), memory)``, ``x + FF(LN(x))``; a final ``LN`` after each stack; a linear
 output layer. ``FF(x) = W_2 dropout(ReLU(W_1 x))``; dropout on every residual branch.
+``norm="post"`` puts each layer normalisation after its residual sum instead, ``LN(x +
+SubLayer(x))``, with no final ``LN`` (Vaswani et al. 2017's original order, and that of Csordás et
+al. 2021's code, whose SCAN length cut-offs ``scan_transformer_csordas2021`` repeats).
 
 ``positional`` picks the scheme (:mod:`attnlab.attention.positions`): ``sinusoidal`` (Vaswani et
 al. 2017), ``learned`` (absolute table), ``relative`` (Shaw et al. 2018), ``transformer_xl`` (Dai
@@ -106,6 +109,10 @@ __all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "check_attender_keys",
 
 DOT = "dot"
 """The standard scaled dot-product cross-attention head."""
+
+NORMS = ("pre", "post")
+"""Where each layer normalisation sits (``TransformerSeq2Seq(norm=...)``): before every sub-layer
+(on its branch) or after every residual sum."""
 
 ATTENDER_KEYS = ("memory", "embeddings", "local")
 """What the attender heads' keys are projected from (``TransformerSeq2Seq(attender_keys=...)``)."""
@@ -324,21 +331,49 @@ class FeedForward(nn.Sequential):
         super().__init__(nn.Linear(d_model, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, d_model))
 
 
-class EncoderLayer(nn.Module):
-    def __init__(self, d_model: int, heads: int, ff_dim: int, dropout: float, scheme: str, distance: int):
+class _Block(nn.Module):
+    """What the encoder and decoder layers share: the placement of their layer normalisations."""
+
+    def __init__(self, dropout: float, norm: str) -> None:
         super().__init__()
+        self.pre_norm = norm == "pre"
+        self.dropout = Dropout(dropout)
+
+    def _branch_input(self, x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        """What a sub-layer reads: ``LN(x)`` before it (pre-norm), else ``x``."""
+        return norm(x) if self.pre_norm else x
+
+    def _add(self, x: torch.Tensor, branch: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        """The residual sum ``x + dropout(branch)``, normalised after it in post-norm."""
+        total = x + self.dropout(branch)
+        return total if self.pre_norm else norm(total)
+
+
+class EncoderLayer(_Block):
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        ff_dim: int,
+        dropout: float,
+        scheme: str,
+        distance: int,
+        norm: str = "pre",
+    ):
+        super().__init__(dropout, norm)
         self.attention_norm, self.ff_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.attention = SelfAttention(d_model, heads, scheme, dropout, distance)
         self.ff = FeedForward(d_model, ff_dim, dropout)
-        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-        attended, _ = self.attention(self.attention_norm(x), positions, key_padding_mask=padding_mask)
-        x = x + self.dropout(attended)
-        return x + self.dropout(self.ff(self.ff_norm(x)))
+        attended, _ = self.attention(
+            self._branch_input(x, self.attention_norm), positions, key_padding_mask=padding_mask
+        )
+        x = self._add(x, attended, self.attention_norm)
+        return self._add(x, self.ff(self._branch_input(x, self.ff_norm)), self.ff_norm)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Block):
     def __init__(
         self,
         d_model: int,
@@ -349,13 +384,13 @@ class DecoderLayer(nn.Module):
         distance: int,
         options: dict[str, dict[str, Any]],
         attender_keys: str = "memory",
+        norm: str = "pre",
     ):
-        super().__init__()
+        super().__init__(dropout, norm)
         self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
         self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance)
         self.cross_attention = CrossAttention(d_model, heads, options, dropout, attender_keys)
         self.ff = FeedForward(d_model, ff_dim, dropout)
-        self.dropout = Dropout(dropout)
 
     def forward(
         self,
@@ -364,11 +399,14 @@ class DecoderLayer(nn.Module):
         cross: _CrossState,
         cache: _SelfCache | None,
     ) -> tuple[torch.Tensor, torch.Tensor, _CrossState, _SelfCache]:
-        attended, cache = self.self_attention(self.self_norm(x), positions, causal=True, cache=cache)
-        x = x + self.dropout(attended)
-        glimpse, weights, cross = self.cross_attention(self.cross_norm(x), cross)
-        x = x + self.dropout(glimpse)
-        return x + self.dropout(self.ff(self.ff_norm(x))), weights, cross, cache
+        attended, cache = self.self_attention(
+            self._branch_input(x, self.self_norm), positions, causal=True, cache=cache
+        )
+        x = self._add(x, attended, self.self_norm)
+        glimpse, weights, cross = self.cross_attention(self._branch_input(x, self.cross_norm), cross)
+        x = self._add(x, glimpse, self.cross_norm)
+        x = self._add(x, self.ff(self._branch_input(x, self.ff_norm)), self.ff_norm)
+        return x, weights, cross, cache
 
 
 @dataclass
@@ -382,7 +420,7 @@ class _DecoderState:
 
 
 class TransformerSeq2Seq(StepwiseSeq2Seq):
-    """Pre-norm Transformer encoder–decoder (see the module docstring).
+    """Transformer encoder–decoder, pre-norm by default (see the module docstring).
 
     Args:
         positional: ``"sinusoidal"``, ``"learned"``, ``"relative"``, ``"transformer_xl"``,
@@ -402,6 +440,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             the encoder's output, as the dot heads'), ``"embeddings"`` (the source's token
             embeddings alone: no position, no context) or ``"local"`` (a window of three token
             embeddings: context, no position); module docstring.
+        norm: ``"pre"`` (default: each layer normalisation before its sub-layer, and a final one
+            after each stack) or ``"post"`` (after each residual sum, no final one; Vaswani et
+            al. 2017, Csordás et al. 2021).
     """
 
     def __init__(
@@ -423,6 +464,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         stop_from_attention: bool = False,
         end_marker: bool = False,
         attender_keys: str = "memory",
+        norm: str = "pre",
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -437,7 +479,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"d_model ({d_model}) must be a multiple of heads ({heads})")
         if not 0 <= dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self.d_model, self.positional = d_model, positional
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {list(NORMS)}, got {norm!r}")
+        self.d_model, self.positional, self.norm = d_model, positional, norm
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
         check_attender_keys(attender_keys, self.head_names)
         self.attender_keys = attender_keys
@@ -454,16 +498,25 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.encoder = nn.ModuleList(
-            EncoderLayer(d_model, heads, ff_dim, dropout, positional, max_relative_distance)
+            EncoderLayer(d_model, heads, ff_dim, dropout, positional, max_relative_distance, norm)
             for _ in range(encoder_layers)
         )
         self.decoder = nn.ModuleList(
             DecoderLayer(
-                d_model, names, ff_dim, dropout, positional, max_relative_distance, options, attender_keys
+                d_model,
+                names,
+                ff_dim,
+                dropout,
+                positional,
+                max_relative_distance,
+                options,
+                attender_keys,
+                norm,
             )
             for names in self.head_names
         )
-        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.encoder_norm: nn.Module = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        self.decoder_norm: nn.Module = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.dropout = Dropout(dropout)
         self.output = nn.Linear(d_model, target_vocab_size)
         self.stop_from_attention = stop_from_attention
