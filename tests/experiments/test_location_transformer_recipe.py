@@ -68,6 +68,8 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     scan = text.split("SCAN: test exact match")[1].split("###")[0]
     assert "|  | length · dot | length · shift | add-jump · dot | add-jump · shift | simple · dot |" in scan
     assert "| relative | 12.5 ± 0.0 (n=1) |" in scan
+    given_length = text.split("with the output length given")[1].split("###")[0]
+    assert "| relative | 60.0 ± 0.0 (n=1) |" in given_length
     cutoffs = text.split("cut at N actions")[1].split("###")[0]
     assert "|  | 22 | 24 | 25 | 26 |" in cutoffs
     assert "| rope · shift |  |  |  | 77.0 ± 0.0 (n=1) |" in cutoffs

@@ -22,8 +22,9 @@ positions test accuracy still rose at epoch 40); all five parts are 353 runs, ro
 runs seed by seed, so a part stopped halfway has every row at one seed.
 
 Tables (``OUT/results.md``), each cell the test metric as ``mean ± std (n=k)`` over seeds, the
-model stopping by itself: Lookup seqAcc at long 5 (and long 1), SCAN exact match, SCAN exact match
-by cut-off, and the reference points (attnlab's recurrent models and published numbers, cited,
+model stopping by itself: Lookup seqAcc at long 5 (and long 1), SCAN exact match (and, to separate
+the stop from the rest, with the output length given), SCAN exact match by cut-off, and the
+reference points (attnlab's recurrent models and published numbers, cited,
 marked as theirs). A cell with no finished run is blank.
 
 With ``--failure-plots`` the report also shows where each cell goes wrong: for the first seed of
@@ -198,12 +199,13 @@ def joined_table(
     rows: Sequence[str],
     columns: Sequence[str],
     test_set: str,
+    metric: str = "seq_acc",
 ) -> str:
-    """One markdown table of seqAcc on ``test_set`` from several parts (``sources``: part and how
-    its cells name their column), rows and columns in the given order."""
+    """One markdown table of ``metric`` (default seqAcc) on ``test_set`` from several parts
+    (``sources``: part and how its cells name their column), rows and columns in the given order."""
     table: dict[str, dict[str, str]] = {}
     for part, column in sources:
-        for label, values in pivot(found.get(part, {}), row, column, test_set, "seq_acc").items():
+        for label, values in pivot(found.get(part, {}), row, column, test_set, metric).items():
             table.setdefault(label, {}).update(values)
     if not table:
         return "(no finished runs)"
@@ -235,14 +237,15 @@ def _split(params: Mapping[str, Any]) -> str:
     return SPLIT_NAMES.get(params[SPLIT], params[SPLIT])
 
 
-def scan_table(found: Mapping[str, Mapping[str, Any]]) -> str:
-    """Rows: positional schemes; columns: split × heads; exact match on the test set."""
+def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") -> str:
+    """Rows: positional schemes; columns: split × heads; exact match on the test set (``metric``
+    ``seq_acc``: stopping by itself; ``seq_acc_given_length``: decoded to the target's length)."""
     columns = [f"{SPLIT_NAMES[split]} · {heads}" for split in SPLIT_NAMES for heads in ("dot", "shift")]
     sources: list[tuple[str, Label]] = [
         ("scan", lambda params: f"{_split(params)} · {params[HEADS]}"),
         ("scan_simple", lambda params: f"simple · {params[HEADS]}"),
     ]
-    return joined_table(found, sources, _scheme, _grid_values("scan", POSITIONAL), columns, "test")
+    return joined_table(found, sources, _scheme, _grid_values("scan", POSITIONAL), columns, "test", metric)
 
 
 def cutoff_table(found: Mapping[str, Mapping[str, Any]]) -> str:
@@ -287,6 +290,8 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         lookup_table(found, "long1"),
         "### SCAN: test exact match (%), the model stopping by itself",
         scan_table(found),
+        "### SCAN: test exact match (%) with the output length given (what is wrong besides the stop)",
+        scan_table(found, "seq_acc_given_length"),
         "### SCAN length split cut at N actions: exact match (%) on all longer commands",
         cutoff_table(found),
         "### Reference points (attnlab's recurrent models; published numbers marked theirs)",
