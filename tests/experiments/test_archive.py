@@ -1,6 +1,7 @@
 """``attnlab archive``: a run tree's results without its checkpoints, enough to rebuild a report."""
 
 import json
+import os
 import shutil
 
 import pytest
@@ -28,6 +29,10 @@ def _campaign(root):
         (run / "plots").mkdir()
         (run / "plots" / "attention.png").write_bytes(b"png")
         (run / "resumes.jsonl").write_text('{"after_epoch": 1}\n')
+        summary = run / "eval" / "summary.json"
+        if summary.is_file():  # evaluation comes after training's last checkpoint
+            checkpoint = (run / "checkpoints" / "last.pt").stat()
+            os.utime(summary, ns=(checkpoint.st_atime_ns, checkpoint.st_mtime_ns + 1_000_000))
         (run / "eval_at" / "epoch1").mkdir(parents=True)
         (run / "eval_at" / "epoch1" / "summary.json").write_text("{}")
     (root / "aggregate.md").write_text("| cell |\n")
@@ -97,6 +102,22 @@ def test_archived_checkpoints_of_unfinished_runs_and_only_those(tmp_path):
     checkpoints = {name for name in _files(archive) if name.endswith(".pt")}
     assert checkpoints == {"addition/t0_50/attention/lr0.01/seed0/checkpoints/last.pt"}
     (unfinished / "eval" / "summary.json").write_text("{}")  # it finished since
+    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
+    assert not any(name.endswith(".pt") for name in _files(archive))
+
+
+def test_a_finished_run_trained_again_since_its_evaluation_keeps_its_checkpoint(tmp_path):
+    """A race resumes the rates it keeps with more epochs: their last.pt is newer than the summary
+    of the last round, and the archive keeps it until the run is evaluated again."""
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    resumed = source / "multiplication/t0_10000/mean/lr0.001/seed0"
+    last, summary = resumed / "checkpoints" / "last.pt", resumed / "eval" / "summary.json"
+    os.utime(last, ns=(last.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000))
+    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
+    checkpoints = {name for name in _files(archive) if name.endswith(".pt")}
+    assert checkpoints == {"multiplication/t0_10000/mean/lr0.001/seed0/checkpoints/last.pt"}
+    os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))  # evaluated
     main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
     assert not any(name.endswith(".pt") for name in _files(archive))
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
-from attnlab.experiments.runner import run_status
+from attnlab.experiments.runner import SUMMARY_FILE, run_status
 from attnlab.io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from attnlab.metric_names import VALID_LOSS, current_history
 from attnlab.training.checkpoint import load_checkpoint
@@ -298,6 +298,12 @@ epoch budget by ``scripts/epoch_budget.sh``), a race's record and a sweep's aggr
 Checkpoints, logs, predictions and plots are left out."""
 
 
+def _trained_since_evaluated(run: RunDirectory) -> bool:
+    """Whether a finished run's ``last.pt`` was written after its ``eval/summary.json``."""
+    last, summary = run.checkpoint("last"), run.path / SUMMARY_FILE
+    return last.is_file() and summary.is_file() and last.stat().st_mtime_ns > summary.stat().st_mtime_ns
+
+
 def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: bool = False) -> int:
     """Copy the files of :data:`ARCHIVED_FILES` under ``source`` (a run tree: a recipe's or a
     sweep's ``--out``, or one run) to the same places under ``destination``, replacing what is
@@ -309,8 +315,11 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     into a fresh run tree it lets the recipe skip the finished runs. With
     ``unfinished_checkpoints``, the ``checkpoints/last.pt`` of every run that has not finished
     (no ``eval/summary.json``) is kept too, so that it resumes exactly where it was archived (worth
-    it where checkpoints are small: Raffel & Ellis's network's is 143 KB); the archived
-    ``last.pt`` of a run that has since finished is deleted. Nothing else is deleted."""
+    it where checkpoints are small: Raffel & Ellis's network's is 143 KB), and so is that of a
+    finished run that has trained since its evaluation (its ``last.pt`` newer than its summary: a
+    learning-rate race resumes the rates it keeps with more epochs, and their summaries are those of
+    the last round); the archived ``last.pt`` of a run that has since finished is deleted. Nothing
+    else is deleted."""
     source, destination = Path(source), Path(destination)
     if not source.is_dir():
         raise ConfigError(f"{source}: not a directory (expected a run tree to archive)")
@@ -320,7 +329,7 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     if unfinished_checkpoints:
         for run in [RunDirectory(path.parent) for path in kept if path.name == "config.yaml"]:
             last = run.checkpoint("last")
-            if run_status(run.path) == "done":
+            if run_status(run.path) == "done" and not _trained_since_evaluated(run):
                 (destination / last.relative_to(source)).unlink(missing_ok=True)
             elif last.is_file():
                 kept.add(last)
