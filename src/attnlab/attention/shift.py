@@ -320,6 +320,10 @@ class ShiftAttender(Attender):
         self.moves = moves
         # the shift moves' signed word offsets (forward +1, backward2 -2), parsed once, not per step
         self.strides = {move: stride for move in moves if (stride := move_stride(move)) is not None}
+        # the moves that are linear maps of the previous attention (stay, the shifts) and the others,
+        # by index in ``moves``: fixed at construction, read at every step of the walk
+        self.linear_moves = [k for k, move in enumerate(moves) if move == "stay" or move in self.strides]
+        self.other_moves = [k for k in range(len(moves)) if k not in self.linear_moves]
         self.choice = choice
         self.content: ScoringAttender | None = (
             construct(CONTENT_ATTENDERS[content], query_dim, key_dim, value_dim, content_options)
@@ -478,13 +482,8 @@ class ShiftAttender(Attender):
         one-hot of the argmax with the softmax's gradient."""
         return scores.softmax(-1) if self.choice == "softmax" else straight_through_one_hot(scores)
 
-    def _linear_moves(self) -> list[int]:
-        """The indices of the moves that are linear maps of the previous attention (``stay``, the
-        shifts), in the order of ``moves``."""
-        return [k for k, move in enumerate(self.moves) if move == "stay" or move in self.strides]
-
     def _linear_maps(self, state: AttentionState, source_len: int, dtype: torch.dtype) -> torch.Tensor:
-        """``[batch, source_len, linear moves * source_len]``: each linear move (:meth:`_linear_moves`)
+        """``[batch, source_len, linear moves * source_len]``: each linear move (``linear_moves``)
         as a matrix whose row ``s`` holds where word ``s``'s weight goes (the identity for ``stay``,
         the one-hots of ``<move>_targets`` for a shift), side by side, so that one product of a row
         of weights with it moves the row by every linear move; built once per source."""
@@ -495,7 +494,7 @@ class ShiftAttender(Attender):
             eye
             if self.moves[k] == "stay"
             else F.one_hot(state[f"{self.moves[k]}_targets"], source_len).to(dtype)
-            for k in self._linear_moves()
+            for k in self.linear_moves
         ]
         return torch.cat(maps, dim=2) if maps else eye.new_zeros(batch, source_len, 0)
 
@@ -517,8 +516,7 @@ class ShiftAttender(Attender):
         batch, steps, _ = pis.shape
         previous = state["previous_attention"]
         source_len = previous.size(-1)
-        linear = self._linear_moves()
-        fixed = [k for k in range(len(self.moves)) if k not in linear]
+        linear, fixed = self.linear_moves, self.other_moves
         if fixed:
             candidates = [
                 found[move] if move in found else state[move].unsqueeze(1).expand(batch, steps, source_len)
