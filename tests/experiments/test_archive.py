@@ -29,6 +29,7 @@ def _campaign(root):
         (run / "plots").mkdir()
         (run / "plots" / "attention.png").write_bytes(b"png")
         (run / "resumes.jsonl").write_text('{"after_epoch": 1}\n')
+        (run / "environment.jsonl").write_text('{"from_epoch": 0, "device": "cpu"}\n')
         summary = run / "eval" / "summary.json"
         if summary.is_file():  # evaluation comes after training's last checkpoint
             checkpoint = (run / "checkpoints" / "last.pt").stat()
@@ -49,7 +50,7 @@ def test_the_archive_keeps_what_reports_read_and_nothing_else(tmp_path, capsys):
     run = "addition/t0_50/attention/lr0.01/seed0"
     kept = _files(archive)
     assert {f"{run}/config.yaml", f"{run}/metrics.jsonl", f"{run}/eval/summary.json"} <= kept
-    assert {f"{run}/resumes.jsonl", f"{run}/eval_at/epoch1/summary.json"} <= kept
+    assert {f"{run}/resumes.jsonl", f"{run}/environment.jsonl", f"{run}/eval_at/epoch1/summary.json"} <= kept
     assert {"addition/t0_50/attention/race_seed0.json", "aggregate.md"} <= kept
     assert not any(name.endswith((".pt", ".log", ".tsv", ".png")) for name in kept)
     assert kept == {name for name in _files(source) if not name.endswith((".pt", ".log", ".tsv", ".png"))}

@@ -9,8 +9,10 @@ import json
 import shutil
 
 import pytest
+import torch
 import yaml
 
+import attnlab
 from attnlab.cli import main
 from attnlab.config import ConfigError
 from attnlab.experiments.lookup import experiment as lookup
@@ -60,6 +62,13 @@ def test_resume_reads_the_runs_config_not_the_command_line(one_epoch_run, tiny_o
     (resume,) = [json.loads(line) for line in (run / "resumes.jsonl").read_text().splitlines()]
     assert resume["from_epoch"] == 1
     assert resume["changes"] == {"training.epochs": [1, 2]}
+    # Each training session says where it ran: the new run from epoch 0, the resume after epoch 1.
+    sessions = [json.loads(line) for line in (run / "environment.jsonl").read_text().splitlines()]
+    assert [session["from_epoch"] for session in sessions] == [0, 1]
+    for session in sessions:
+        assert session["device"] == "cpu"  # tiny_overrides train on the CPU
+        assert session["torch"] == torch.__version__ and session["attnlab"] == attnlab.__version__
+        assert session["threads"] == torch.get_num_threads()
 
     # Two epochs with a resume in between end exactly like two epochs in one go.
     full = tmp_path / "full"

@@ -82,7 +82,7 @@ def _train(
         experiment.model_spec(config, data),
         summary=experiment.run_summary(config, data),
     )
-    run.start_training(config, trainer, changes)
+    run.start_training(config, trainer, changes, device)
     experiment.on_training_start(run, data)
     trainer.fit()
     path = run.checkpoint(experiment.evaluation_checkpoint(config))

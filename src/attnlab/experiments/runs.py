@@ -7,6 +7,9 @@ Layout::
       train.log              what training logged (appended to on each resume)
       resumes.jsonl          one record per resume: the epoch it resumed after and the config
                              keys it changed (only those of :data:`RESUMABLE_KEYS`)
+      environment.jsonl      one record per training session (the new run, then each resume):
+                             attnlab's version and commit, Python, PyTorch, the device, threads,
+                             host (:func:`~attnlab.training.environment.training_environment`)
       metrics.jsonl          one record per finished epoch: ``epoch``, ``train/loss``, the
                              ``valid/<metric>`` metrics, ``seconds`` (:mod:`attnlab.metric_names`;
                              read with :func:`~attnlab.metric_names.read_metrics`, which maps the
@@ -39,11 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import torch
+
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
 from attnlab.experiments.runner import SUMMARY_FILE, run_status
 from attnlab.io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from attnlab.metric_names import VALID_LOSS, current_history
 from attnlab.training.checkpoint import load_checkpoint
+from attnlab.training.environment import training_environment
 from attnlab.training.trainer import Trainer
 
 ConfigT = TypeVar("ConfigT")
@@ -138,6 +144,16 @@ class RunDirectory:
         }
         atomic_write_jsonl(self.resumes_file, [*read_jsonl(self.resumes_file), record])
 
+    @property
+    def environment_file(self) -> Path:
+        return self.path / "environment.jsonl"
+
+    def record_environment(self, device: torch.device, from_epoch: int) -> None:
+        """Append where this training session runs (:func:`training_environment`) to
+        ``environment.jsonl``."""
+        record = training_environment(device, from_epoch)
+        atomic_write_jsonl(self.environment_file, [*read_jsonl(self.environment_file), record])
+
     def load_config_data(self) -> dict[str, Any]:
         if not self.config_file.is_file():
             raise ConfigError(f"{self.path} is not a run directory: {self.config_file} is missing")
@@ -152,15 +168,19 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         save_yaml(to_dict(config), self.config_file)
 
-    def start_training(self, config: Any, trainer: Trainer, changes: Mapping[str, list[Any]] | None) -> None:
+    def start_training(
+        self, config: Any, trainer: Trainer, changes: Mapping[str, list[Any]] | None, device: torch.device
+    ) -> None:
         """Resume ``trainer`` (``changes`` from :meth:`check_start` is not ``None``), which checks
-        ``last.pt``; only then write the config and, for a resume, its record in ``resumes.jsonl``."""
+        ``last.pt``; only then write the config, the session's record in ``environment.jsonl``
+        (training on ``device``) and, for a resume, its record in ``resumes.jsonl``."""
         if changes is not None:
             trainer.resume()
             self.remove_temporaries()
         else:
             trainer.initialise()
         self.save_config(config)
+        self.record_environment(device, trainer.start_epoch)
         if changes is not None:
             self.record_resume(trainer.start_epoch, changes)
             if changes:
@@ -287,14 +307,16 @@ ARCHIVED_FILES = (
     "config.yaml",
     "metrics.jsonl",
     "resumes.jsonl",
+    "environment.jsonl",
     "eval/*.json",
     "eval_at/*/*.json",
     "race_seed*.json",
     "aggregate.*",
 )
 """What a report reads from a run tree (``attnlab archive`` keeps these, relative to a run or a
-sweep's or race's folder): each run's config, history, resumes and evaluations (with those kept per
-epoch budget by ``scripts/epoch_budget.sh``), a race's record and a sweep's aggregate.
+sweep's or race's folder): each run's config, history, resumes, training environments and
+evaluations (with those kept per epoch budget by ``scripts/epoch_budget.sh``), a race's record and
+a sweep's aggregate.
 Checkpoints, logs, predictions and plots are left out."""
 
 

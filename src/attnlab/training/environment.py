@@ -1,0 +1,92 @@
+"""Where and with what a run was trained: the software and machine of one training session.
+
+A run directory's ``environment.jsonl`` holds one record a session (a new run, then each resume;
+:meth:`attnlab.experiments.runs.RunDirectory.start_training`), so a number in a report can be
+traced to the code, library versions and hardware that produced it, also for a run resumed on
+another machine or trained on a borrowed one (a GPU for some epochs, the CPU for others). The
+campaigns' notes used to carry this by hand.
+
+The attnlab commit is that of the checkout the package was imported from, read with ``git`` when
+the package's own files are tracked there (an editable install); ``dirty`` says whether tracked
+files differed from that commit. A package installed from a wheel has no commit (``null``): its
+version says what it is.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import attnlab
+
+GIT_TIMEOUT_S = 5.0
+"""How long one ``git`` call may take before the commit is recorded as unknown."""
+
+
+def _git(directory: Path, *arguments: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(directory), *arguments],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):  # no git, or it hung
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_revision(package_dir: Path) -> tuple[str | None, bool | None]:
+    """The commit of the git checkout that tracks ``package_dir``'s ``__init__.py``, and whether
+    tracked files differ from it; ``(None, None)`` where no checkout tracks it (a wheel install,
+    possibly inside someone's repository) or git is missing."""
+    if _git(package_dir, "ls-files", "--error-unmatch", "__init__.py") is None:
+        return None, None
+    commit = _git(package_dir, "rev-parse", "HEAD")
+    if commit is None:
+        return None, None
+    status = _git(package_dir, "status", "--porcelain", "--untracked-files=no")
+    return commit, None if status is None else bool(status)
+
+
+def device_name(device: torch.device) -> str:
+    """The model of ``device``: the GPU's name, or the CPU's model name from ``/proc/cpuinfo``
+    (``platform.processor()`` elsewhere; empty where neither says)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def training_environment(device: torch.device, from_epoch: int) -> dict[str, Any]:
+    """One ``environment.jsonl`` record: when a training session started, after which epoch
+    (0 for a new run), attnlab's version and commit, Python, PyTorch, the device (its type and
+    model), PyTorch's intra-op threads, the machine's CPU count and host name."""
+    commit, dirty = git_revision(Path(attnlab.__file__).parent)
+    return {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "from_epoch": from_epoch,
+        "attnlab": attnlab.__version__,
+        "commit": commit,
+        "dirty": dirty,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": str(device),
+        "device_name": device_name(device),
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "host": platform.node(),
+    }
