@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from attnlab.config import ConfigError
@@ -72,6 +73,16 @@ def test_report_is_self_contained(runs_dir, tmp_path):
     assert "http://" not in page and "https://" not in page and "<script" not in page
     assert page.count("data:image/png;base64,") == 1 + 2 + 1  # a figure, 2 learning curves, a heatmap
     assert "RuntimeError: &lt;boom&gt; &amp; co" in page  # escaped
+
+
+def test_each_run_says_where_its_training_sessions_ran(runs_dir, tmp_path):
+    page = build_report(runs_dir, tmp_path / "report.html").read_text()
+    tables = re.findall(r"<table class='environment'>(.*?)</table>", page, re.S)
+    assert len(tables) == 2  # the two trained runs; the failed one has no record
+    for table in tables:
+        (row,) = re.findall(r"<tbody><tr>(.*?)</tr></tbody>", table)
+        cells = re.findall(r"<td>(.*?)</td>", row)
+        assert cells[1:3] == ["0", "cpu"] and cells[5] == torch.__version__
 
 
 def test_markdown_tables_become_html_tables():

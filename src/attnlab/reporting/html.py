@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.config import ConfigError, load_yaml
-from attnlab.io import atomic_write_text
+from attnlab.io import atomic_write_text, read_jsonl
 from attnlab.metric_names import PERCENT_METRICS, read_metrics, read_summary
 
 STYLE = """
@@ -305,8 +305,39 @@ def _run_details(runs_dir: Path, run_dir: Path, curve: bool, percent_metrics: fr
     parts.extend(figures)
     if not figures and not error.is_file():
         parts.append("<p>(no history or plots yet)</p>")
+    parts.append(_environment_html(run_dir))
     parts.append("</details>")
     return "\n".join(parts)
+
+
+ENVIRONMENT_COLUMNS = ("time", "from_epoch", "device", "device_name", "commit", "torch", "threads", "host")
+"""The ``environment.jsonl`` fields a run's details show, one row per training session."""
+
+
+def _environment_html(run_dir: Path) -> str:
+    """Where each training session of the run ran (its ``environment.jsonl``: the new run, then
+    each resume); empty for a run trained before these records existed, or a file that cannot be
+    read."""
+    try:
+        sessions = read_jsonl(run_dir / "environment.jsonl")
+    except (OSError, ValueError):
+        return ""
+    if not sessions:
+        return ""
+    head = "".join(f"<th>{_breakable(column, '_')}</th>" for column in ENVIRONMENT_COLUMNS)
+    rows = []
+    for session in sessions:
+        values = {column: session.get(column) for column in ENVIRONMENT_COLUMNS}
+        if isinstance(values["commit"], str):
+            values["commit"] = values["commit"][:10] + (" (changed)" if session.get("dirty") else "")
+        cells = "".join(
+            f"<td>{_escape('' if value is None else str(value))}</td>" for value in values.values()
+        )
+        rows.append(f"<tr>{cells}</tr>")
+    return (
+        "<table class='environment'><caption>training sessions</caption>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _summary(run_dir: Path) -> dict[str, dict[str, Any]]:
