@@ -394,6 +394,17 @@ def test_runs_start_seed_by_seed(tmp_path, make_spec):
     assert [run.name for run in expand(spec)] == [f"{cell}/seed{seed}" for cell in cells for seed in (3, 1)]
 
 
+def test_a_sweep_started_again_trains_the_missing_first_seeds_first(tmp_path, make_spec):
+    """With the first cell's first seed done, the next run is the other cell's first seed, not the
+    first cell's second (the seeds' order is the spec's, not that of the runs still to train)."""
+    spec = load_spec(make_spec({"model.pooling": ["attention", "mean"]}, seeds=[3, 1]))
+    out = tmp_path / "out"
+    run_sweep(spec, out, RecordingBackend(), only=["model.pooling=attention/seed3"], log=lambda line: None)
+    backend = RecordingBackend()
+    run_sweep(spec, out, backend, log=lambda line: None)
+    assert backend.names == ["model.pooling=mean/seed3", "model.pooling=attention/seed1", "model.pooling=mean/seed1"]
+
+
 def test_process_pool_backend(tmp_path, make_spec):
     path = make_spec(seeds=[0, 1])
     report = run_sweep(load_spec(path), tmp_path / "out", LocalBackend(jobs=2), log=lambda line: None)

@@ -316,7 +316,7 @@ def run_sweep(
 
     statuses = {name: run_status(run.run_dir(out_dir)) for name, run in by_name.items()}
     wanted = {"missing", "failed"} if (retry_failed or only) else {"missing"}
-    todo = execution_order([by_name[name] for name in selected if statuses[name] in wanted])
+    todo = execution_order([by_name[name] for name in selected if statuses[name] in wanted], spec.seeds)
     skipped_failed = [name for name in selected if statuses[name] == "failed" and name not in todo]
     counts = {key: sum(statuses[name] == key for name in selected) for key in ("done", "failed", "missing")}
     log(
@@ -340,11 +340,14 @@ def run_sweep(
     return SweepReport(out_dir, statuses, executed, failures, selected)
 
 
-def execution_order(runs: Sequence[SweepRun]) -> list[str]:
-    """The names of ``runs`` in the order a sweep starts them: seed by seed (every cell's first
-    seed, in grid order, before any cell's second), so that a campaign stopped halfway leaves
-    every row of its table measured once rather than some rows at every seed and others at none."""
-    seed_rank = {seed: rank for rank, seed in enumerate(dict.fromkeys(run.seed for run in runs))}
+def execution_order(runs: Sequence[SweepRun], seeds: Sequence[int]) -> list[str]:
+    """The names of ``runs`` in the order a sweep starts them: seed by seed in the order of the
+    sweep's ``seeds`` (every cell's first seed, in grid order, before any cell's second), so that a
+    campaign stopped halfway leaves every row of its table measured once rather than some rows at
+    every seed and others at none. The rank is the seed's place in ``seeds``, not in ``runs``: a
+    sweep started again, whose first cells have their first seeds done, still trains the other
+    cells' first seeds before anything else."""
+    seed_rank = {seed: rank for rank, seed in enumerate(seeds)}
     return [run.name for run in sorted(runs, key=lambda run: seed_rank[run.seed])]
 
 
