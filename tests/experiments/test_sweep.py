@@ -402,7 +402,11 @@ def test_a_sweep_started_again_trains_the_missing_first_seeds_first(tmp_path, ma
     run_sweep(spec, out, RecordingBackend(), only=["model.pooling=attention/seed3"], log=lambda line: None)
     backend = RecordingBackend()
     run_sweep(spec, out, backend, log=lambda line: None)
-    assert backend.names == ["model.pooling=mean/seed3", "model.pooling=attention/seed1", "model.pooling=mean/seed1"]
+    assert backend.names == [
+        "model.pooling=mean/seed3",
+        "model.pooling=attention/seed1",
+        "model.pooling=mean/seed1",
+    ]
 
 
 def test_process_pool_backend(tmp_path, make_spec):
