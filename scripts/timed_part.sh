@@ -12,8 +12,9 @@
 # without checkpoints/last.pt; seed 0's checkpoints/best.pt travels where the run got an example
 # of the headline test set wrong (what `--failure-plots` plots) when SEED0_CHECKPOINTS is 1 (the
 # default) and the pack stays within 60 MB. The pack is split into 15 MB pieces (the device tool
-# returns files of at most 16 MiB, 64 MiB in all). Uses `.venv/bin/attnlab` when there is one, else python3 with src/ on
-# its path (a machine whose python3 already holds attnlab's dependencies).
+# returns files of at most 16 MiB, 64 MiB in all). The attnlab command: $ATTNLAB, else
+# .venv/bin/attnlab, else python3 with src/ on its path (a machine whose python3 holds the
+# dependencies). TIMED_PART_TREE is where the runs train (default /tmp/timed_part_tree).
 set -u
 seconds=${1:?usage: timed_part.sh SECONDS CPU_JOBS CUDA_RUNS PART PACK_DIR [SEED0_CHECKPOINTS]}
 cpu_jobs=${2:?} cuda_runs=${3:?} part=${4:?} pack=${5:?} seed0_checkpoints=${6:-1}
@@ -21,7 +22,9 @@ cd "$(dirname "$0")/.." || exit 1
 tree=${TIMED_PART_TREE:-/tmp/timed_part_tree}
 logs=$tree/timed_part_logs  # packed with the runs
 mkdir -p "$tree" "$logs" "$pack"
-if [ -x .venv/bin/attnlab ]; then
+if [ -n "${ATTNLAB:-}" ]; then
+    attnlab=("$ATTNLAB")
+elif [ -x .venv/bin/attnlab ]; then
     attnlab=(.venv/bin/attnlab)
 else
     export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}

@@ -1,9 +1,11 @@
 """The shell scripts of ``scripts/`` that campaigns rely on."""
 
+import io
 import json
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,43 @@ def test_epoch_budget_keeps_what_each_budget_would_have_given(tmp_path, tiny_mem
     before = (run / "metrics.jsonl").read_bytes()
     result = subprocess.run(command, check=True, env=env, capture_output=True, text=True)
     assert (run / "metrics.jsonl").read_bytes() == before and "budget" not in result.stdout
+
+
+def _fake_run(run: Path, long5: float | None) -> None:
+    """A run directory as a recipe leaves it: finished (``long5`` its headline seqAcc) or not."""
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("experiment: lookup\n")
+    (run / "checkpoints" / "best.pt").write_bytes(b"best")
+    (run / "checkpoints" / "last.pt").write_bytes(b"last")
+    if long5 is not None:
+        (run / "eval").mkdir()
+        (run / "eval" / "summary.json").write_text(json.dumps({"long5": {"seq_acc": long5}}))
+
+
+@needs_bash
+def test_timed_part_packs_the_finished_runs_and_stops_every_process(tmp_path):
+    """At its deadline the script kills the recipes it started and packs the finished runs: no
+    last.pt, best.pt only where seed 0 got a headline example wrong; unfinished runs stay behind."""
+    tree, pack = tmp_path / "tree", tmp_path / "pack"
+    part = tree / "lookup_stop"
+    _fake_run(part / "wrong" / "seed0", long5=90.0)
+    _fake_run(part / "wrong" / "seed1", long5=80.0)
+    _fake_run(part / "right" / "seed0", long5=100.0)
+    _fake_run(part / "unfinished" / "seed0", long5=None)
+    env = {"ATTNLAB": str(ATTNLAB), "PATH": "/usr/bin:/bin", "TIMED_PART_TREE": str(tree)}
+    script = str(REPOSITORY / "scripts" / "timed_part.sh")
+    subprocess.run(
+        ["bash", script, "4", "1", "1", "lookup_stop", str(pack)], check=True, env=env, timeout=120
+    )
+
+    assert not subprocess.run(["pgrep", "-f", str(tree)], capture_output=True).stdout  # all stopped
+    pieces = sorted(pack.glob("runs.tgz.*"))
+    with tarfile.open(fileobj=io.BytesIO(b"".join(piece.read_bytes() for piece in pieces))) as packed:
+        members = {name for name in packed.getnames() if not name.startswith("timed_part_logs")}
+        summary = packed.extractfile("timed_part_logs/summary.txt").read().decode()  # type: ignore[union-attr]
+    runs = {"lookup_stop/wrong/seed0", "lookup_stop/wrong/seed1", "lookup_stop/right/seed0"}
+    assert {name for name in members if name.count("/") == 2} == runs  # not the unfinished ones
+    assert {name for name in members if name.endswith(".pt")} == {
+        "lookup_stop/wrong/seed0/checkpoints/best.pt"
+    }
+    assert summary.startswith("finished runs: 3;")
