@@ -327,6 +327,8 @@ def _environment_html(run_dir: Path) -> str:
     head = "".join(f"<th>{_breakable(column, '_')}</th>" for column in ENVIRONMENT_COLUMNS)
     rows = []
     for session in sessions:
+        if not isinstance(session, dict):
+            continue
         values = {column: session.get(column) for column in ENVIRONMENT_COLUMNS}
         if isinstance(values["commit"], str):
             values["commit"] = values["commit"][:10] + (" (changed)" if session.get("dirty") else "")
