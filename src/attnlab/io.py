@@ -67,6 +67,12 @@ def atomic_write_jsonl(path: str | os.PathLike[str], records: list[dict[str, Any
     atomic_write_text(path, "".join(json.dumps(record) + "\n" for record in records))
 
 
+def atomic_append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Add ``record`` as the last line of a JSON-lines file (created if missing), rewriting the
+    file atomically, so a killed process leaves it whole (for small files: run records)."""
+    atomic_write_jsonl(path, [*read_jsonl(path), record])
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():

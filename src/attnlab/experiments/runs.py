@@ -46,10 +46,10 @@ import torch
 
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
 from attnlab.experiments.runner import SUMMARY_FILE, run_status
-from attnlab.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from attnlab.io import atomic_append_jsonl, atomic_write_json
 from attnlab.metric_names import VALID_LOSS, current_history
 from attnlab.training.checkpoint import load_checkpoint
-from attnlab.training.environment import training_environment
+from attnlab.training.environment import ENVIRONMENT_FILE, training_environment
 from attnlab.training.trainer import Trainer
 
 ConfigT = TypeVar("ConfigT")
@@ -142,17 +142,16 @@ class RunDirectory:
             "from_epoch": after_epoch,
             "changes": dict(changes),
         }
-        atomic_write_jsonl(self.resumes_file, [*read_jsonl(self.resumes_file), record])
+        atomic_append_jsonl(self.resumes_file, record)
 
     @property
     def environment_file(self) -> Path:
-        return self.path / "environment.jsonl"
+        return self.path / ENVIRONMENT_FILE
 
     def record_environment(self, device: torch.device, from_epoch: int) -> None:
         """Append where this training session runs (:func:`training_environment`) to
         ``environment.jsonl``."""
-        record = training_environment(device, from_epoch)
-        atomic_write_jsonl(self.environment_file, [*read_jsonl(self.environment_file), record])
+        atomic_append_jsonl(self.environment_file, training_environment(device, from_epoch))
 
     def load_config_data(self) -> dict[str, Any]:
         if not self.config_file.is_file():
@@ -307,7 +306,7 @@ ARCHIVED_FILES = (
     "config.yaml",
     "metrics.jsonl",
     "resumes.jsonl",
-    "environment.jsonl",
+    ENVIRONMENT_FILE,
     "eval/*.json",
     "eval_at/*/*.json",
     "race_seed*.json",

@@ -36,6 +36,7 @@ from typing import Any
 from attnlab.config import ConfigError, load_yaml
 from attnlab.io import atomic_write_text, read_jsonl
 from attnlab.metric_names import PERCENT_METRICS, read_metrics, read_summary
+from attnlab.training.environment import ENVIRONMENT_FILE
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; color: #222; }
@@ -319,7 +320,7 @@ def _environment_html(run_dir: Path) -> str:
     each resume); empty for a run trained before these records existed, or a file that cannot be
     read."""
     try:
-        sessions = read_jsonl(run_dir / "environment.jsonl")
+        sessions = read_jsonl(run_dir / ENVIRONMENT_FILE)
     except (OSError, ValueError):
         return ""
     if not sessions:

@@ -3,17 +3,19 @@
 A run directory's ``environment.jsonl`` holds one record a session (a new run, then each resume;
 :meth:`attnlab.experiments.runs.RunDirectory.start_training`), so a number in a report can be
 traced to the code, library versions and hardware that produced it, also for a run resumed on
-another machine or trained on a borrowed one (a GPU for some epochs, the CPU for others). The
-campaigns' notes used to carry this by hand.
+another machine or trained on a borrowed one (a GPU for some epochs, the CPU for others).
 
 The attnlab commit is that of the checkout the package was imported from, read with ``git`` when
 the package's own files are tracked there (an editable install); ``dirty`` says whether tracked
-files differed from that commit. A package installed from a wheel has no commit (``null``): its
+files differed from that commit. It is read once per process, at its first training session
+(close to when the code was imported; a sweep's later runs in the same process ran that code too,
+whatever was committed since). A package installed from a wheel has no commit (``null``): its
 version says what it is.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import subprocess
@@ -24,6 +26,9 @@ from typing import Any
 import torch
 
 import attnlab
+
+ENVIRONMENT_FILE = "environment.jsonl"
+"""A run directory's training-session records, one JSON object a line."""
 
 GIT_TIMEOUT_S = 5.0
 """How long one ``git`` call may take before the commit is recorded as unknown."""
@@ -56,6 +61,12 @@ def git_revision(package_dir: Path) -> tuple[str | None, bool | None]:
     return commit, None if status is None else bool(status)
 
 
+@functools.cache
+def _package_revision() -> tuple[str | None, bool | None]:
+    """:func:`git_revision` of the imported attnlab package, read once per process."""
+    return git_revision(Path(attnlab.__file__).parent)
+
+
 def device_name(device: torch.device) -> str:
     """The model of ``device``: the GPU's name, or the CPU's model name from ``/proc/cpuinfo``
     (``platform.processor()`` elsewhere; empty where neither says)."""
@@ -75,7 +86,7 @@ def training_environment(device: torch.device, from_epoch: int) -> dict[str, Any
     """One ``environment.jsonl`` record: when a training session started, after which epoch
     (0 for a new run), attnlab's version and commit, Python, PyTorch, the device (its type and
     model), PyTorch's intra-op threads, the machine's CPU count and host name."""
-    commit, dirty = git_revision(Path(attnlab.__file__).parent)
+    commit, dirty = _package_revision()
     return {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "from_epoch": from_epoch,
