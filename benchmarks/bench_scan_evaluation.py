@@ -1,16 +1,20 @@
-"""Speed of SCAN evaluation: batches in the split's order vs batches of similar target length.
+"""Speed of SCAN validation: greedy decoding in two batchings, and the teacher-forced verdicts.
 
-Prints, side by side in one run, the CPU time of one pass of a SCAN-style evaluation (greedy
-decoding and the teacher-forced loss, as :func:`attnlab.evaluation.seq2seq.evaluate_split` does)
-over a config's validation split, in two batchings of the same size:
+Prints, side by side in one run, the CPU time of one pass over a config's validation split of
+the same size of batches, three ways:
 
-* **split order**: rows ``0 … n-1`` cut into batches (the evaluation before session 28);
-* **length-sorted**: :func:`attnlab.tasks.batching.length_sorted_batches` (the evaluation now).
+* **split order**: greedy decoding and the teacher-forced loss (as
+  :func:`attnlab.evaluation.seq2seq.evaluate_split` does, without the length-given accuracy), rows
+  ``0 … n-1`` cut into batches (the evaluation before session 28);
+* **length-sorted**: the same in :func:`attnlab.tasks.batching.length_sorted_batches` (the
+  evaluation, and the validation until session 31);
+* **teacher-forced**: :func:`attnlab.evaluation.seq2seq.validate_split`, one teacher-forced pass
+  whose choices give greedy decoding's verdicts (the validation now).
 
 Greedy decoding runs until a batch's longest output ends, so a batch of mixed lengths decodes as
 long as its longest example. With ``--checkpoint`` (a run's ``best.pt``) the model stops where it
 learned to; an untrained model decodes the whole budget (``evaluation.max_length``). The exact
-match and loss of both batchings are printed, and must agree.
+match and loss of the three are printed, and must agree.
 
 Usage: ``.venv/bin/python benchmarks/bench_scan_evaluation.py [--config scan_transformer]
 [--checkpoint RUN/checkpoints/best.pt] [--repeats 2] [key=value ...]``
@@ -25,7 +29,7 @@ from collections.abc import Iterable
 import torch
 
 from attnlab.evaluation.metrics import sequence_correct
-from attnlab.evaluation.seq2seq import decode_greedily, teacher_forced_loss
+from attnlab.evaluation.seq2seq import decode_greedily, teacher_forced_loss, validate_split
 from attnlab.tasks import batching
 from attnlab.tasks.examples import Seq2SeqBatch
 from bench_training_step import built
@@ -49,6 +53,14 @@ def one_pass(model, batches: Iterable[Seq2SeqBatch], options) -> tuple[float, in
     return time.process_time() - start, correct, loss / tokens
 
 
+def teacher_forced_pass(model, split, target, options) -> tuple[float, int, float]:
+    """:func:`one_pass`'s numbers from :func:`validate_split`."""
+    start = time.process_time()
+    metrics = validate_split(model, split, target, options, torch.device("cpu"))
+    seconds = time.process_time() - start
+    return seconds, round(metrics["seq_acc"] * metrics["examples"] / 100), metrics["loss"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="scan_transformer")
@@ -62,23 +74,30 @@ def main() -> None:
     device = torch.device("cpu")
     if args.checkpoint:
         model.load_state_dict(torch.load(args.checkpoint, map_location=device, weights_only=True)["model"])
-    dataset = prepared.encoded["validation"].dataset
+    split = prepared.encoded["validation"]
+    dataset = split.dataset
     size = config.evaluation.batch_size
-    orders = {
-        "split order": lambda: batching.batches(dataset, size, shuffle=False),
-        "length-sorted": lambda: (batch for _, batch in batching.length_sorted_batches(dataset, size)),
+    ways = {
+        "split order": lambda: one_pass(
+            model, batching.batches(dataset, size, shuffle=False), config.evaluation
+        ),
+        "length-sorted": lambda: one_pass(
+            model, (batch for _, batch in batching.length_sorted_batches(dataset, size)), config.evaluation
+        ),
+        "teacher-forced": lambda: teacher_forced_pass(model, split, prepared.target, config.evaluation),
     }
     best: dict[str, tuple[float, int, float]] = {}
     for _ in range(args.repeats):
-        for name, batches in orders.items():
-            result = one_pass(model, batches(), config.evaluation)
+        for name, way in ways.items():
+            result = way()
             if name not in best or result[0] < best[name][0]:
                 best[name] = result
     print(f"{args.config} {' '.join(args.overrides)}: validation {len(dataset)} examples, batches of {size}")
     for name, (seconds, correct, loss) in best.items():
         accuracy = 100 * correct / len(dataset)
         print(f"  {name:14s} {seconds:7.2f} CPU-s   exact match {accuracy:6.2f}%   loss {loss:.6f}")
-    print(f"  ratio: {best['split order'][0] / best['length-sorted'][0]:.2f}x")
+    print(f"  split order / length-sorted: {best['split order'][0] / best['length-sorted'][0]:.2f}x")
+    print(f"  length-sorted / teacher-forced: {best['length-sorted'][0] / best['teacher-forced'][0]:.2f}x")
 
 
 if __name__ == "__main__":

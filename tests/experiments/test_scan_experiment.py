@@ -375,7 +375,7 @@ def test_validation_in_a_uniform_epoch_sees_the_model_as_it_is_evaluated(scan_sl
     seen = []
     monkeypatch.setattr(
         experiment,
-        "evaluate_split",
+        "validate_split",
         lambda model, *args, **kwargs: seen.append(model.uniform_alignment) or {"loss": 1.0, "seq_acc": 0.0},
     )
     task.start_epoch(model, 0)

@@ -3,7 +3,8 @@
 :func:`evaluate_seq2seq`: the Lookup Tables' metrics (Dubois et al. 2020, §6.2: seqAcc, seqAccBE,
 attnLoss) over any batches. :func:`evaluate_split`: SCAN's and English–French's (Russin et al.
 2019) over an encoded split of :mod:`attnlab.tasks.scan_data` — exact match with and without the
-target's length given, BLEU, ``<unk>`` counts.
+target's length given, BLEU, ``<unk>`` counts. :func:`validate_split`: its loss and exact match
+from one teacher-forced pass, without decoding (:func:`teacher_forced_verdicts`).
 """
 
 from __future__ import annotations
@@ -176,6 +177,60 @@ def _accumulate(
     totals.tokens += tokens
 
 
+@dataclass
+class TeacherForcedVerdicts:
+    """What one teacher-forced pass of a batch says: its summed token cross-entropy and ``tokens``
+    (target tokens with ``<eos>``, padding excluded), and per example (bool ``[B]``) whether greedy
+    decoding would produce the target exactly, stopping by itself (``exact``) or with its length
+    given (``exact_given_length``)."""
+
+    loss_sum: float
+    tokens: int
+    exact: torch.Tensor
+    exact_given_length: torch.Tensor
+
+
+def teacher_forced_verdicts(
+    model: StepwiseSeq2Seq,
+    batch: Seq2SeqBatch,
+    max_length: int | None = None,
+    stop_threshold: float | None = None,
+) -> TeacherForcedVerdicts:
+    """Greedy decoding's exact-match verdicts read from one teacher-forced pass.
+
+    A decoder conditions each step on the tokens before it, so greedy decoding reproduces the
+    target exactly iff, at every step ``t`` fed the target's first ``t`` tokens, its choice is the
+    target's next token: while the decoded prefix equals the target's, the logits greedy decoding
+    sees are the teacher-forced ones, and at the first different choice the output is wrong
+    whatever follows. The choice is :meth:`StepwiseSeq2Seq.stop_and_other`'s (``<eos>`` when it
+    wins, or when ``p(<eos>) >= stop_threshold``; else the best other token); with the length given
+    (:meth:`StepwiseSeq2Seq.decode_with_lengths`) it is the best token other than ``<eos>`` at each
+    of the target's word steps. ``exact`` also needs the target and its ``<eos>`` to fit in
+    ``max_length`` decoded tokens. The verdicts equal decoding's up to floating-point rounding (a
+    parallel teacher-forced pass may sum in another order than step-by-step decoding, which can
+    only matter where two tokens tie). The stop rule ``stop_lookahead`` looks at later steps of the
+    model's own output and cannot be read this way.
+    """
+    output = model(batch.source, batch.source_padding_mask, batch.target_input)
+    target = batch.target_output
+    real = target != model.pad_id
+    stops, others = model.stop_and_other(output.logits, stop_threshold)
+    chosen = torch.where(stops, torch.full_like(others, model.eos_id), others)
+    exact = ((chosen == target) | ~real).all(dim=1)
+    if max_length is not None:
+        exact &= real.sum(dim=1) <= max_length
+    words = real & (target != model.eos_id)
+    loss_sum = F.cross_entropy(
+        output.logits.flatten(0, 1), target.flatten(), ignore_index=model.pad_id, reduction="sum"
+    )
+    return TeacherForcedVerdicts(
+        loss_sum=float(loss_sum),
+        tokens=int(real.sum()),
+        exact=exact,
+        exact_given_length=((others == target) | ~words).all(dim=1),
+    )
+
+
 class SplitEvaluationOptions(Protocol):
     """What :func:`evaluate_split` reads of an experiment's ``evaluation:`` config."""
 
@@ -223,7 +278,8 @@ def evaluate_split(
       ``options.stop_threshold`` and ``options.stop_lookahead`` when they are set;
     * ``seq_acc_given_length`` (with ``given_length``, by default ``options.given_length``) — exact
       match when the model decodes exactly as many tokens as the target has (the evaluation of
-      Russin et al.'s code, which runs the decoder for the target's length);
+      Russin et al.'s code, which runs the decoder for the target's length), read from the
+      teacher-forced pass (:func:`teacher_forced_verdicts`) rather than decoded a second time;
     * ``loss`` — teacher-forced cross-entropy per token; ``examples``;
     * ``bleu`` (with ``options.bleu``) — sacrebleu corpus BLEU of the greedy outputs against the raw
       references;
@@ -247,18 +303,15 @@ def evaluate_split(
         ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
         correct = {"seq_acc": sequence_correct(decoded.tokens, batch.target_output, **ids)}
         totals["correct"] += int(correct["seq_acc"].sum())
-        lengths = (batch.target_output != model.pad_id).sum(dim=1) - 1
+        verdicts = teacher_forced_verdicts(model, batch)
         if given_length:
-            forced = model.decode_with_lengths(batch.source, batch.source_padding_mask, lengths)
-            assert forced.tokens is not None
-            correct["seq_acc_given_length"] = sequence_correct(forced.tokens, batch.target_output, **ids)
-            totals["correct_given_length"] += int(correct["seq_acc_given_length"].sum())
+            correct["seq_acc_given_length"] = verdicts.exact_given_length
+            totals["correct_given_length"] += int(verdicts.exact_given_length.sum())
         if outcomes is not None:
             in_batch_order.add(decoded.tokens, model.eos_id, **correct)
             rows_in_batch_order += rows.tolist()
-        tokens = int((lengths + 1).sum())
-        totals["loss"] += float(teacher_forced_loss(model, batch)) * tokens
-        totals["tokens"] += tokens
+        totals["loss"] += verdicts.loss_sum
+        totals["tokens"] += verdicts.tokens
         if options.bleu:
             for row, decoded_row in zip(rows.tolist(), decoded.tokens.cpu()):
                 hypotheses[row] = " ".join(target.decode(decoded_row, strip_specials=True))
@@ -277,3 +330,37 @@ def evaluate_split(
         metrics["unknown_source_words"] = float(split.unknown_source_words)
         metrics["unknown_target_words"] = float(split.unknown_target_words)
     return metrics
+
+
+@torch.no_grad()
+def validate_split(
+    model: StepwiseSeq2Seq,
+    split: EncodedSplit,
+    target: Vocabulary,
+    options: SplitEvaluationOptions,
+    device: torch.device,
+) -> dict[str, float]:
+    """:func:`evaluate_split`'s ``loss``, ``seq_acc`` and ``examples`` of one encoded split, from
+    one teacher-forced pass per batch (:func:`teacher_forced_verdicts`) instead of greedy decoding,
+    with the same stop rule ``options.stop_threshold`` and budget ``options.max_length``: the same
+    numbers for a fraction of the work, which is what a validation after every epoch needs. With
+    ``options.stop_lookahead`` the verdicts need the decoded outputs, so this decodes as
+    :func:`evaluate_split` does."""
+    if options.stop_lookahead is not None:
+        metrics = evaluate_split(model, split, target, options, device, given_length=False)
+        return {name: metrics[name] for name in ("loss", "seq_acc", "examples")}
+    model.eval()
+    correct, loss_sum, tokens = 0, 0.0, 0
+    for _, batch in batching.length_sorted_batches(split.dataset, options.batch_size):
+        verdicts = teacher_forced_verdicts(
+            model, batch.to(device), options.max_length, options.stop_threshold
+        )
+        correct += int(verdicts.exact.sum())
+        loss_sum += verdicts.loss_sum
+        tokens += verdicts.tokens
+    examples = len(split.dataset)
+    return {
+        "seq_acc": 100.0 * correct / examples,
+        "loss": loss_sum / max(tokens, 1),
+        "examples": float(examples),
+    }

@@ -113,7 +113,7 @@ class StepwiseSeq2Seq(nn.Module):
         logits, weights, tokens = [], [], []
         for _ in range(max_length):
             step_logits, step_weights, state = self.step(state, previous)
-            stops, others = self._stop_and_other(step_logits, stop_threshold)
+            stops, others = self.stop_and_other(step_logits, stop_threshold)
             step_tokens = torch.where(stops, torch.full_like(others, self.eos_id), others)
             step_tokens = step_tokens.masked_fill(finished, self.pad_id)
             logits.append(step_logits)
@@ -127,11 +127,11 @@ class StepwiseSeq2Seq(nn.Module):
             torch.stack(logits, dim=1), torch.stack(weights, dim=1), tokens=torch.stack(tokens, dim=1)
         )
 
-    def _stop_and_other(
+    def stop_and_other(
         self, logits: torch.Tensor, stop_threshold: float | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Whether each row of ``logits`` ``[B, V]`` stops (see :meth:`greedy_decode`), and its most
-        probable token other than ``<eos>``."""
+        """Whether each row of ``logits`` ``[..., V]`` stops (see :meth:`greedy_decode`), and its
+        most probable token other than ``<eos>``: the two choices of a greedy decoding step."""
         others = (logits + self.never_predicted_given_length).argmax(dim=-1)
         if stop_threshold is None:
             stops = (logits + self.never_predicted).argmax(dim=-1) == self.eos_id
@@ -156,7 +156,7 @@ class StepwiseSeq2Seq(nn.Module):
         logits, weights, stops, others = [], [], [], []
         for _ in range(max_length):
             step_logits, step_weights, state = self.step(state, previous)
-            step_stops, previous = self._stop_and_other(step_logits, stop_threshold)
+            step_stops, previous = self.stop_and_other(step_logits, stop_threshold)
             logits.append(step_logits)
             weights.append(step_weights)
             stops.append(step_stops)

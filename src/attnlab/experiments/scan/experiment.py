@@ -33,7 +33,7 @@ from typing import Any, Literal
 import torch
 
 from attnlab.config import ConfigError
-from attnlab.evaluation.seq2seq import evaluate_split, teacher_forced_loss
+from attnlab.evaluation.seq2seq import evaluate_split, teacher_forced_loss, validate_split
 from attnlab.experiments.base import Capability, Evaluation
 from attnlab.experiments.seq2seq_common import (
     Seq2SeqData,
@@ -303,18 +303,19 @@ class ScanTrainingTask:
     def validate(self, model: torch.nn.Module) -> dict[str, float]:
         """Validation metrics of the model as it is evaluated: with its alignment switched on even
         in a uniform-alignment epoch, so the best checkpoint is never picked for what the uniform
-        attention achieved."""
+        attention achieved. Exact match is read from the teacher-forced pass
+        (:func:`~attnlab.evaluation.seq2seq.validate_split`): greedy decoding's verdicts without
+        decoding."""
         uniform = getattr(model, "uniform_alignment", False)
         if uniform:
             model.uniform_alignment = False  # type: ignore[assignment]
         try:
-            metrics = evaluate_split(
+            metrics = validate_split(
                 model,  # type: ignore[arg-type]
                 self.validation,
                 self.target,
                 self.config.evaluation,
                 self.device,
-                given_length=False,
             )
         finally:
             if uniform:
