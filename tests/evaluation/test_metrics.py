@@ -2,7 +2,9 @@ import pytest
 import torch
 
 from attnlab.evaluation.metrics import (
+    ERROR_KINDS,
     attention_squared_errors,
+    error_kind,
     sequence_correct,
     sequence_correct_before_eos,
 )
@@ -72,3 +74,23 @@ def test_attention_loss_ignores_steps_without_gold():
     predicted = torch.tensor([[5, 6, 7]])
     errors, scored = attention_squared_errors(attention, gold, predicted, eos_id=EOS)
     assert scored.item() and errors.item() == 0.0
+
+
+@pytest.mark.parametrize(
+    ("prediction", "kind"),
+    [
+        ("a b c", None),
+        ("a b", "stops early"),
+        ("", "stops early"),
+        ("a b c c", "stops late"),
+        ("a b c a b c", "stops late"),
+        ("a x c", "wrong words, right length"),
+        ("c b a", "wrong words, right length"),
+        ("a x", "wrong words, other length"),
+        ("x b c d", "wrong words, other length"),
+        ("b c", "wrong words, other length"),  # a suffix, not a prefix
+    ],
+)
+def test_error_kind_separates_the_stop_from_the_words(prediction, kind):
+    assert error_kind("a b c".split(), prediction.split()) == kind
+    assert kind is None or kind in ERROR_KINDS

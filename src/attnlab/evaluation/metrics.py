@@ -23,11 +23,41 @@ accuracies):
   ``sum_s alpha_ts * s`` and the gold position, averaged over the decoding steps before the
   model's first ``<eos>`` for which a gold position exists (the ``<eos>`` step is excluded), then
   over the examples that have at least one such step.
+
+:func:`error_kind` says how a wrong output is wrong — where it stops, or which words — from its
+tokens (the failure anatomy of a predictions file, issue 28).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
+
+ERROR_KINDS = ("stops early", "stops late", "wrong words, right length", "wrong words, other length")
+"""How a wrong output can be wrong (:func:`error_kind`), in the order reports list them."""
+
+
+def error_kind(target: Sequence[str], prediction: Sequence[str]) -> str | None:
+    """How ``prediction`` (the output's tokens before its ``<eos>``, or all of them if it has none)
+    is wrong against ``target``, as one of :data:`ERROR_KINDS`; ``None`` when it is right.
+
+    * ``stops early``: a proper prefix of the target (every word right, ``<eos>`` too soon);
+    * ``stops late``: the target followed by more words (or no ``<eos>`` within the budget);
+    * ``wrong words, right length``: as long as the target, some word different;
+    * ``wrong words, other length``: a different length and not a prefix either way.
+
+    The first two separate the stop decision from the rest (the EOS problem of Newman et al. 2020):
+    every word of such an output is right up to where it stops.
+    """
+    target, prediction = list(target), list(prediction)
+    if prediction == target:
+        return None
+    if len(prediction) < len(target) and prediction == target[: len(prediction)]:
+        return ERROR_KINDS[0]
+    if len(prediction) > len(target) and prediction[: len(target)] == target:
+        return ERROR_KINDS[1]
+    return ERROR_KINDS[2] if len(prediction) == len(target) else ERROR_KINDS[3]
 
 
 def output_lengths(predicted: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:

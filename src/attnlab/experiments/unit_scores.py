@@ -6,7 +6,8 @@
 * ``eval/<test set>.predictions.tsv`` (sequence-to-sequence runs): per example, the source, the
   target, the greedy prediction and a 0/1 column per accuracy metric (``seq_acc``, …) → accuracy;
   the target and prediction columns → BLEU (``bleu``: each sentence's n-gram statistics, summed
-  over a test set to corpus BLEU, :mod:`attnlab.evaluation.bleu`).
+  over a test set to corpus BLEU, :mod:`attnlab.evaluation.bleu`), and how the wrong outputs are
+  wrong (:func:`read_prediction_errors`).
 
 A reader returns :class:`Units`: one system's scores per unit, and what identifies each unit, so
 that two runs can be checked to have been scored on the same data.
@@ -26,6 +27,7 @@ import numpy as np
 
 from attnlab.config import ConfigError
 from attnlab.evaluation.bleu import BLEU_STATISTIC, sentence_statistics
+from attnlab.evaluation.metrics import ERROR_KINDS, error_kind
 from attnlab.evaluation.seq2seq import ExampleOutcomes
 from attnlab.evaluation.significance import ACCURACY, PERPLEXITY, Statistic, UnitScores
 from attnlab.io import atomic_write_text
@@ -153,6 +155,23 @@ def read_prediction_units(path: Path, unit: str | None = None, metric: str | Non
     _check_enough(path, correct.size, "example")
     scores = UnitScores.ratio(correct, np.ones_like(correct))
     return Units(scores, identity, "example", ACCURACY, path, metric)
+
+
+def read_prediction_errors(path: Path) -> dict[str, int]:
+    """How the outputs of a predictions file are wrong: ``examples``, ``wrong`` and the count of each
+    :data:`~attnlab.evaluation.metrics.ERROR_KINDS` (:func:`~attnlab.evaluation.metrics.error_kind`
+    of each row's target and prediction columns, space-separated tokens)."""
+    header, rows = _read_table(path, PREDICTION_COLUMNS, delimiter="\t")
+    counts = dict.fromkeys(("examples", "wrong", *ERROR_KINDS), 0)
+    for line, row in rows:
+        if len(row) != len(header):
+            raise DataFormatError(path, line, f"expected {len(header)} tab-separated fields")
+        counts["examples"] += 1
+        kind = error_kind(row[2].split(), row[3].split())
+        if kind is not None:
+            counts["wrong"] += 1
+            counts[kind] += 1
+    return counts
 
 
 def _bleu_units(path: Path, header: list[str], rows: list[tuple[int, list[str]]]) -> Units:

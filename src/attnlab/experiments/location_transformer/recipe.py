@@ -27,6 +27,8 @@ the stop from the rest, with the output length given), SCAN exact match by cut-o
 reference points (attnlab's recurrent models and published numbers, cited,
 marked as theirs). A cell with no finished run is blank.
 
+A table says how each cell's wrong outputs on its headline test set are wrong, summed over its
+seeds: stopping too early or too late with every word right (the stop decision), or wrong words.
 With ``--failure-plots`` the report also shows where each cell goes wrong: for the first seed of
 every finished cell, the first example of its headline test set (Lookup ``long5``, SCAN ``test``)
 that the model gets wrong, plotted as ``attnlab plot RUN --test-set SET --index I`` would (the
@@ -44,12 +46,17 @@ from typing import Any
 import numpy as np
 
 from attnlab.config import ConfigError
+from attnlab.evaluation.metrics import ERROR_KINDS
 from attnlab.experiments import sweep
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.registry import experiment_for
 from attnlab.experiments.runner import add_parallel_arguments, backend_for
 from attnlab.experiments.runs import RunDirectory
-from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, read_prediction_units
+from attnlab.experiments.unit_scores import (
+    PREDICTIONS_SUFFIX,
+    read_prediction_errors,
+    read_prediction_units,
+)
 from attnlab.io import atomic_write_text
 from attnlab.reporting.tables import format_table, stats_text
 
@@ -297,6 +304,10 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         "### Reference points (attnlab's recurrent models; published numbers marked theirs)",
         reference_table(),
     ]
+    sections += [
+        "### How the wrong outputs are wrong (headline test set, summed over each cell's seeds)",
+        error_table(out_dir, found),
+    ]
     if failure_plots:
         sections += [
             "### Where each cell goes wrong: the attention of its first seed's first wrong example",
@@ -305,6 +316,32 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
     text = "\n\n".join(sections) + "\n"
     atomic_write_text(out_dir / "results.md", text)
     return text.rstrip()
+
+
+def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per finished cell: how many outputs of its headline test set
+    (:data:`HEADLINE_TEST_SETS`) are wrong, summed over its finished seeds, and how
+    (:func:`~attnlab.evaluation.metrics.error_kind`: a stop too early or too late with every word
+    right, or wrong words), read from each run's ``eval/<set>.predictions.tsv``."""
+    rows = {}
+    for part, cells in found.items():
+        test_set = HEADLINE_TEST_SETS[part]
+        for cell, entry in cells.items():
+            totals = dict.fromkeys(("examples", "wrong", *ERROR_KINDS), 0)
+            for seed in entry["seeds"]:
+                predictions = RunDirectory(out_dir / part / cell / f"seed{seed}").eval_dir / (
+                    f"{test_set}{PREDICTIONS_SUFFIX}"
+                )
+                if predictions.is_file():
+                    for name, count in read_prediction_errors(predictions).items():
+                        totals[name] += count
+            if totals["examples"]:
+                row = {"test set": test_set, "seeds": str(len(entry["seeds"]))}
+                row["wrong"] = f"{totals['wrong']:,} / {totals['examples']:,}"
+                rows[f"{part} · {cell}"] = row | {kind: f"{totals[kind]:,}" for kind in ERROR_KINDS}
+    if not rows:
+        return "(no predictions files)"
+    return format_table(rows, ["test set", "seeds", "wrong", *ERROR_KINDS], markdown=True)
 
 
 def failure_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:

@@ -1,0 +1,88 @@
+"""How the outputs of a predictions file are wrong (:func:`read_prediction_errors`), and the issue-28
+recipe's table of it over each cell's seeds."""
+
+import json
+
+import pytest
+
+from attnlab.experiments import sweep
+from attnlab.experiments.location_transformer import recipe
+from attnlab.experiments.unit_scores import read_prediction_errors
+from attnlab.tasks.tsv import DataFormatError
+
+HEADER = "example\tsource\ttarget\tprediction\tseq_acc\tseq_acc_be\n"
+
+
+def _predictions(pairs: list[tuple[str, str]]) -> str:
+    rows = [
+        f"{i}\tx y\t{target}\t{prediction}\t{int(target == prediction)}\t1\n"
+        for i, (target, prediction) in enumerate(pairs)
+    ]
+    return HEADER + "".join(rows)
+
+
+def test_a_predictions_file_counts_each_kind_of_wrong_output(tmp_path):
+    path = tmp_path / "long5.predictions.tsv"
+    path.write_text(
+        _predictions(
+            [
+                ("a b c", "a b c"),
+                ("a b c", "a b"),
+                ("a b", "a b a"),
+                ("a b", "b a"),
+                ("a b", "a c d"),
+                ("a", "a"),
+            ]
+        )
+    )
+    assert read_prediction_errors(path) == {
+        "examples": 6,
+        "wrong": 4,
+        "stops early": 1,
+        "stops late": 1,
+        "wrong words, right length": 1,
+        "wrong words, other length": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("example\tsource\ttarget\n0\tx\ta\n", 1, "expected a header starting"),
+        (HEADER + "0\tx y\ta b\ta b\t1\t1\n1\tx\ta\n", 3, "expected 6 tab-separated fields"),
+    ],
+)
+def test_a_malformed_predictions_file_is_an_error_naming_the_line(tmp_path, text, line, message):
+    path = tmp_path / "test.predictions.tsv"
+    path.write_text(text)
+    with pytest.raises(DataFormatError, match=message) as error:
+        read_prediction_errors(path)
+    assert str(error.value).startswith(f"{path} line {line}: ")
+
+
+def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(tmp_path):
+    cell = {"data.variant": "noisy", "model.transformer.positional": "rope"}
+    predictions = {
+        0: [("a b c", "a b"), ("a b", "a b")],  # one early stop
+        1: [("a b c", "a b c d"), ("a b", "a c")],  # one late stop, one wrong word
+    }
+    for seed, pairs in predictions.items():
+        (run,) = [
+            run
+            for run in sweep.expand(recipe.spec_of("lookup_stop"))
+            if run.seed == seed and all(run.params[key] == value for key, value in cell.items())
+        ]
+        eval_dir = run.run_dir(tmp_path / "lookup_stop") / "eval"
+        eval_dir.mkdir(parents=True)
+        (eval_dir / "summary.json").write_text(json.dumps({"long5": {"seq_acc": 50.0}}))
+        (eval_dir / "long5.predictions.tsv").write_text(_predictions(pairs))
+
+    text = recipe.report(tmp_path)
+
+    errors = text.split("How the wrong outputs are wrong")[1].split("###")[0]
+    assert (
+        "| wrong | stops early | stops late | wrong words, right length | wrong words, other length |"
+        in errors
+    )
+    row = next(line for line in errors.splitlines() if run.cell in line)
+    assert row.endswith("| long5 | 2 | 3 / 4 | 1 | 1 | 1 | 0 |")
