@@ -11,7 +11,9 @@ paper's recipe output, a sweep):
 and, for every run directory (a folder with ``config.yaml``): its status (done / failed /
 missing), its test metrics, a learning curve drawn from ``metrics.jsonl`` and the images in its
 ``plots/`` folder (attention heatmaps and interpretable-variable views written by
-``attnlab plot``), in a collapsed ``<details>`` block. The learning curve shows ``train/loss`` and
+``attnlab plot``), how its wrong outputs are wrong (stopping early or late, wrong words; from its
+``eval/*.predictions.tsv``) and where each training session ran, in a collapsed ``<details>``
+block. The learning curve shows ``train/loss`` and
 ``valid/loss``, and the validation accuracy (``valid/seq_acc``, ``valid/accuracy``) or, for
 language models, ``valid/perplexity``: the names of :mod:`attnlab.metric_names`, in which runs of
 earlier versions are read too.
@@ -306,9 +308,39 @@ def _run_details(runs_dir: Path, run_dir: Path, curve: bool, percent_metrics: fr
     parts.extend(figures)
     if not figures and not error.is_file():
         parts.append("<p>(no history or plots yet)</p>")
+    parts.append(_errors_html(run_dir))
     parts.append(_environment_html(run_dir))
     parts.append("</details>")
     return "\n".join(parts)
+
+
+def _errors_html(run_dir: Path) -> str:
+    """How the run's wrong outputs are wrong, one row per test set with a predictions file
+    (:func:`~attnlab.experiments.unit_scores.read_prediction_errors`); a file that cannot be read
+    says why in its row. Empty for runs without predictions files (language models, memory
+    problems)."""
+    from attnlab.evaluation.metrics import ERROR_KINDS
+    from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, read_prediction_errors
+
+    files = sorted((run_dir / "eval").glob(f"*{PREDICTIONS_SUFFIX}"))
+    if not files:
+        return ""
+    columns = ("examples", "wrong", *ERROR_KINDS)
+    head = "".join(f"<th>{_escape(column)}</th>" for column in ("test set", *columns))
+    rows = []
+    for path in files:
+        name = _escape(path.name.removesuffix(PREDICTIONS_SUFFIX))
+        try:
+            counts = read_prediction_errors(path)
+        except (OSError, ValueError) as error:  # DataFormatError is a ValueError
+            rows.append(f"<tr><td>{name}</td><td colspan='{len(columns)}'>{_escape(str(error))}</td></tr>")
+            continue
+        cells = "".join(f"<td>{counts[column]:,}</td>" for column in columns)
+        rows.append(f"<tr><td>{name}</td>{cells}</tr>")
+    return (
+        "<table class='errors'><caption>how the wrong outputs are wrong</caption>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 ENVIRONMENT_COLUMNS = ("time", "from_epoch", "device", "device_name", "commit", "torch", "threads", "host")
