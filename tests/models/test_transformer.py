@@ -152,6 +152,45 @@ def test_scaled_embeddings_have_unit_scale_like_the_positional_encodings():
         assert torch.equal(embedding.weight[PAD], torch.zeros(d_model))
 
 
+def test_xavier_embeddings_are_read_unscaled():
+    """Csordás et al.'s relative Transformer: Xavier-uniform token embeddings, not multiplied by
+    sqrt(d_model); the padding row stays 0; an unknown initialisation is an error."""
+    torch.manual_seed(0)
+    d_model, vocab = 128, 40
+    model = TransformerSeq2Seq(vocab, vocab, d_model=d_model, heads=4, pad_id=PAD, embedding_init="xavier")
+    bound = math.sqrt(6 / (vocab + d_model))
+    for embedding in (model.source_embedding, model.target_embedding):
+        weights = embedding.weight.detach()[PAD + 1 :]
+        assert float(weights.abs().max()) <= bound and float(weights.std()) == pytest.approx(
+            bound / math.sqrt(3), rel=0.1
+        )
+        assert torch.equal(embedding.weight[PAD], torch.zeros(d_model))
+    tokens = torch.tensor([[3, 4, 5]])
+    torch.testing.assert_close(model._embed_source(tokens), model.source_embedding(tokens))
+    with pytest.raises(ValueError, match="embedding_init must be one of"):
+        TransformerSeq2Seq(vocab, vocab, embedding_init="kaiming")
+
+
+def test_a_tied_output_layer_reads_the_target_embeddings_and_trains_them_once():
+    """``tied_output``: one weight for the target embeddings and the output layer (its own bias);
+    a gradient step through both changes both, and a checkpoint's state dict restores the tie."""
+    model = build("relative", tied_output=True)
+    assert model.output.weight is model.target_embedding.weight
+    assert model.output.bias.shape == (TARGET_VOCAB,)
+    assert (
+        sum(p.numel() for p in model.parameters())
+        == sum(p.numel() for p in build("relative").parameters()) - TARGET_VOCAB * TINY["d_model"]
+    )
+    source, mask = padded_batch(SOURCES)
+    model.train()
+    model(source, mask, TARGET_INPUT).logits.sum().backward()
+    assert model.target_embedding.weight.grad is not None and model.output.weight.grad is not None
+    copy = build("relative", seed=1, tied_output=True)
+    copy.load_state_dict(model.state_dict())
+    assert copy.output.weight is copy.target_embedding.weight
+    torch.testing.assert_close(copy.output.weight, model.target_embedding.weight)
+
+
 def test_learned_positions_refuse_lengths_beyond_the_table():
     model = build("learned", max_positions=4)
     source, mask = padded_batch([[3, 4, 5, 6, 7]])
@@ -243,6 +282,35 @@ def test_cached_decoding_equals_teacher_forcing(positional, norm):
         logits, weights, state = model.step(state, TARGET_INPUT[:, t])
         torch.testing.assert_close(logits, full.logits[:, t], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(weights, full.attention[:, t], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("positional", ["relative", "transformer_xl", "none"])
+def test_a_source_start_token_is_read_by_the_encoder_and_left_out_of_the_attention(positional):
+    """``source_start``: one more embedding row, a first source position the encoder reads (so the
+    outputs change), attention returned over the source's own tokens only (rows sum to
+    ``1 − α_start``), and padding and cached decoding still exact."""
+    plain = build(positional, norm="post")
+    model = build(positional, norm="post", source_start=True)
+    assert model.source_embedding.num_embeddings == plain.source_embedding.num_embeddings + 1
+    source, mask = padded_batch(SOURCES, width=7)
+    output = model(source, mask, TARGET_INPUT)
+    assert output.attention.shape == plain(source, mask, TARGET_INPUT).attention.shape
+    on_start = 1 - output.attention.sum(dim=-1)
+    assert bool((on_start > 1e-4).all()) and bool((on_start < 1).all())
+    maps = model.cross_attention_maps(source, mask, TARGET_INPUT)
+    torch.testing.assert_close(maps[:, -1].mean(dim=1), output.attention)
+    other = source.masked_fill(mask, 5)
+    torch.testing.assert_close(model(other, mask, TARGET_INPUT).logits, output.logits, rtol=0, atol=0)
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        logits, weights, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(logits, output.logits[:, t], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(weights, output.attention[:, t], rtol=1e-5, atol=1e-5)
+    # the encoder reads it: another start embedding gives other outputs
+    assert model.start_marker_id == SOURCE_VOCAB
+    with torch.no_grad():
+        model.source_embedding.weight[model.start_marker_id] += 1.0
+    assert not torch.allclose(model(source, mask, TARGET_INPUT).logits, output.logits)
 
 
 @pytest.mark.parametrize("attender", ["location", "mix", "shift"])

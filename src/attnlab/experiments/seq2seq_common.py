@@ -80,6 +80,14 @@ class TransformerModelConfig:
     norm: Literal["pre", "post"] = "pre"
     """Layer normalisation before each sub-layer (with a final one after each stack) or after each
     residual sum (Vaswani et al. 2017; Csordás et al. 2021's code)."""
+    source_start: bool = False
+    """Put a learned start token before every source (Csordás et al. 2021's encoder ``<sos>``), an
+    anchor for relative positions."""
+    embedding_init: Literal["scaled", "xavier"] = "scaled"
+    """Token embeddings of unit scale (normal, ``d_model ** -0.5``, read times ``sqrt(d_model)``) or
+    Xavier-uniform read as they are (Csordás et al. 2021's relative Transformer)."""
+    tied_output: bool = False
+    """The output layer's weights are the target embeddings (Press & Wolf 2017; Csordás et al.)."""
 
     def __post_init__(self) -> None:
         check_attender_keys(
@@ -111,6 +119,9 @@ def build_transformer(
         end_marker=config.end_marker,
         attender_keys=config.attender_keys,
         norm=config.norm,
+        source_start=config.source_start,
+        embedding_init=config.embedding_init,
+        tied_output=config.tied_output,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

@@ -419,6 +419,10 @@ class _DecoderState:
     step: int = 0
 
 
+EMBEDDING_INITS = ("scaled", "xavier")
+"""How :class:`TransformerSeq2Seq` initialises and reads its token embeddings (``embedding_init``)."""
+
+
 class TransformerSeq2Seq(StepwiseSeq2Seq):
     """Transformer encoder–decoder, pre-norm by default (see the module docstring).
 
@@ -443,6 +447,16 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         norm: ``"pre"`` (default: each layer normalisation before its sub-layer, and a final one
             after each stack) or ``"post"`` (after each residual sum, no final one; Vaswani et
             al. 2017, Csordás et al. 2021).
+        source_start: put a learned start token before every source (Csordás et al. 2021's
+            encoder ``<sos>``): with relative positions alone nothing else tells the encoder where
+            a command begins. ``stop_from_attention`` puts one there anyway (its start position).
+            The attention returned leaves it out (module docstring).
+        embedding_init: ``"scaled"`` (default: normal with standard deviation
+            ``d_model ** -0.5``, multiplied by ``sqrt(d_model)`` when read, so unit scale) or
+            ``"xavier"`` (Xavier-uniform and read as they are: Csordás et al. 2021's relative
+            Transformer, ``embedding_init="xavier"`` with ``scale_mode="none"`` in their code).
+        tied_output: the output layer's weights are the target embeddings (with a bias of its
+            own; Press & Wolf 2017; Csordás et al. 2021's default); default ``False``.
     """
 
     def __init__(
@@ -465,6 +479,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         end_marker: bool = False,
         attender_keys: str = "memory",
         norm: str = "pre",
+        source_start: bool = False,
+        embedding_init: str = "scaled",
+        tied_output: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -481,19 +498,23 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {list(NORMS)}, got {norm!r}")
+        if embedding_init not in EMBEDDING_INITS:
+            raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
         self.d_model, self.positional, self.norm = d_model, positional, norm
+        self.embedding_scale = math.sqrt(d_model) if embedding_init == "scaled" else 1.0
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
         check_attender_keys(attender_keys, self.head_names)
         self.attender_keys = attender_keys
         options = dict(cross_attention_options or {})
-        self.start_marker_id = source_vocab_size if stop_from_attention else None
-        self.end_marker_id = source_vocab_size + int(stop_from_attention) if end_marker else None
+        has_start = stop_from_attention or source_start
+        self.start_marker_id = source_vocab_size if has_start else None
+        self.end_marker_id = source_vocab_size + int(has_start) if end_marker else None
         self.source_embedding = nn.Embedding(
-            source_vocab_size + int(stop_from_attention) + int(end_marker), d_model, padding_idx=pad_id
+            source_vocab_size + int(has_start) + int(end_marker), d_model, padding_idx=pad_id
         )
         self.target_embedding = nn.Embedding(target_vocab_size, d_model, padding_idx=pad_id)
         for embedding in (self.source_embedding, self.target_embedding):
-            _init_embedding(embedding, d_model)
+            _init_embedding(embedding, d_model, embedding_init)
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
@@ -519,6 +540,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.decoder_norm: nn.Module = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.dropout = Dropout(dropout)
         self.output = nn.Linear(d_model, target_vocab_size)
+        if tied_output:
+            self.output.weight = self.target_embedding.weight
         self.stop_from_attention = stop_from_attention
         self.stop_gate = nn.Parameter(torch.zeros(heads)) if stop_from_attention else None
 
@@ -528,8 +551,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         return self._encode_embedded(self._embed_source(source), source_padding_mask)
 
     def _embed_source(self, source: torch.Tensor) -> torch.Tensor:
-        """The source's token embeddings scaled by ``sqrt(d_model)``, before positions are added."""
-        return self.source_embedding(source) * math.sqrt(self.d_model)
+        """The source's token embeddings (scaled by ``sqrt(d_model)`` with ``embedding_init="scaled"``),
+        before positions are added."""
+        return self.source_embedding(source) * self.embedding_scale
 
     def _encode_embedded(self, embedded: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         positions = source_positions(embedded, source_padding_mask)
@@ -568,7 +592,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
     ) -> tuple[torch.Tensor, list[torch.Tensor], _DecoderState]:
         """Logits ``[B, T, V]`` and each decoder layer's cross-attention ``[B, H, T, S]`` of
         ``tokens [B, T]``."""
-        embedded = self.target_embedding(tokens) * math.sqrt(self.d_model)
+        embedded = self.target_embedding(tokens) * self.embedding_scale
         steps = tokens.size(1)
         positions = torch.arange(state.step, state.step + steps, device=tokens.device, dtype=embedded.dtype)
         positions = positions.expand(tokens.size(0), steps)
@@ -623,7 +647,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         Returns:
             ``[B, layers, heads, T, S]`` (``S + 1`` with ``end_marker``): ``[b, l, h, t]`` is head
             ``h`` of decoder layer ``l`` at step ``t`` (each row sums to 1, to ``1 − α_start`` with
-            ``stop_from_attention``, and is 0 on source padding). Its last layer averaged
+            a start position, ``stop_from_attention`` or ``source_start``, and is 0 on source
+            padding). Its last layer averaged
             over heads, ``maps[:, -1].mean(dim=1)``, is what :class:`~attnlab.models.seq2seq.
             Seq2SeqOutput`'s ``attention`` holds (:meth:`forward`, :meth:`step`). Call it in eval
             mode: dropout in training mode changes later layers' inputs.
@@ -651,14 +676,18 @@ def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None
         )
 
 
-def _init_embedding(embedding: nn.Embedding, d_model: int) -> None:
-    """Normal with standard deviation ``d_model ** -0.5`` (Vaswani et al. 2017's tensor2tensor), so
-    that the embeddings scaled by ``sqrt(d_model)`` have unit scale, like the sinusoidal encodings
-    added to them and the sublayer outputs added to the residual stream. PyTorch's default
-    (standard deviation 1) would make them ``sqrt(d_model)`` times larger (11x at 128): positions
-    drowned in the token embeddings and every sublayer a small change to a large residual stream,
-    which learns slowly. The padding row stays 0."""
-    nn.init.normal_(embedding.weight, std=d_model**-0.5)
+def _init_embedding(embedding: nn.Embedding, d_model: int, init: str) -> None:
+    """``"scaled"``: normal with standard deviation ``d_model ** -0.5`` (Vaswani et al. 2017's
+    tensor2tensor), so that the embeddings scaled by ``sqrt(d_model)`` have unit scale, like the
+    sinusoidal encodings added to them and the sublayer outputs added to the residual stream.
+    PyTorch's default (standard deviation 1) would make them ``sqrt(d_model)`` times larger (11x at
+    128): positions drowned in the token embeddings and every sublayer a small change to a large
+    residual stream, which learns slowly. ``"xavier"``: Xavier-uniform (read unscaled; Csordás et
+    al. 2021). The padding row stays 0."""
+    if init == "xavier":
+        nn.init.xavier_uniform_(embedding.weight)
+    else:
+        nn.init.normal_(embedding.weight, std=d_model**-0.5)
     if embedding.padding_idx is not None:
         with torch.no_grad():
             embedding.weight[embedding.padding_idx].zero_()
