@@ -93,13 +93,14 @@ def test_builtin_transformer_configs_build_transformers():
 
 def test_the_csordas2021_config_builds_their_model():
     """Their relative Transformer (Csordás et al. 2021's code): post-norm, Transformer-XL positions,
-    an encoder start token, Xavier embeddings read unscaled and tied to the output layer, 3 + 3
+    encoder start and end tokens, Xavier embeddings read unscaled and tied to the output layer, 3 + 3
     layers of 8 heads."""
     vocabularies = build_vocabularies([])
     parsed = scan.EXPERIMENT.parse_config(resolve_config("scan_transformer_csordas2021", []))
     model = scan.build_model(parsed.model, *vocabularies)
     assert (model.norm, model.positional, model.embedding_scale) == ("post", "transformer_xl", 1.0)
     assert model.start_marker_id == len(vocabularies[0]) and model.stop_gate is None
+    assert model.end_marker_id == len(vocabularies[0]) + 1  # their encoder <eos>
     assert (len(model.encoder), len(model.decoder), model.head_names[0]) == (3, 3, ["dot"] * 8)
     assert model.output.weight is model.target_embedding.weight
 
