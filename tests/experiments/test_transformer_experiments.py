@@ -192,3 +192,50 @@ def test_checkpoints_from_before_the_transformer_options_still_load(lookup_files
             del checkpoint["model_spec"]["model"][key]
         save_checkpoint(path, checkpoint)
     assert main(["evaluate", str(run_dir)]) == 0
+
+
+def test_a_run_from_before_a_model_option_existed_resumes_with_its_default(lookup_files, tmp_path, capsys):
+    """``--resume`` of a checkpoint whose spec lacks options added since (``source_start``,
+    ``embedding_init``, ``tied_output``) reads them as their defaults and trains on; a checkpoint
+    whose option has another value than the run's config is still refused."""
+    run_dir = tmp_path / "run"
+    settings = {**TINY, **_lookup_data(lookup_files), "training.epochs": 1}
+    assert main(["train", "lookup_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    last = run_dir / "checkpoints" / "last.pt"
+    checkpoint = load_checkpoint(last)
+    for key in ("source_start", "embedding_init", "tied_output"):
+        del checkpoint["model_spec"]["model"]["transformer"][key]
+    save_checkpoint(last, checkpoint)
+    assert (
+        main(
+            [
+                "train",
+                "lookup_transformer",
+                "--run-dir",
+                str(run_dir),
+                *_overrides({**settings, "training.epochs": 2}),
+                "--resume",
+            ]
+        )
+        == 0
+    )
+    epochs = [json.loads(line)["epoch"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2]
+    checkpoint = load_checkpoint(last)
+    checkpoint["model_spec"]["model"]["transformer"]["tied_output"] = True
+    save_checkpoint(last, checkpoint)
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "train",
+                "lookup_transformer",
+                "--run-dir",
+                str(run_dir),
+                *_overrides({**settings, "training.epochs": 3}),
+                "--resume",
+            ]
+        )
+        != 0
+    )
+    assert "belongs to another model" in capsys.readouterr().err

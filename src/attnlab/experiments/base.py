@@ -158,6 +158,12 @@ class Experiment(ABC, Generic[ConfigT, DataT, LoadedT]):
     def model_spec(self, config: ConfigT, data: DataT) -> dict[str, Any]:
         """The checkpoint's model spec: what :meth:`load_model` needs to rebuild the model."""
 
+    def read_model_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint's model spec as this version writes it, so that one written before a model
+        option existed matches a spec that has the option's default (the trainer compares the
+        two before resuming). By default the spec as it is."""
+        return spec
+
     @abstractmethod
     def training_task(self, config: ConfigT, data: DataT, device: torch.device) -> TrainingTask:
         """What the trainer trains on: batches, loss, validation metrics (and optional hooks)."""

@@ -81,6 +81,7 @@ def _train(
         run.path,
         experiment.model_spec(config, data),
         summary=experiment.run_summary(config, data),
+        read_model_spec=experiment.read_model_spec,
     )
     run.start_training(config, trainer, changes, device)
     experiment.on_training_start(run, data)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import torch
 
-from attnlab.config import from_dict, to_dict
+from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation.seq2seq import ExampleOutcomes, decoding_budget
 from attnlab.experiments.base import Evaluation, Experiment
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
@@ -264,6 +264,19 @@ class Seq2SeqExperiment(
 
     def model_spec(self, config: Seq2SeqConfigT, data: Seq2SeqData[SplitT]) -> dict[str, Any]:
         return seq2seq_model_spec(self.system, config.model, data.source, data.target)
+
+    def read_model_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The spec with its model config read through :attr:`model_config_type`: options added
+        since it was written get their defaults (as :func:`seq2seq_from_checkpoint` reads them). A
+        spec that does not parse (another system's, a newer version's) is returned as it is, for
+        the comparison to reject."""
+        model = spec.get("model")
+        if not isinstance(model, dict):
+            return spec
+        try:
+            return {**spec, "model": to_dict(from_dict(self.model_config_type, model, "checkpoint: model"))}
+        except ConfigError:
+            return spec
 
     def load_model(
         self, path: Path, device: torch.device, config: Seq2SeqConfigT

@@ -29,7 +29,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -376,15 +376,20 @@ class Trainer:
         model_spec: dict[str, Any],
         *,
         summary: RunSummary | None = None,
+        read_model_spec: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         """``summary`` says what is trained on what data, for the first log line. Training stops
         early as ``config`` says (:meth:`should_stop`); a resumed run that had already stopped
-        trains no further."""
+        trains no further. ``read_model_spec`` reads a checkpoint's spec as this version writes it
+        before it is compared with ``model_spec`` (the experiment's
+        :meth:`~attnlab.experiments.base.Experiment.read_model_spec`: a checkpoint written before a
+        model option existed resumes as the option's default)."""
         self.model = model
         self.task = task
         self.config = config
         self.run_dir = Path(run_dir)
         self.model_spec = model_spec
+        self.read_model_spec = read_model_spec
         self.summary = summary
         self._epoch_updates: int | None = None
         self.optimizer = make_optimizer(model, config.learning_rate)
@@ -442,7 +447,11 @@ class Trainer:
         """Load the model's weights from checkpoint ``path`` (which must be of this model's spec);
         returns the whole checkpoint."""
         checkpoint = load_checkpoint(path)
-        check_model_spec(path, checkpoint, self.model_spec)
+        spec = checkpoint.get("model_spec")
+        if self.read_model_spec is not None and isinstance(spec, dict):
+            check_model_spec(path, {"model_spec": self.read_model_spec(spec)}, self.model_spec)
+        else:
+            check_model_spec(path, checkpoint, self.model_spec)
         load_model_weights(path, self.model, checkpoint)
         return checkpoint
 
