@@ -199,43 +199,24 @@ def test_a_run_from_before_a_model_option_existed_resumes_with_its_default(looku
     ``embedding_init``, ``tied_output``) reads them as their defaults and trains on; a checkpoint
     whose option has another value than the run's config is still refused."""
     run_dir = tmp_path / "run"
-    settings = {**TINY, **_lookup_data(lookup_files), "training.epochs": 1}
-    assert main(["train", "lookup_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
-    last = run_dir / "checkpoints" / "last.pt"
-    checkpoint = load_checkpoint(last)
-    for key in ("source_start", "embedding_init", "tied_output"):
-        del checkpoint["model_spec"]["model"]["transformer"][key]
-    save_checkpoint(last, checkpoint)
-    assert (
-        main(
-            [
-                "train",
-                "lookup_transformer",
-                "--run-dir",
-                str(run_dir),
-                *_overrides({**settings, "training.epochs": 2}),
-                "--resume",
-            ]
-        )
-        == 0
-    )
+    settings = {**TINY, **_lookup_data(lookup_files)}
+
+    def train(epochs: int, *resume: str) -> int:
+        overrides = _overrides({**settings, "training.epochs": epochs})
+        return main(["train", "lookup_transformer", "--run-dir", str(run_dir), *overrides, *resume])
+
+    def edit_last_spec(edit) -> None:
+        last = run_dir / "checkpoints" / "last.pt"
+        checkpoint = load_checkpoint(last)
+        edit(checkpoint["model_spec"]["model"]["transformer"])
+        save_checkpoint(last, checkpoint)
+
+    assert train(1) == 0
+    edit_last_spec(lambda spec: [spec.pop(key) for key in ("source_start", "embedding_init", "tied_output")])
+    assert train(2, "--resume") == 0
     epochs = [json.loads(line)["epoch"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert epochs == [1, 2]
-    checkpoint = load_checkpoint(last)
-    checkpoint["model_spec"]["model"]["transformer"]["tied_output"] = True
-    save_checkpoint(last, checkpoint)
+    edit_last_spec(lambda spec: spec.update(tied_output=True))
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "train",
-                "lookup_transformer",
-                "--run-dir",
-                str(run_dir),
-                *_overrides({**settings, "training.epochs": 3}),
-                "--resume",
-            ]
-        )
-        != 0
-    )
+    assert train(3, "--resume") != 0
     assert "belongs to another model" in capsys.readouterr().err
