@@ -8,8 +8,9 @@
 # the head line is removed when it starts, and START / END lines (with the exit status) go to
 # $LANES/lane_<lane>.log, the commands' output to $LANES/lane_<lane>_out.log. An empty queue is
 # polled every minute, so commands can be added while the lane runs. Recipes and sweeps skip
-# finished runs and resume interrupted ones, so after a stop put the last START line without an
-# END back at the head of the queue and start the lane again. LANE_THREADS sets OMP_NUM_THREADS
+# finished runs and resume interrupted ones, so a lane started again puts the command it was
+# running when it stopped (the log's last START without an END) back at the head of its queue
+# and runs it first (a REQUEUED line says so). LANE_THREADS sets OMP_NUM_THREADS
 # (default 1: on a 2-core machine, two lanes at most). Both lanes may queue the same sweep or recipe:
 # each run is locked while it trains, so the lanes share its runs.
 set -u
@@ -20,7 +21,13 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck disable=SC1091
 source .venv/bin/activate
 export OMP_NUM_THREADS=${LANE_THREADS:-1}
-mkdir -p "$dir" && touch "$queue"
+mkdir -p "$dir" && touch "$queue" "$log"
+last=$(grep -E '^[0-9-]+ [0-9:]+ (START|END) ' "$log" | tail -n 1)
+if [[ $last == *" START "* ]]; then
+    unfinished=${last#* START }
+    { echo "$unfinished"; cat "$queue"; } >"$queue.tmp" && mv "$queue.tmp" "$queue"
+    echo "$(date '+%F %T') REQUEUED $unfinished" >>"$log"
+fi
 while true; do
     command=$(head -n 1 "$queue")
     if [ -z "$command" ]; then

@@ -2,10 +2,13 @@
 
 import io
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +91,38 @@ def test_timed_part_packs_the_finished_runs_and_stops_every_process(tmp_path):
         "lookup_stop/wrong/seed0/checkpoints/best.pt"
     }
     assert summary.startswith("finished runs: 3;")
+
+
+@needs_bash
+def test_a_lane_started_again_first_reruns_the_command_it_was_stopped_in(tmp_path):
+    """The log's last START without an END is put back at the head of the queue: the lane runs it
+    before the queued commands, and says so."""
+    (tmp_path / "lane_T.log").write_text(
+        "2026-11-27 10:00:00 START echo first\n2026-11-27 10:00:01 END rc=0 echo first\n"
+        "2026-11-27 10:00:02 START echo interrupted\n"
+    )
+    (tmp_path / "queue_T.txt").write_text("echo queued\n")
+    lane = subprocess.Popen(
+        ["bash", str(REPOSITORY / "scripts" / "lane.sh"), "T"],
+        env={"LANES": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        start_new_session=True,
+    )
+    try:
+        out = tmp_path / "lane_T_out.log"
+        for _ in range(100):
+            if out.is_file() and out.read_text().splitlines() == ["interrupted", "queued"]:
+                break
+            time.sleep(0.1)
+    finally:
+        os.killpg(lane.pid, signal.SIGTERM)
+        lane.wait(timeout=10)
+    assert out.read_text().splitlines() == ["interrupted", "queued"]
+    log = (tmp_path / "lane_T.log").read_text().splitlines()
+    assert log[3].endswith("REQUEUED echo interrupted")
+    assert [line.split(" ", 2)[2] for line in log[4:8]] == [
+        "START echo interrupted",
+        "END rc=0 echo interrupted",
+        "START echo queued",
+        "END rc=0 echo queued",
+    ]
+    assert (tmp_path / "queue_T.txt").read_text() == ""
