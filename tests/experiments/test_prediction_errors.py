@@ -86,3 +86,26 @@ def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(t
     )
     row = next(line for line in errors.splitlines() if run.cell in line)
     assert row.endswith("| long5 | 2 | 3 / 4 | 1 | 1 | 1 | 0 |")
+
+
+def test_failure_plots_go_to_the_first_seed_with_a_wrong_example(tmp_path):
+    """A cell right everywhere at seed 0 and wrong at seed 1 is plotted at seed 1 (here it has no
+    checkpoint to plot, which its row says)."""
+    cell = {"data.variant": "noisy", "model.transformer.positional": "relative"}
+    right = [("a b", "a b")] * 10  # at least the 10 examples a predictions file must have
+    predictions = {0: [*right, ("a b c", "a b c")], 1: [*right, ("a b c", "a b")]}
+    for seed, pairs in predictions.items():
+        (run,) = [
+            run
+            for run in sweep.expand(recipe.spec_of("lookup_stop"))
+            if run.seed == seed and all(run.params[key] == value for key, value in cell.items())
+        ]
+        run_dir = run.run_dir(tmp_path / "lookup_stop")
+        (run_dir / "eval").mkdir(parents=True)
+        (run_dir / "eval" / "summary.json").write_text(json.dumps({"long5": {"seq_acc": 100.0 - 50 * seed}}))
+        (run_dir / "eval" / "long5.predictions.tsv").write_text(_predictions(pairs))
+        (run_dir / "config.yaml").write_text(json.dumps(run.config))  # YAML reads JSON
+
+    failures = recipe.report(tmp_path, failure_plots=True).split("Where each cell goes wrong")[1]
+    row = next(line for line in failures.splitlines() if run.cell in line)
+    assert f"{run.cell} · seed 1 | long5 | #10 | no best.pt to plot |" in row

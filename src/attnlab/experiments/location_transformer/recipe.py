@@ -30,8 +30,8 @@ marked as theirs). A cell with no finished run is blank.
 A table says how each cell's wrong outputs on its headline test set are wrong, summed over its
 seeds: stopping too early or too late with every word right (the stop decision), or wrong words.
 With ``--failure-plots`` the report also shows where each cell goes wrong: for the first seed of
-every finished cell, the first example of its headline test set (Lookup ``long5``, SCAN ``test``)
-that the model gets wrong, plotted as ``attnlab plot RUN --test-set SET --index I`` would (the
+every finished cell that gets an example of its headline test set (Lookup ``long5``, SCAN
+``test``) wrong, the first such example, plotted as ``attnlab plot RUN --test-set SET --index I`` would (the
 decoded cross-attention, and for a Transformer every layer's and head's), linked from the table.
 """
 
@@ -310,7 +310,7 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
     ]
     if failure_plots:
         sections += [
-            "### Where each cell goes wrong: the attention of its first seed's first wrong example",
+            "### Where each cell goes wrong: the attention of the first wrong example (first seed with one)",
             failure_table(out_dir, found),
         ]
     text = "\n\n".join(sections) + "\n"
@@ -345,17 +345,30 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def failure_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
-    """One row per finished cell: its first seed's first wrong example on the part's headline test
-    set (:data:`HEADLINE_TEST_SETS`) and links (relative to ``out_dir``) to that example's attention
-    plots, written into the run's ``plots/`` by its experiment's ``plot_run``."""
+    """One row per finished cell: the first wrong example on the part's headline test set
+    (:data:`HEADLINE_TEST_SETS`) of its first seed that has one (else its first seed, "none
+    wrong"), and links (relative to ``out_dir``) to that example's attention plots, written into the
+    run's ``plots/`` by its experiment's ``plot_run``."""
     rows = {}
     for part, cells in found.items():
         test_set = HEADLINE_TEST_SETS[part]
         for cell, entry in cells.items():
-            seed = entry["seeds"][0]
+            seed = next(
+                (
+                    seed
+                    for seed in entry["seeds"]
+                    if _has_wrong_example(out_dir / part / cell / f"seed{seed}", test_set)
+                ),
+                entry["seeds"][0],
+            )
             run_dir = out_dir / part / cell / f"seed{seed}"
             rows[f"{part} · {cell} · seed {seed}"] = _failure_plots(out_dir, run_dir, test_set)
     return format_table(rows, ["test set", "example", "attention"], markdown=True)
+
+
+def _has_wrong_example(run_dir: Path, test_set: str) -> bool:
+    predictions = RunDirectory(run_dir).eval_dir / f"{test_set}{PREDICTIONS_SUFFIX}"
+    return predictions.is_file() and first_wrong_example(predictions) is not None
 
 
 def first_wrong_example(predictions: Path) -> int | None:
@@ -396,7 +409,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--failure-plots",
         action="store_true",
-        help="also plot the attention of each cell's first wrong test example (first seed, its checkpoint)",
+        help="also plot the attention of each cell's first wrong test example (first seed with one)",
     )
     parser.add_argument(
         "--parts",
