@@ -303,8 +303,6 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         cutoff_table(found),
         "### Reference points (attnlab's recurrent models; published numbers marked theirs)",
         reference_table(),
-    ]
-    sections += [
         "### How the wrong outputs are wrong (headline test set, summed over each cell's seeds)",
         error_table(out_dir, found),
     ]
@@ -329,9 +327,7 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
         for cell, entry in cells.items():
             totals = dict.fromkeys(("examples", "wrong", *ERROR_KINDS), 0)
             for seed in entry["seeds"]:
-                predictions = RunDirectory(out_dir / part / cell / f"seed{seed}").eval_dir / (
-                    f"{test_set}{PREDICTIONS_SUFFIX}"
-                )
+                predictions = _predictions_file(out_dir / part / cell / f"seed{seed}", test_set)
                 if predictions.is_file():
                     for name, count in read_prediction_errors(predictions).items():
                         totals[name] += count
@@ -366,8 +362,12 @@ def failure_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
     return format_table(rows, ["test set", "example", "attention"], markdown=True)
 
 
+def _predictions_file(run_dir: Path, test_set: str) -> Path:
+    return RunDirectory(run_dir).eval_dir / f"{test_set}{PREDICTIONS_SUFFIX}"
+
+
 def _has_wrong_example(run_dir: Path, test_set: str) -> bool:
-    predictions = RunDirectory(run_dir).eval_dir / f"{test_set}{PREDICTIONS_SUFFIX}"
+    predictions = _predictions_file(run_dir, test_set)
     return predictions.is_file() and first_wrong_example(predictions) is not None
 
 
@@ -380,7 +380,7 @@ def first_wrong_example(predictions: Path) -> int | None:
 
 def _failure_plots(out_dir: Path, run_dir: Path, test_set: str) -> dict[str, str]:
     run = RunDirectory(run_dir)
-    predictions = run.eval_dir / f"{test_set}{PREDICTIONS_SUFFIX}"
+    predictions = _predictions_file(run_dir, test_set)
     row = {"test set": test_set}
     if not predictions.is_file():
         return {**row, "attention": f"no {predictions.name}"}
