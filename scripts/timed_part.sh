@@ -8,7 +8,9 @@
 # CPU_JOBS runs train on the CPU (one thread each, CUDA hidden) under one recipe process; CUDA_RUNS
 # more recipe processes (one run at a time each) train on the GPU when one is there. All of them
 # share the part's sweep through its run locks, so no run is trained twice. At SECONDS every process
-# is killed; runs that did not finish are dropped (they are retrained at home). Finished runs travel
+# is killed; runs that did not finish are dropped (they are retrained at home). Runs already finished
+# in the tree when the script starts (a copy of home's finished runs, so that they are not trained
+# again) are not packed. Finished runs travel
 # without checkpoints/last.pt; seed 0's checkpoints/best.pt travels where the run got an example
 # of the headline test set wrong (what `--failure-plots` plots) when SEED0_CHECKPOINTS is 1 (the
 # default) and the pack stays within 60 MB. The pack is split into 15 MB pieces (the device tool
@@ -22,6 +24,8 @@ cd "$(dirname "$0")/.." || exit 1
 tree=${TIMED_PART_TREE:-/tmp/timed_part_tree}
 logs=$tree/timed_part_logs  # packed with the runs
 mkdir -p "$tree" "$logs" "$pack"
+started=$logs/started  # runs whose eval/summary.json is newer finished during this call
+touch "$started"
 if [ -n "${ATTNLAB:-}" ]; then
     attnlab=("$ATTNLAB")
 elif [ -x .venv/bin/attnlab ]; then
@@ -51,9 +55,9 @@ wait 2>/dev/null
 finished=() dropped=0
 while IFS= read -r config; do
     run=$(dirname "$config")
-    if [ -f "$run/eval/summary.json" ]; then
+    if [ "$run/eval/summary.json" -nt "$started" ]; then
         finished+=("${run#"$tree"/}")
-    else
+    elif [ ! -f "$run/eval/summary.json" ]; then
         dropped=$((dropped + 1))
     fi
 done < <(find "$tree/$part" -mindepth 3 -maxdepth 3 -name config.yaml | sort)

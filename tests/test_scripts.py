@@ -65,20 +65,28 @@ def _fake_run(run: Path, long5: float | None) -> None:
 
 
 @needs_bash
-def test_timed_part_packs_the_finished_runs_and_stops_every_process(tmp_path):
-    """At its deadline the script kills the recipes it started and packs the finished runs: no
-    last.pt, best.pt only where seed 0 got a headline example wrong; unfinished runs stay behind."""
+def test_timed_part_packs_the_runs_finished_in_the_call_and_stops_every_process(tmp_path):
+    """At its deadline the script kills the recipes it started and packs the runs that finished
+    during the call: no last.pt, best.pt only where seed 0 got a headline example wrong; unfinished
+    runs and runs finished before the call (home's, copied in so as not to train them again) stay
+    behind."""
     tree, pack = tmp_path / "tree", tmp_path / "pack"
     part = tree / "lookup_stop"
+    _fake_run(part / "home" / "seed0", long5=100.0)
+    env = {"ATTNLAB": str(ATTNLAB), "PATH": "/usr/bin:/bin", "TIMED_PART_TREE": str(tree)}
+    script = str(REPOSITORY / "scripts" / "timed_part.sh")
+    call = subprocess.Popen(["bash", script, "4", "1", "1", "lookup_stop", str(pack)], env=env)
+    started = tree / "timed_part_logs" / "started"
+    for _ in range(100):
+        if started.exists():
+            break
+        time.sleep(0.05)
+    time.sleep(0.05)  # past the marker's timestamp
     _fake_run(part / "wrong" / "seed0", long5=90.0)
     _fake_run(part / "wrong" / "seed1", long5=80.0)
     _fake_run(part / "right" / "seed0", long5=100.0)
     _fake_run(part / "unfinished" / "seed0", long5=None)
-    env = {"ATTNLAB": str(ATTNLAB), "PATH": "/usr/bin:/bin", "TIMED_PART_TREE": str(tree)}
-    script = str(REPOSITORY / "scripts" / "timed_part.sh")
-    subprocess.run(
-        ["bash", script, "4", "1", "1", "lookup_stop", str(pack)], check=True, env=env, timeout=120
-    )
+    assert call.wait(timeout=120) == 0
 
     assert not subprocess.run(["pgrep", "-f", str(tree)], capture_output=True).stdout  # all stopped
     pieces = sorted(pack.glob("runs.tgz.*"))
