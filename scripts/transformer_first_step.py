@@ -17,7 +17,6 @@ Usage: ``python scripts/transformer_first_step.py RUN_DIR [--sets interpolation 
 from __future__ import annotations
 
 import argparse
-import csv
 from collections import Counter
 from pathlib import Path
 
@@ -25,17 +24,18 @@ import torch
 
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.lookup import experiment as lookup
+from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, read_prediction_pairs
 from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks.vocab import Vocabulary
 
 
 def first_step_words(
-    model: TransformerSeq2Seq, rows: list[dict[str, str]], source_vocab: Vocabulary, target_vocab: Vocabulary
+    model: TransformerSeq2Seq, rows: list[tuple[str, str]], source_vocab: Vocabulary, target_vocab: Vocabulary
 ) -> list[Counter[tuple[int, int | str]]]:
     """Per head of the last decoder layer, a Counter of (source length, word index at step 0)."""
     counts: list[Counter[tuple[int, int | str]]] = [Counter() for _ in model.head_names[-1]]
-    for row in rows:
-        words, target = row["source"].split(), row["target"].split()
+    for source_text, target_text in rows:
+        words, target = source_text.split(), target_text.split()
         source = torch.tensor([source_vocab.encode(words)])
         target_input = torch.tensor([[target_vocab.sos_id, *target_vocab.encode(target)]])
         with torch.no_grad():
@@ -61,11 +61,10 @@ def main() -> None:
         gate = torch.softmax(model.stop_gate.detach(), dim=0)
         print("stop gate over the heads:", " ".join(f"{value:.3f}" for value in gate.tolist()))
     for name in args.sets:
-        path = args.run_dir / "eval" / f"{name}.predictions.tsv"
+        path = args.run_dir / "eval" / f"{name}{PREDICTIONS_SUFFIX}"
         if not path.is_file():
             parser.error(f"{path} does not exist (evaluate the run first)")
-        with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle, delimiter="\t"))[: args.examples]
+        rows = read_prediction_pairs(path, args.examples)
         print(f"\n{name} ({len(rows)} examples): head: (source words, word at step 0) x count")
         for head, counts in enumerate(first_step_words(model, rows, source_vocab, target_vocab)):
             cells = ", ".join(

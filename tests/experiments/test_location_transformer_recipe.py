@@ -30,6 +30,7 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     stop = {"data.variant": "long", "model.transformer.positional": "sinusoidal"}
     _finish(tmp_path, "lookup_stop", stop, 0, _lookup_results(100.0))
     _finish(tmp_path, "lookup_stop", stop, 1, _lookup_results(90.0, long1=80.0))
+    _finish(tmp_path, "lookup_stop_all_layers", stop, 1, _lookup_results(97.5))
     dot = {**stop, "model.transformer.cross_attention": "dot"}
     _finish(tmp_path, "lookup", dot, 0, _lookup_results(0.0))
     reversed_shift = {
@@ -57,11 +58,15 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
         text.split("seqAcc (%) at long 5")[1].split("###")[0],
         text.split("seqAcc (%) at long 1")[1].split("###")[0],
     )
-    header = "|  | long · dot | long · shift | long · shift + stop | reversed · dot | reversed · shift |"
+    header = (
+        "|  | long · dot | long · shift | long · shift + stop | long · shift + stop, all layers "
+        "| reversed · dot | reversed · shift |"
+    )
     assert header in long5
-    # sinusoidal: long · dot 0.0 (n=1), long · shift blank, long · shift + stop 95.0 ± 7.1 (n=2)
-    assert "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) |  |" in long5
-    assert "| rope |  |  |  |  | 40.0 ± 0.0 (n=1) |" in long5
+    # sinusoidal: long · dot 0.0 (n=1), long · shift blank, long · shift + stop 95.0 ± 7.1 (n=2),
+    # from all layers 97.5 (n=1)
+    assert "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) | 97.5 ± 0.0 (n=1) |  |" in long5
+    assert "| rope |  |  |  |  |  | 40.0 ± 0.0 (n=1) |" in long5
     assert "| sinusoidal | 100.0 ± 0.0 (n=1) |  | 90.0 ± 14.1 (n=2) |" in long1
     # rows follow the sweep's order of schemes, not the order runs were found in
     assert long5.index("| sinusoidal |") < long5.index("| rope |")

@@ -7,7 +7,7 @@ import pytest
 
 from attnlab.experiments import sweep
 from attnlab.experiments.location_transformer import recipe
-from attnlab.experiments.unit_scores import read_prediction_errors
+from attnlab.experiments.unit_scores import read_prediction_errors, read_prediction_pairs
 from attnlab.tasks.tsv import DataFormatError
 
 HEADER = "example\tsource\ttarget\tprediction\tseq_acc\tseq_acc_be\n"
@@ -52,12 +52,20 @@ def test_a_predictions_file_counts_each_kind_of_wrong_output(tmp_path):
         (HEADER + "0\tx y\ta b\ta b\t1\t1\n1\tx\ta\n", 3, "expected 6 tab-separated fields"),
     ],
 )
-def test_a_malformed_predictions_file_is_an_error_naming_the_line(tmp_path, text, line, message):
+@pytest.mark.parametrize("reader", [read_prediction_errors, read_prediction_pairs])
+def test_a_malformed_predictions_file_is_an_error_naming_the_line(tmp_path, text, line, message, reader):
     path = tmp_path / "test.predictions.tsv"
     path.write_text(text)
     with pytest.raises(DataFormatError, match=message) as error:
-        read_prediction_errors(path)
+        reader(path)
     assert str(error.value).startswith(f"{path} line {line}: ")
+
+
+def test_the_source_and_target_of_a_predictions_files_first_rows(tmp_path):
+    path = tmp_path / "long5.predictions.tsv"
+    path.write_text(HEADER + "0\tx y\ta b\ta\t0\t1\n1\tz\tc\tc\t1\t1\n2\tw\td\td\t1\t1\n")
+    assert read_prediction_pairs(path) == [("x y", "a b"), ("z", "c"), ("w", "d")]
+    assert read_prediction_pairs(path, 2) == [("x y", "a b"), ("z", "c")]
 
 
 def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(tmp_path):

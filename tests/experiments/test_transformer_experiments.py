@@ -149,6 +149,17 @@ def test_bad_transformer_options_are_config_errors():
         lookup.EXPERIMENT.parse_config(
             resolve_config("lookup_transformer", ["model.transformer.end_marker=true"])
         )
+    with pytest.raises(ConfigError, match="stop_layers: 'all' .* needs stop_from_attention: true"):
+        lookup.EXPERIMENT.parse_config(
+            resolve_config("lookup_transformer", ["model.transformer.stop_layers=all"])
+        )
+    with pytest.raises(ConfigError, match="stop_layers"):
+        lookup.EXPERIMENT.parse_config(
+            resolve_config(
+                "lookup_transformer",
+                ["model.transformer.stop_from_attention=true", "model.transformer.stop_layers=first"],
+            )
+        )
 
 
 def test_scan_transformer_stops_from_the_attention_on_an_end_marker(scan_files, tmp_path):

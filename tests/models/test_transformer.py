@@ -433,22 +433,32 @@ def test_cross_attention_maps_of_a_greedy_decoding_are_the_decoded_steps():
 # ------------------------------------------------------------------------------ stopping from the attention
 
 
+@pytest.mark.parametrize(
+    ("stop_layers", "gate_weights"), [("last", [0.3, -0.4]), ("all", [0.3, -0.4, 0.1, 0.5])]
+)
 @pytest.mark.parametrize("cross_attention", ["dot", "shift"])
-def test_stop_from_attention_is_the_gated_attention_on_the_start_and_the_last_source_token(cross_attention):
-    model = build("sinusoidal", cross_attention=cross_attention, stop_from_attention=True)
-    assert model.stop_gate is not None
+def test_stop_from_attention_is_the_gated_attention_on_the_start_and_the_last_source_token(
+    cross_attention, stop_layers, gate_weights
+):
+    """The gate is over the last decoder layer's heads, or with ``stop_layers="all"`` over every
+    layer's (2 layers x 2 heads here)."""
+    model = build(
+        "sinusoidal", cross_attention=cross_attention, stop_from_attention=True, stop_layers=stop_layers
+    )
+    assert model.stop_gate is not None and model.stop_gate.shape == (len(gate_weights),)
     with torch.no_grad():
-        model.stop_gate.copy_(torch.tensor([0.3, -0.4]))
+        model.stop_gate.copy_(torch.tensor(gate_weights))
     source, mask = padded_batch(SOURCES)
     output = model(source, mask, TARGET_INPUT)
     log_probs = output.logits
     torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(3, 5))  # a distribution per step
-    maps = model.cross_attention_maps(source, mask, TARGET_INPUT)[:, -1]  # [B, H, T, S]
+    maps = model.cross_attention_maps(source, mask, TARGET_INPUT)  # [B, L, H, T, S]
+    maps = maps[:, -1] if stop_layers == "last" else maps.flatten(1, 2)  # [B, stop heads, T, S]
     last = torch.tensor([len(seq) - 1 for seq in SOURCES])
     on_start = 1 - maps.sum(dim=-1)  # the maps cover the source's tokens, not the start position
     assert maps.shape[-1] == 5 and bool((on_start > 1e-4).any())
     on_last = maps[torch.arange(3), :, :, last] + on_start  # [B, H, T]
-    gate = torch.softmax(torch.tensor([0.3, -0.4]), dim=0)
+    gate = torch.softmax(torch.tensor(gate_weights), dim=0)
     expected = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * (gate[None, :, None] * on_last).sum(dim=1)
     torch.testing.assert_close(log_probs[..., EOS].exp(), expected, rtol=1e-5, atol=1e-6)
     # cached decoding gives the same stop as teacher forcing
@@ -461,6 +471,11 @@ def test_stop_from_attention_is_the_gated_attention_on_the_start_and_the_last_so
     loss = -model(source, mask, TARGET_INPUT).logits[..., EOS].mean()
     loss.backward()
     assert model.stop_gate.grad is not None and bool(model.stop_gate.grad.abs().sum() > 0)
+
+
+def test_stop_layers_must_be_known():
+    with pytest.raises(ValueError, match="stop_layers must be one of"):
+        build("sinusoidal", stop_from_attention=True, stop_layers="first")
 
 
 def test_without_stop_from_attention_eos_is_an_output_layer_token():

@@ -69,6 +69,9 @@ class TransformerModelConfig:
     """``p(<eos>)`` from the last decoder layer's attention leaving the words: on a learned start
     position or on the source's last token (its end, e.g. Lookup Tables' ``.``); see
     :mod:`attnlab.models.transformer`."""
+    stop_layers: Literal["last", "all"] = "last"
+    """Whose heads that stop is read from: the last decoder layer's or every decoder layer's (a
+    gate over all of them); only with ``stop_from_attention``."""
     end_marker: bool = False
     """Append a learned end-of-command position to every source, which the stop from the attention
     then reads as the source's end (SCAN, whose commands end in a word)."""
@@ -90,6 +93,11 @@ class TransformerModelConfig:
     """The output layer's weights are the target embeddings (Press & Wolf 2017; Csordás et al.)."""
 
     def __post_init__(self) -> None:
+        if self.stop_layers != "last" and not self.stop_from_attention:
+            raise ValueError(
+                f"stop_layers: {self.stop_layers!r} chooses the heads the stop is read from; "
+                "it needs stop_from_attention: true"
+            )
         check_attender_keys(
             self.attender_keys, cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
         )
@@ -116,6 +124,7 @@ def build_transformer(
         max_positions=config.max_positions,
         max_relative_distance=config.max_relative_distance,
         stop_from_attention=config.stop_from_attention,
+        stop_layers=config.stop_layers,
         end_marker=config.end_marker,
         attender_keys=config.attender_keys,
         norm=config.norm,

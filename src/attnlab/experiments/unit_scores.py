@@ -157,6 +157,18 @@ def read_prediction_units(path: Path, unit: str | None = None, metric: str | Non
     return Units(scores, identity, "example", ACCURACY, path, metric)
 
 
+def read_prediction_pairs(path: Path, limit: int | None = None) -> list[tuple[str, str]]:
+    """The (source, target) columns of a predictions file's first ``limit`` rows (all by default),
+    each a space-separated string of tokens."""
+    header, rows = _read_table(path, PREDICTION_COLUMNS, delimiter="\t")
+    pairs = []
+    for line, row in rows[:limit]:
+        if len(row) != len(header):
+            raise DataFormatError(path, line, f"expected {len(header)} tab-separated fields")
+        pairs.append((row[1], row[2]))
+    return pairs
+
+
 def read_prediction_errors(path: Path) -> dict[str, int]:
     """How the outputs of a predictions file are wrong: ``examples``, ``wrong`` and the count of each
     :data:`~attnlab.evaluation.metrics.ERROR_KINDS` (:func:`~attnlab.evaluation.metrics.error_kind`

@@ -44,7 +44,13 @@ the words at either end, ``p(<eos>) = Σ_h g_h (α_h,start + α_h,end)``, with `
 — and ``g = softmax(w)`` a learned gate over the heads (initially uniform), so a head that walks
 the source can carry the decision alone. A walk forward ends on the final token (Long, Noisy
 start), a walk backward on the start position (Reversed: a Shift Attender's backward move from
-the first word lands there). The other tokens get ``(1 − p(<eos>)) softmax_{y ≠ <eos>}(W x + b)``;
+the first word lands there). The heads are the last decoder layer's by default; with
+``stop_layers="all"`` the gate is over every decoder layer's heads. Why: on Noisy-start Lookup
+Tables two seeds trained a layer-0 head that stops right on every example (interpolation and long
+1–5) while every last-layer head walked backward through the noise to the start position, so the
+stop read from the last layer failed (docs/results.md, issue 28, session 32;
+``scripts/transformer_stop_heads.py``). The other tokens get
+``(1 − p(<eos>)) softmax_{y ≠ <eos>}(W x + b)``;
 the logits returned are these log-probabilities. The attention returned (and
 :meth:`TransformerSeq2Seq.cross_attention_maps`) covers the source's own tokens only, so it lines
 up with the source; its rows sum to ``1 − α_start``. The source's last token must be an end token,
@@ -116,6 +122,10 @@ NORMS = ("pre", "post")
 
 ATTENDER_KEYS = ("memory", "embeddings", "local")
 """What the attender heads' keys are projected from (``TransformerSeq2Seq(attender_keys=...)``)."""
+
+STOP_LAYERS = ("last", "all")
+"""Whose cross-attention heads the stop of ``stop_from_attention`` is read from
+(``TransformerSeq2Seq(stop_layers=...)``): the last decoder layer's, or every decoder layer's."""
 
 STOP_FLOOR = 0.01
 """With ``stop_from_attention``, ``p(<eos>)`` is kept in ``[ε, 1 − ε]`` (``ε`` this floor): the
@@ -438,6 +448,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         stop_from_attention: ``p(<eos>)`` from the last layer's attention on a learned start
             position and on the source's last token (module docstring); default ``False``:
             ``<eos>`` from the output layer.
+        stop_layers: ``"last"`` (default: the stop gate is over the last decoder layer's heads) or
+            ``"all"`` (over every decoder layer's heads); only with ``stop_from_attention``.
         end_marker: append a learned end-of-command position to every source (module docstring),
             which then is the source's last token; sources must be right-padded.
         attender_keys: what the attender heads' keys are projected from: ``"memory"`` (default,
@@ -476,6 +488,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         max_positions: int = 256,
         max_relative_distance: int = 16,
         stop_from_attention: bool = False,
+        stop_layers: str = "last",
         end_marker: bool = False,
         attender_keys: str = "memory",
         norm: str = "pre",
@@ -498,6 +511,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {list(NORMS)}, got {norm!r}")
+        if stop_layers not in STOP_LAYERS:
+            raise ValueError(f"stop_layers must be one of {list(STOP_LAYERS)}, got {stop_layers!r}")
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
         self.d_model, self.positional, self.norm = d_model, positional, norm
@@ -542,8 +557,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.output = nn.Linear(d_model, target_vocab_size)
         if tied_output:
             self.output.weight = self.target_embedding.weight
-        self.stop_from_attention = stop_from_attention
-        self.stop_gate = nn.Parameter(torch.zeros(heads)) if stop_from_attention else None
+        self.stop_from_attention, self.stop_layers = stop_from_attention, stop_layers
+        stop_heads = heads * (decoder_layers if stop_layers == "all" else 1)
+        self.stop_gate = nn.Parameter(torch.zeros(stop_heads)) if stop_from_attention else None
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
@@ -603,12 +619,14 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             crosses.append(cross)
             caches.append(cache)
             layer_weights.append(weights)
-        logits = self._readout(self.decoder_norm(x), layer_weights[-1], state.end_positions)
+        stop_weights = torch.cat(layer_weights, dim=1) if self.stop_layers == "all" else layer_weights[-1]
+        logits = self._readout(self.decoder_norm(x), stop_weights, state.end_positions)
         return logits, layer_weights, _DecoderState(crosses, caches, state.end_positions, state.step + steps)
 
     def _readout(self, x: torch.Tensor, weights: torch.Tensor, end_positions: torch.Tensor) -> torch.Tensor:
         """Logits ``[B, T, V]`` of the decoder's output ``x``; with ``stop_from_attention`` the
-        log-probabilities of the module docstring (``weights``: the last layer's ``[B, H, T, S]``)."""
+        log-probabilities of the module docstring (``weights``: the stop heads' ``[B, H', T, S]``,
+        the last layer's or, with ``stop_layers="all"``, every layer's)."""
         logits = self.output(x)
         if self.stop_gate is None:
             return logits

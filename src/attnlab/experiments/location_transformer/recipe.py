@@ -11,6 +11,8 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   ``<eos>`` from the output layer, 3 seeds;
 * ``lookup_stop`` (``lookup_transformer_stop``): shift heads that only walk, keys from a window of
   three words, ``<eos>`` from the last layer's attention (``model.transformer.stop_from_attention``);
+* ``lookup_stop_all_layers`` (``lookup_transformer_stop_all_layers``): the same with ``<eos>`` from
+  every decoder layer's heads (``model.transformer.stop_layers=all``);
 * ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_simple`` (``scan_transformer_simple``): the simple split, one seed per row;
 * ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions.
@@ -66,6 +68,7 @@ PAPER = "location_transformer"
 PARTS: dict[str, str] = {
     "lookup": "lookup_transformer",
     "lookup_stop": "lookup_transformer_stop",
+    "lookup_stop_all_layers": "lookup_transformer_stop_all_layers",
     "scan": "scan_transformer",
     "scan_simple": "scan_transformer_simple",
     "scan_cutoffs": "scan_transformer_length_cutoffs",
@@ -75,6 +78,7 @@ PARTS: dict[str, str] = {
 HEADLINE_TEST_SETS: dict[str, str] = {
     "lookup": "long5",
     "lookup_stop": "long5",
+    "lookup_stop_all_layers": "long5",
     "scan": "test",
     "scan_simple": "test",
     "scan_cutoffs": "test",
@@ -230,12 +234,13 @@ def _scheme(params: Mapping[str, Any]) -> str:
 
 def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
     """Rows: positional schemes; columns: variant × heads (dot, shift: ``<eos>`` from the output
-    layer; shift + stop: from the attention)."""
-    kinds = ("dot", "shift", "shift + stop")
+    layer; shift + stop: from the last layer's attention; + all layers: from every layer's)."""
+    kinds = ("dot", "shift", "shift + stop", "shift + stop, all layers")
     columns = [f"{variant} · {kind}" for variant in _grid_values("lookup", VARIANT) for kind in kinds]
     sources: list[tuple[str, Label]] = [
         ("lookup", lambda params: f"{params[VARIANT]} · {params[HEADS]}"),
         ("lookup_stop", lambda params: f"{params[VARIANT]} · shift + stop"),
+        ("lookup_stop_all_layers", lambda params: f"{params[VARIANT]} · shift + stop, all layers"),
     ]
     return joined_table(found, sources, _scheme, _grid_values("lookup", POSITIONAL), columns, test_set)
 
