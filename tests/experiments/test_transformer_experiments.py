@@ -153,6 +153,10 @@ def test_bad_transformer_options_are_config_errors():
         lookup.EXPERIMENT.parse_config(
             resolve_config("lookup_transformer", ["model.transformer.stop_layers=all"])
         )
+    with pytest.raises(ConfigError, match="stop_gate_scale: 10.0 .* needs stop_from_attention: true"):
+        lookup.EXPERIMENT.parse_config(
+            resolve_config("lookup_transformer", ["model.transformer.stop_gate_scale=10"])
+        )
     with pytest.raises(ConfigError, match="stop_layers"):
         lookup.EXPERIMENT.parse_config(
             resolve_config(

@@ -476,6 +476,26 @@ def test_stop_from_attention_is_the_gated_attention_on_the_start_and_the_last_so
 def test_stop_layers_must_be_known():
     with pytest.raises(ValueError, match="stop_layers must be one of"):
         build("sinusoidal", stop_from_attention=True, stop_layers="first")
+    with pytest.raises(ValueError, match="stop_gate_scale must be > 0"):
+        build("sinusoidal", stop_from_attention=True, stop_gate_scale=0.0)
+
+
+def test_the_stop_gate_scale_multiplies_the_gate_logits():
+    """``stop_gate_scale`` k with gate weights w gives the stop that weights k·w give at scale 1."""
+    source, mask = padded_batch(SOURCES)
+    scaled = build("sinusoidal", stop_from_attention=True, stop_gate_scale=10.0)  # dot heads: soft maps
+    plain = build("sinusoidal", stop_from_attention=True)
+    assert scaled.stop_gate is not None and plain.stop_gate is not None
+    with torch.no_grad():
+        scaled.stop_gate.copy_(torch.tensor([0.3, -0.4]))
+        plain.stop_gate.copy_(torch.tensor([3.0, -4.0]))
+        torch.testing.assert_close(
+            scaled(source, mask, TARGET_INPUT).logits, plain(source, mask, TARGET_INPUT).logits
+        )
+        plain.stop_gate.copy_(torch.tensor([0.3, -0.4]))
+        assert not torch.allclose(
+            scaled(source, mask, TARGET_INPUT).logits, plain(source, mask, TARGET_INPUT).logits
+        )
 
 
 def test_without_stop_from_attention_eos_is_an_output_layer_token():

@@ -72,6 +72,9 @@ class TransformerModelConfig:
     stop_layers: Literal["last", "all"] = "last"
     """Whose heads that stop is read from: the last decoder layer's or every decoder layer's (a
     gate over all of them); only with ``stop_from_attention``."""
+    stop_gate_scale: float = 1.0
+    """The stop's gate is ``softmax(stop_gate_scale · w)``: how far one update of Adam moves it
+    (:class:`attnlab.models.transformer.TransformerSeq2Seq`); only with ``stop_from_attention``."""
     end_marker: bool = False
     """Append a learned end-of-command position to every source, which the stop from the attention
     then reads as the source's end (SCAN, whose commands end in a word)."""
@@ -93,6 +96,11 @@ class TransformerModelConfig:
     """The output layer's weights are the target embeddings (Press & Wolf 2017; Csordás et al.)."""
 
     def __post_init__(self) -> None:
+        if self.stop_gate_scale != 1.0 and not self.stop_from_attention:
+            raise ValueError(
+                f"stop_gate_scale: {self.stop_gate_scale} scales the stop's gate; "
+                "it needs stop_from_attention: true"
+            )
         if self.stop_layers != "last" and not self.stop_from_attention:
             raise ValueError(
                 f"stop_layers: {self.stop_layers!r} chooses the heads the stop is read from; "
@@ -125,6 +133,7 @@ def build_transformer(
         max_relative_distance=config.max_relative_distance,
         stop_from_attention=config.stop_from_attention,
         stop_layers=config.stop_layers,
+        stop_gate_scale=config.stop_gate_scale,
         end_marker=config.end_marker,
         attender_keys=config.attender_keys,
         norm=config.norm,

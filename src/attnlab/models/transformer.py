@@ -450,6 +450,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``<eos>`` from the output layer.
         stop_layers: ``"last"`` (default: the stop gate is over the last decoder layer's heads) or
             ``"all"`` (over every decoder layer's heads); only with ``stop_from_attention``.
+        stop_gate_scale: the gate is ``softmax(stop_gate_scale · w)`` (default 1). Adam moves ``w``
+            by about the learning rate per update, so at lr 5e-4 a gate logit moves at most ±1.4 in
+            2,800 updates and the gate cannot commit to one of 8 heads (docs/results.md, issue 28,
+            session 32); a scale of 10 lets it move 10 times as far.
         end_marker: append a learned end-of-command position to every source (module docstring),
             which then is the source's last token; sources must be right-padded.
         attender_keys: what the attender heads' keys are projected from: ``"memory"`` (default,
@@ -489,6 +493,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         max_relative_distance: int = 16,
         stop_from_attention: bool = False,
         stop_layers: str = "last",
+        stop_gate_scale: float = 1.0,
         end_marker: bool = False,
         attender_keys: str = "memory",
         norm: str = "pre",
@@ -511,6 +516,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {list(NORMS)}, got {norm!r}")
+        if not stop_gate_scale > 0:
+            raise ValueError(f"stop_gate_scale must be > 0, got {stop_gate_scale}")
         if stop_layers not in STOP_LAYERS:
             raise ValueError(f"stop_layers must be one of {list(STOP_LAYERS)}, got {stop_layers!r}")
         if embedding_init not in EMBEDDING_INITS:
@@ -558,6 +565,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if tied_output:
             self.output.weight = self.target_embedding.weight
         self.stop_from_attention, self.stop_layers = stop_from_attention, stop_layers
+        self.stop_gate_scale = stop_gate_scale
         stop_heads = heads * (decoder_layers if stop_layers == "all" else 1)
         self.stop_gate = nn.Parameter(torch.zeros(stop_heads)) if stop_from_attention else None
 
@@ -632,7 +640,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             return logits
         index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
         on_end = weights.gather(3, index).squeeze(3) + weights[..., 0]  # [B, H, T]: either end
-        stop = torch.einsum("h,bht->bt", torch.softmax(self.stop_gate, dim=0), on_end).unsqueeze(-1)
+        gate = torch.softmax(self.stop_gate_scale * self.stop_gate, dim=0)
+        stop = torch.einsum("h,bht->bt", gate, on_end).unsqueeze(-1)
         stop = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * stop
         return stop_log_probs(logits, self.eos_id, stop, 1 - stop)
 
