@@ -58,7 +58,7 @@ def main() -> None:
         parser.error(f"{args.run_dir} is not a Transformer run")
     model.eval()
     if model.stop_gate is not None:
-        gate = torch.softmax(model.stop_gate.detach(), dim=0)
+        gate = model.stop_gate_weights().detach()
         print("stop gate over the heads:", " ".join(f"{value:.3f}" for value in gate.tolist()))
     for name in args.sets:
         path = args.run_dir / "eval" / f"{name}{PREDICTIONS_SUFFIX}"

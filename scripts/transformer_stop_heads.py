@@ -42,7 +42,7 @@ def head_stop_rates(
     fraction the model's gated stop does."""
     right = torch.zeros(len(model.head_names), len(model.head_names[0]))
     gated_right = 0
-    gate = torch.softmax(model.stop_gate.detach(), dim=0) if model.stop_gate is not None else None
+    gate = model.stop_gate_weights().detach()
     for source_text, target_text in rows:
         words, target = source_text.split(), target_text.split()
         source = torch.tensor([source_vocab.encode(words)])
@@ -51,9 +51,8 @@ def head_stop_rates(
             maps = model.cross_attention_maps(source, source == source_vocab.pad_id, target_input)[0]
         on_end = (1.0 - maps.sum(dim=-1)) + maps[..., len(words) - 1]  # [L, H, T]: start + end
         right += stops_right(on_end).float()
-        if gate is not None:
-            stop_heads = on_end.flatten(0, 1) if model.stop_layers == "all" else on_end[-1]
-            gated_right += int(stops_right(torch.einsum("h,ht->t", gate, stop_heads)))
+        stop_heads = on_end.flatten(0, 1) if model.stop_layers == "all" else on_end[-1]
+        gated_right += int(stops_right(torch.einsum("h,ht->t", gate, stop_heads)))
     return right / len(rows), gated_right / len(rows)
 
 
@@ -68,7 +67,7 @@ def main() -> None:
     if not isinstance(model, TransformerSeq2Seq) or model.stop_gate is None:
         parser.error(f"{args.run_dir} is not a Transformer run with model.transformer.stop_from_attention")
     model.eval()
-    gate = torch.softmax(model.stop_gate.detach(), dim=0)
+    gate = model.stop_gate_weights().detach()
     whose = "every layer's" if model.stop_layers == "all" else "the last layer's"
     print(f"stop gate over {whose} heads:", " ".join(f"{value:.3f}" for value in gate.tolist()))
     for name in args.sets:

@@ -132,38 +132,51 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
     assert [entry["epoch"] for entry in epochs] == [1]
 
 
-def test_bad_transformer_options_are_config_errors():
-    with pytest.raises(ConfigError, match="positional"):
-        scan.EXPERIMENT.parse_config(
-            resolve_config("scan_transformer", ["model.transformer.positional=wavelet"])
-        )
-    with pytest.raises(ConfigError, match="lists 3 layers"):
-        lookup.EXPERIMENT.parse_config(
-            resolve_config("lookup_transformer", ["model.transformer.cross_attention=[dot, dot, dot]"])
-        )
-    with pytest.raises(ConfigError, match="attender_keys='embeddings' needs attender heads"):
-        lookup.EXPERIMENT.parse_config(
-            resolve_config("lookup_transformer", ["model.transformer.attender_keys=embeddings"])
-        )
-    with pytest.raises(ConfigError, match="a Lookup Tables source ends in '.'"):
-        lookup.EXPERIMENT.parse_config(
-            resolve_config("lookup_transformer", ["model.transformer.end_marker=true"])
-        )
-    with pytest.raises(ConfigError, match="stop_layers: 'all' .* needs stop_from_attention: true"):
-        lookup.EXPERIMENT.parse_config(
-            resolve_config("lookup_transformer", ["model.transformer.stop_layers=all"])
-        )
-    with pytest.raises(ConfigError, match="stop_gate_scale: 10.0 .* needs stop_from_attention: true"):
-        lookup.EXPERIMENT.parse_config(
-            resolve_config("lookup_transformer", ["model.transformer.stop_gate_scale=10"])
-        )
-    with pytest.raises(ConfigError, match="stop_layers"):
-        lookup.EXPERIMENT.parse_config(
-            resolve_config(
-                "lookup_transformer",
-                ["model.transformer.stop_from_attention=true", "model.transformer.stop_layers=first"],
-            )
-        )
+@pytest.mark.parametrize(
+    ("experiment", "config", "overrides", "message"),
+    [
+        (scan, "scan_transformer", ["model.transformer.positional=wavelet"], "positional"),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.cross_attention=[dot, dot, dot]"],
+            "lists 3 layers",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.attender_keys=embeddings"],
+            "attender_keys='embeddings' needs attender heads",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.end_marker=true"],
+            "a Lookup Tables source ends in '.'",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.stop_layers=all"],
+            "stop_layers: 'all' .* needs stop_from_attention: true",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.stop_gate_scale=10"],
+            "stop_gate_scale: 10.0 .* needs stop_from_attention: true",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.stop_from_attention=true", "model.transformer.stop_layers=first"],
+            "stop_layers",
+        ),
+    ],
+)
+def test_bad_transformer_options_are_config_errors(experiment, config, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        experiment.EXPERIMENT.parse_config(resolve_config(config, overrides))
 
 
 def test_scan_transformer_stops_from_the_attention_on_an_end_marker(scan_files, tmp_path):

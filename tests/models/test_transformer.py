@@ -501,6 +501,8 @@ def test_the_stop_gate_scale_multiplies_the_gate_logits():
 def test_without_stop_from_attention_eos_is_an_output_layer_token():
     model = build("sinusoidal")
     assert model.stop_gate is None and not any("stop_gate" in name for name, _ in model.named_parameters())
+    with pytest.raises(ValueError, match="no stop gate"):
+        model.stop_gate_weights()
     source, mask = padded_batch(SOURCES)
     with torch.no_grad():
         maps = model.cross_attention_maps(source, mask, TARGET_INPUT)

@@ -96,16 +96,13 @@ class TransformerModelConfig:
     """The output layer's weights are the target embeddings (Press & Wolf 2017; Csordás et al.)."""
 
     def __post_init__(self) -> None:
-        if self.stop_gate_scale != 1.0 and not self.stop_from_attention:
-            raise ValueError(
-                f"stop_gate_scale: {self.stop_gate_scale} scales the stop's gate; "
-                "it needs stop_from_attention: true"
-            )
-        if self.stop_layers != "last" and not self.stop_from_attention:
-            raise ValueError(
-                f"stop_layers: {self.stop_layers!r} chooses the heads the stop is read from; "
-                "it needs stop_from_attention: true"
-            )
+        for option, default in (("stop_layers", "last"), ("stop_gate_scale", 1.0)):
+            value = getattr(self, option)
+            if value != default and not self.stop_from_attention:
+                raise ValueError(
+                    f"{option}: {value!r} is an option of the stop read from the attention; "
+                    "it needs stop_from_attention: true"
+                )
         check_attender_keys(
             self.attender_keys, cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
         )

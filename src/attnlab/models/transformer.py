@@ -631,6 +631,13 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         logits = self._readout(self.decoder_norm(x), stop_weights, state.end_positions)
         return logits, layer_weights, _DecoderState(crosses, caches, state.end_positions, state.step + steps)
 
+    def stop_gate_weights(self) -> torch.Tensor:
+        """The gate ``g = softmax(stop_gate_scale · w)`` of ``stop_from_attention`` over its heads
+        (the last layer's, or with ``stop_layers="all"`` every layer's, layer by layer)."""
+        if self.stop_gate is None:
+            raise ValueError("the model has no stop gate: it was built without stop_from_attention")
+        return torch.softmax(self.stop_gate_scale * self.stop_gate, dim=0)
+
     def _readout(self, x: torch.Tensor, weights: torch.Tensor, end_positions: torch.Tensor) -> torch.Tensor:
         """Logits ``[B, T, V]`` of the decoder's output ``x``; with ``stop_from_attention`` the
         log-probabilities of the module docstring (``weights``: the stop heads' ``[B, H', T, S]``,
@@ -640,8 +647,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             return logits
         index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
         on_end = weights.gather(3, index).squeeze(3) + weights[..., 0]  # [B, H, T]: either end
-        gate = torch.softmax(self.stop_gate_scale * self.stop_gate, dim=0)
-        stop = torch.einsum("h,bht->bt", gate, on_end).unsqueeze(-1)
+        stop = torch.einsum("h,bht->bt", self.stop_gate_weights(), on_end).unsqueeze(-1)
         stop = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * stop
         return stop_log_probs(logits, self.eos_id, stop, 1 - stop)
 
