@@ -31,6 +31,7 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     _finish(tmp_path, "lookup_stop", stop, 0, _lookup_results(100.0))
     _finish(tmp_path, "lookup_stop", stop, 1, _lookup_results(90.0, long1=80.0))
     _finish(tmp_path, "lookup_stop_all_layers", stop, 1, _lookup_results(97.5))
+    _finish(tmp_path, "lookup_stop_gate10", stop, 2, _lookup_results(99.0))
     dot = {**stop, "model.transformer.cross_attention": "dot"}
     _finish(tmp_path, "lookup", dot, 0, _lookup_results(0.0))
     reversed_shift = {
@@ -60,13 +61,14 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     )
     header = (
         "|  | long · dot | long · shift | long · shift + stop | long · shift + stop, all layers "
-        "| reversed · dot | reversed · shift |"
+        "| long · shift + stop, all layers, gate ×10 | reversed · dot | reversed · shift |"
     )
     assert header in long5
     # sinusoidal: long · dot 0.0 (n=1), long · shift blank, long · shift + stop 95.0 ± 7.1 (n=2),
-    # from all layers 97.5 (n=1)
-    assert "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) | 97.5 ± 0.0 (n=1) |  |" in long5
-    assert "| rope |  |  |  |  |  | 40.0 ± 0.0 (n=1) |" in long5
+    # from all layers 97.5 (n=1), through the sharper gate 99.0 (n=1)
+    row = "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) | 97.5 ± 0.0 (n=1) | 99.0 ± 0.0 (n=1) |"
+    assert row in long5
+    assert "| rope |  |  |  |  |  |  | 40.0 ± 0.0 (n=1) |" in long5
     assert "| sinusoidal | 100.0 ± 0.0 (n=1) |  | 90.0 ± 14.1 (n=2) |" in long1
     # rows follow the sweep's order of schemes, not the order runs were found in
     assert long5.index("| sinusoidal |") < long5.index("| rope |")

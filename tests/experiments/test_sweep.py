@@ -119,6 +119,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer_machine_tasks": 126,
         "lookup_transformer_stop": 63,
         "lookup_transformer_stop_all_layers": 63,
+        "lookup_transformer_stop_gate10": 63,
         "lookup_transformer_stop_keys": 36,
         "lookup_transformer_stop_machine_tasks": 63,
         "raffel2015_addition_lr": 24,

@@ -13,13 +13,15 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   three words, ``<eos>`` from the last layer's attention (``model.transformer.stop_from_attention``);
 * ``lookup_stop_all_layers`` (``lookup_transformer_stop_all_layers``): the same with ``<eos>`` from
   every decoder layer's heads (``model.transformer.stop_layers=all``);
+* ``lookup_stop_gate10`` (``lookup_transformer_stop_gate10``): the same with a sharper gate over those
+  heads (``model.transformer.stop_gate_scale=10``);
 * ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_simple`` (``scan_transformer_simple``): the simple split, one seed per row;
 * ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions.
 
-Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–10 minutes (20 epochs), a
+Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40); all five parts are 353 runs, roughly 150–250 CPU-hours, so
+positions test accuracy still rose at epoch 40); all seven parts are 479 runs, roughly 200–300 CPU-hours, so
 ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps start their
 runs seed by seed, so a part stopped halfway has every row at one seed.
 
@@ -69,6 +71,7 @@ PARTS: dict[str, str] = {
     "lookup": "lookup_transformer",
     "lookup_stop": "lookup_transformer_stop",
     "lookup_stop_all_layers": "lookup_transformer_stop_all_layers",
+    "lookup_stop_gate10": "lookup_transformer_stop_gate10",
     "scan": "scan_transformer",
     "scan_simple": "scan_transformer_simple",
     "scan_cutoffs": "scan_transformer_length_cutoffs",
@@ -79,6 +82,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "lookup": "long5",
     "lookup_stop": "long5",
     "lookup_stop_all_layers": "long5",
+    "lookup_stop_gate10": "long5",
     "scan": "test",
     "scan_simple": "test",
     "scan_cutoffs": "test",
@@ -234,13 +238,15 @@ def _scheme(params: Mapping[str, Any]) -> str:
 
 def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
     """Rows: positional schemes; columns: variant × heads (dot, shift: ``<eos>`` from the output
-    layer; shift + stop: from the last layer's attention; + all layers: from every layer's)."""
-    kinds = ("dot", "shift", "shift + stop", "shift + stop, all layers")
+    layer; shift + stop: from the last layer's attention; + all layers: from every layer's; + gate ×10:
+    from every layer's through the sharper gate)."""
+    kinds = ("dot", "shift", "shift + stop", "shift + stop, all layers", "shift + stop, all layers, gate ×10")
     columns = [f"{variant} · {kind}" for variant in _grid_values("lookup", VARIANT) for kind in kinds]
     sources: list[tuple[str, Label]] = [
         ("lookup", lambda params: f"{params[VARIANT]} · {params[HEADS]}"),
         ("lookup_stop", lambda params: f"{params[VARIANT]} · shift + stop"),
         ("lookup_stop_all_layers", lambda params: f"{params[VARIANT]} · shift + stop, all layers"),
+        ("lookup_stop_gate10", lambda params: f"{params[VARIANT]} · shift + stop, all layers, gate ×10"),
     ]
     return joined_table(found, sources, _scheme, _grid_values("lookup", POSITIONAL), columns, test_set)
 
