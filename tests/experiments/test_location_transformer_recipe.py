@@ -59,19 +59,25 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
         text.split("seqAcc (%) at long 5")[1].split("###")[0],
         text.split("seqAcc (%) at long 1")[1].split("###")[0],
     )
-    header = (
-        "|  | long · dot | long · shift | long · shift + stop | long · shift + stop, all layers "
-        "| long · shift + stop, all layers, gate ×10 | reversed · dot | reversed · shift |"
-    )
-    assert header in long5
-    # sinusoidal: long · dot 0.0 (n=1), long · shift blank, long · shift + stop 95.0 ± 7.1 (n=2),
-    # from all layers 97.5 (n=1), through the sharper gate 99.0 (n=1)
+    # one table per variant, each under its name; the Long one first
+    long_table = long5.split("**Long Lookup Tables**")[1].split("**Reversed Lookup Tables**")[0]
+    reversed_table = long5.split("**Reversed Lookup Tables**")[1]
+    header = "| dot | shift | shift + stop | shift + stop, all layers | shift + stop, all layers, gate ×10 |"
+    assert header in long_table and header in reversed_table
+    # sinusoidal: dot 0.0 (n=1), shift blank, shift + stop 95.0 ± 7.1 (n=2), from all layers 97.5
+    # (n=1), through the sharper gate 99.0 (n=1)
     row = "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) | 97.5 ± 0.0 (n=1) | 99.0 ± 0.0 (n=1) |"
-    assert row in long5
-    assert "| rope |  |  |  |  |  |  | 40.0 ± 0.0 (n=1) |" in long5
+    assert row in long_table
+    assert "| rope |  | 40.0 ± 0.0 (n=1) |  |  |  |" in reversed_table
+    assert "| rope |" not in long_table  # no Long run with RoPE finished
+    assert "Noisy-start" not in long5  # a variant with no finished run gets no table
     assert "| sinusoidal | 100.0 ± 0.0 (n=1) |  | 90.0 ± 14.1 (n=2) |" in long1
     # rows follow the sweep's order of schemes, not the order runs were found in
-    assert long5.index("| sinusoidal |") < long5.index("| rope |")
+    sinusoidal_reversed = {**stop, "data.variant": "reversed"}
+    _finish(tmp_path, "lookup_stop", sinusoidal_reversed, 0, _lookup_results(100.0))
+    tables = recipe.lookup_table(recipe.collect(tmp_path), "long5")
+    reversed_table = tables.split("**Reversed Lookup Tables**")[1]
+    assert reversed_table.index("| sinusoidal |") < reversed_table.index("| rope |")
     scan = text.split("SCAN: test exact match")[1].split("###")[0]
     assert "|  | length · dot | length · shift | add-jump · dot | add-jump · shift | simple · dot |" in scan
     assert "| relative | 12.5 ± 0.0 (n=1) |" in scan

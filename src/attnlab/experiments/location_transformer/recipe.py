@@ -95,6 +95,9 @@ VARIANT = "data.variant"
 SPLIT = "data.split"
 CUTOFF = "data.max_train_actions"
 
+VARIANT_NAMES = {"long": "Long", "reversed": "Reversed", "noisy": "Noisy-start"}
+"""Lookup Tables variant → the name its table is shown under."""
+
 SPLIT_NAMES = {"length": "length", "addprim_jump": "add-jump", "simple": "simple"}
 """SCAN split → its column name, in the tables' order."""
 
@@ -188,6 +191,9 @@ def collect(out_dir: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+NO_RUNS = "(no finished runs)"
+"""What a table with no finished run shows."""
+
 Label = Callable[[Mapping[str, Any]], str]
 """A row's or a column's label from a sweep cell's grid values."""
 
@@ -223,7 +229,7 @@ def joined_table(
         for label, values in pivot(found.get(part, {}), row, column, test_set, metric).items():
             table.setdefault(label, {}).update(values)
     if not table:
-        return "(no finished runs)"
+        return NO_RUNS
     ordered = {label: table[label] for label in rows if label in table}
     return format_table(ordered, columns, markdown=True)
 
@@ -236,19 +242,42 @@ def _scheme(params: Mapping[str, Any]) -> str:
     return str(params[POSITIONAL])
 
 
+LOOKUP_COLUMNS: tuple[str, ...] = (
+    "dot",
+    "shift",
+    "shift + stop",
+    "shift + stop, all layers",
+    "shift + stop, all layers, gate ×10",
+)
+"""A Lookup table's columns, the kinds of model (dot, shift: ``<eos>`` from the output layer; shift
++ stop: from the last layer's attention; + all layers: from every layer's; + gate ×10: from every
+layer's through the sharper gate)."""
+
+LOOKUP_SOURCES: tuple[tuple[str, Label], ...] = (
+    ("lookup", lambda params: str(params[HEADS])),
+    ("lookup_stop", lambda params: LOOKUP_COLUMNS[2]),
+    ("lookup_stop_all_layers", lambda params: LOOKUP_COLUMNS[3]),
+    ("lookup_stop_gate10", lambda params: LOOKUP_COLUMNS[4]),
+)
+"""The parts of the Lookup tables and how their cells name their column in :data:`LOOKUP_COLUMNS`."""
+
+
 def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
-    """Rows: positional schemes; columns: variant × heads (dot, shift: ``<eos>`` from the output
-    layer; shift + stop: from the last layer's attention; + all layers: from every layer's; + gate ×10:
-    from every layer's through the sharper gate)."""
-    kinds = ("dot", "shift", "shift + stop", "shift + stop, all layers", "shift + stop, all layers, gate ×10")
-    columns = [f"{variant} · {kind}" for variant in _grid_values("lookup", VARIANT) for kind in kinds]
-    sources: list[tuple[str, Label]] = [
-        ("lookup", lambda params: f"{params[VARIANT]} · {params[HEADS]}"),
-        ("lookup_stop", lambda params: f"{params[VARIANT]} · shift + stop"),
-        ("lookup_stop_all_layers", lambda params: f"{params[VARIANT]} · shift + stop, all layers"),
-        ("lookup_stop_gate10", lambda params: f"{params[VARIANT]} · shift + stop, all layers, gate ×10"),
-    ]
-    return joined_table(found, sources, _scheme, _grid_values("lookup", POSITIONAL), columns, test_set)
+    """One table per variant with a finished run (Long, Reversed, Noisy-start), each under its name
+    in bold: rows positional schemes, columns :data:`LOOKUP_COLUMNS`."""
+    tables = []
+    for variant in _grid_values("lookup", VARIANT):
+        of_variant = {
+            part: {cell: entry for cell, entry in cells.items() if str(entry["params"][VARIANT]) == variant}
+            for part, cells in found.items()
+            if part in dict(LOOKUP_SOURCES)
+        }
+        table = joined_table(
+            of_variant, LOOKUP_SOURCES, _scheme, _grid_values("lookup", POSITIONAL), LOOKUP_COLUMNS, test_set
+        )
+        if table != NO_RUNS:
+            tables.append(f"**{VARIANT_NAMES.get(variant, variant)} Lookup Tables**\n\n{table}")
+    return "\n\n".join(tables) or NO_RUNS
 
 
 def _split(params: Mapping[str, Any]) -> str:
