@@ -3,6 +3,7 @@
 #
 #   nohup setsid bash scripts/lane.sh A >/dev/null 2>&1 &     # lane A; start lane B the same way
 #   echo "attnlab reproduce raffel2015 --out /work/runs/raffel2015 ..." >> "$LANES/queue_A.txt"
+#   nohup setsid bash scripts/lane.sh A --preempt "COMMAND" >/dev/null 2>&1 &   # run COMMAND next, now
 #
 # The queue is $LANES/queue_<lane>.txt (LANES defaults to /work/logs), one shell command a line;
 # the head line is removed when it starts, and START / END lines (with the exit status) go to
@@ -13,20 +14,50 @@
 # and runs it first (a REQUEUED line says so). LANE_THREADS sets OMP_NUM_THREADS
 # (default 1: on a 2-core machine, two lanes at most). Both lanes may queue the same sweep or recipe:
 # each run is locked while it trains, so the lanes share its runs.
+# A lane already running is not started twice (lane_<lane>.lock). --preempt COMMAND stops the
+# lane's running instance (its process group: start lanes with setsid) and takes its place, with
+# COMMAND at the head of the queue before the command it stopped (a PREEMPTED line says so); a
+# lane that is not running just starts with COMMAND first.
 set -u
-lane=${1:?usage: lane.sh LANE}
+lane=${1:?usage: lane.sh LANE [--preempt COMMAND]}
+first=
+if [ $# -gt 1 ]; then
+    [ "$2" = --preempt ] && [ -n "${3:-}" ] || { echo "usage: lane.sh LANE [--preempt COMMAND]" >&2; exit 2; }
+    first=$3
+fi
 dir=${LANES:-/work/logs}
 queue=$dir/queue_$lane.txt log=$dir/lane_$lane.log out=$dir/lane_${lane}_out.log
 cd "$(dirname "$0")/.." || exit 1
+mkdir -p "$dir" && touch "$queue" "$log"
+# One instance per lane: it holds an flock on $LANES/lane_<lane>.lock, which names its process group.
+lock=$dir/lane_$lane.lock
+exec 9>>"$lock"
+if ! flock -n 9; then
+    group=$(cat "$lock")
+    if [ -z "$first" ]; then
+        echo "lane $lane is already running (process group $group); to run a command next, now: --preempt" >&2
+        exit 1
+    fi
+    kill -TERM -- "-$group" 2>/dev/null
+    flock 9
+    # until every process of that group has exited (zombies left to their parent to reap count as gone)
+    while ps -e -o pgid=,stat= | awk -v group="$group" '$1 == group && $2 !~ /^Z/ { found = 1 } END { exit !found }'; do
+        sleep 1
+    done
+    echo "$(date '+%F %T') PREEMPTED by $first" >>"$log"
+fi
+ps -o pgid= $$ | tr -d ' ' >"$lock"
 # shellcheck disable=SC1091
 source .venv/bin/activate
 export OMP_NUM_THREADS=${LANE_THREADS:-1}
-mkdir -p "$dir" && touch "$queue" "$log"
 last=$(grep -E '^[0-9-]+ [0-9:]+ (START|END) ' "$log" | tail -n 1)
 if [[ $last == *" START "* ]]; then
     unfinished=${last#* START }
     { echo "$unfinished"; cat "$queue"; } >"$queue.tmp" && mv "$queue.tmp" "$queue"
     echo "$(date '+%F %T') REQUEUED $unfinished" >>"$log"
+fi
+if [ -n "$first" ]; then
+    { echo "$first"; cat "$queue"; } >"$queue.tmp" && mv "$queue.tmp" "$queue"
 fi
 while true; do
     command=$(head -n 1 "$queue")
@@ -37,7 +68,7 @@ while true; do
     fi
     sed -i '1d' "$queue"
     echo "$(date '+%F %T') START $command" >>"$log"
-    bash -c "$command" >>"$out" 2>&1
+    bash -c "$command" >>"$out" 2>&1 9>&-
     status=$?  # before the date's command substitution, which sets $? itself
     echo "$(date '+%F %T') END rc=$status $command" >>"$log"
 done

@@ -134,3 +134,50 @@ def test_a_lane_started_again_first_reruns_the_command_it_was_stopped_in(tmp_pat
         "END rc=0 echo queued",
     ]
     assert (tmp_path / "queue_T.txt").read_text() == ""
+
+
+def _wait_for(predicate, seconds=20.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.1)
+    return predicate()
+
+
+@needs_bash
+def test_a_preempting_lane_stops_the_running_one_and_runs_its_command_before_the_stopped_one(tmp_path):
+    """``lane.sh P --preempt CMD`` stops lane P's running instance (the command it was running with
+    it), runs CMD, then the stopped command again, then the queue; starting a lane that is running
+    without ``--preempt`` is refused."""
+    slow_once = f"test -f {tmp_path}/marker || {{ touch {tmp_path}/marker; sleep 60; }}; echo resumed"
+    (tmp_path / "queue_P.txt").write_text(f"{slow_once}\necho queued\n")
+    env = {"LANES": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    script = str(REPOSITORY / "scripts" / "lane.sh")
+    first = subprocess.Popen(["bash", script, "P"], env=env, start_new_session=True)
+    second = None
+    out, log = tmp_path / "lane_P_out.log", tmp_path / "lane_P.log"
+    try:
+        assert _wait_for(lambda: (tmp_path / "marker").is_file())
+        refused = subprocess.run(["bash", script, "P"], env=env, capture_output=True, text=True, timeout=30)
+        assert refused.returncode == 1 and "lane P is already running" in refused.stderr
+        preempt = ["bash", script, "P", "--preempt", "echo urgent"]
+        second = subprocess.Popen(preempt, env=env, start_new_session=True)
+        expected = ["urgent", "resumed", "queued"]
+        assert _wait_for(lambda: out.is_file() and out.read_text().splitlines() == expected)
+        assert first.wait(timeout=10) != 0  # stopped by the preempting lane
+    finally:
+        for lane in (first, second):
+            if lane is not None and lane.poll() is None:
+                os.killpg(lane.pid, signal.SIGTERM)
+                lane.wait(timeout=10)
+    events = [line.split(" ", 2)[2] for line in log.read_text().splitlines()]
+    assert events == [
+        f"START {slow_once}",
+        "PREEMPTED by echo urgent",
+        f"REQUEUED {slow_once}",
+        "START echo urgent",
+        "END rc=0 echo urgent",
+        f"START {slow_once}",
+        f"END rc=0 {slow_once}",
+        "START echo queued",
+        "END rc=0 echo queued",
+    ]
