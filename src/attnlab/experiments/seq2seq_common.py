@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -96,9 +96,10 @@ class TransformerModelConfig:
     """The output layer's weights are the target embeddings (Press & Wolf 2017; Csordás et al.)."""
 
     def __post_init__(self) -> None:
-        for option, default in (("stop_layers", "last"), ("stop_gate_scale", 1.0)):
+        defaults = {option.name: option.default for option in fields(self)}
+        for option in ("stop_layers", "stop_gate_scale"):
             value = getattr(self, option)
-            if value != default and not self.stop_from_attention:
+            if value != defaults[option] and not self.stop_from_attention:
                 raise ValueError(
                     f"{option}: {value!r} is an option of the stop read from the attention; "
                     "it needs stop_from_attention: true"

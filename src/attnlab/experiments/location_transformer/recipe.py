@@ -242,22 +242,22 @@ def _scheme(params: Mapping[str, Any]) -> str:
     return str(params[POSITIONAL])
 
 
-LOOKUP_COLUMNS: tuple[str, ...] = (
-    "dot",
-    "shift",
-    "shift + stop",
-    "shift + stop, all layers",
-    "shift + stop, all layers, gate ×10",
-)
-"""A Lookup table's columns, the kinds of model (dot, shift: ``<eos>`` from the output layer; shift
-+ stop: from the last layer's attention; + all layers: from every layer's; + gate ×10: from every
-layer's through the sharper gate)."""
+LOOKUP_STOP_PARTS: dict[str, str] = {
+    "lookup_stop": "shift + stop",
+    "lookup_stop_all_layers": "shift + stop, all layers",
+    "lookup_stop_gate10": "shift + stop, all layers, gate ×10",
+}
+"""The Lookup parts with the stop from the attention → their column: from the last layer's
+attention; + all layers: from every layer's; + gate ×10: from every layer's through the sharper
+gate."""
+
+LOOKUP_COLUMNS: tuple[str, ...] = ("dot", "shift", *LOOKUP_STOP_PARTS.values())
+"""A Lookup table's columns, the kinds of model (dot and shift heads of the ``lookup`` part, with
+``<eos>`` from the output layer, then :data:`LOOKUP_STOP_PARTS`)."""
 
 LOOKUP_SOURCES: tuple[tuple[str, Label], ...] = (
     ("lookup", lambda params: str(params[HEADS])),
-    ("lookup_stop", lambda params: LOOKUP_COLUMNS[2]),
-    ("lookup_stop_all_layers", lambda params: LOOKUP_COLUMNS[3]),
-    ("lookup_stop_gate10", lambda params: LOOKUP_COLUMNS[4]),
+    *((part, lambda params, column=column: column) for part, column in LOOKUP_STOP_PARTS.items()),
 )
 """The parts of the Lookup tables and how their cells name their column in :data:`LOOKUP_COLUMNS`."""
 
@@ -270,7 +270,7 @@ def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
         of_variant = {
             part: {cell: entry for cell, entry in cells.items() if str(entry["params"][VARIANT]) == variant}
             for part, cells in found.items()
-            if part in dict(LOOKUP_SOURCES)
+            if part == "lookup" or part in LOOKUP_STOP_PARTS
         }
         table = joined_table(
             of_variant, LOOKUP_SOURCES, _scheme, _grid_values("lookup", POSITIONAL), LOOKUP_COLUMNS, test_set
