@@ -17,6 +17,7 @@ from attnlab.tasks.scan import (
     primitive_split,
     random_split,
     read_scan_file,
+    sentence_actions,
     template_split,
     write_scan_file,
 )
@@ -76,6 +77,33 @@ def test_vocabularies_and_output_lengths(scan_examples):
 def test_interpret_rejects_commands_outside_the_grammar(command):
     with pytest.raises(ValueError, match="not a SCAN command"):
         interpret(command)
+
+
+@pytest.mark.parametrize(
+    ("command", "actions"),
+    [
+        ("jump", (1,)),
+        ("jump around left thrice", (24,)),
+        ("jump around left thrice and walk", (24, 1)),
+        ("walk after turn opposite right twice", (1, 4)),
+    ],
+)
+def test_sentence_actions_counts_each_sentence_in_word_order(command, actions):
+    assert sentence_actions(command) == actions == sentence_actions(command.split())
+
+
+def test_sentence_actions_sum_to_the_command_and_reject_what_interpret_rejects(scan_examples):
+    assert all(sum(sentence_actions(ex.source)) == len(ex.target) for ex in scan_examples)
+    with pytest.raises(ValueError, match="not a SCAN command: 'walk and run and look'"):
+        sentence_actions("walk and run and look")
+
+
+def test_only_the_22_action_length_split_needs_a_sentence_longer_than_training(scan_examples):
+    for cutoff, longer in ((22, 3_144), (24, 0), (26, 0), (40, 0)):
+        test = length_split(scan_examples, max_train_actions=cutoff).test
+        assert sum(max(sentence_actions(ex.source)) > cutoff for ex in test) == longer
+    test = length_split(scan_examples, max_train_actions=22).test
+    assert {ex.source[-1] for ex in test if sentence_actions(ex.source)[-1] > 22} == {"thrice"}
 
 
 @pytest.mark.skipif(not (SCAN_ROOT / "tasks.txt").is_file(), reason="../shared/data/scan is absent")

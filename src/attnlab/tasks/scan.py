@@ -66,6 +66,7 @@ __all__ = [
     "primitive_split",
     "random_split",
     "read_scan_file",
+    "sentence_actions",
     "template_split",
     "write_scan_file",
 ]
@@ -154,17 +155,47 @@ def interpret(command: str | Sequence[str]) -> tuple[str, ...]:
 
     Raises ``ValueError`` naming the command when it is not in the grammar.
     """
-    words = tuple(command.split()) if isinstance(command, str) else tuple(command)
-    conjunctions = [i for i, word in enumerate(words) if word in CONJUNCTIONS]
+    words = _words(command)
     try:
-        if not conjunctions:
-            return _interpret_sentence(words)
-        if len(conjunctions) > 1:
-            raise ValueError("a command has at most one 'and' or 'after'")
-        i = conjunctions[0]
-        return _conjoin(words[i], _interpret_sentence(words[:i]), _interpret_sentence(words[i + 1 :]))
+        sentences = [_interpret_sentence(sentence) for sentence in _sentences_of(words)]
     except ValueError as error:
         raise ValueError(f"not a SCAN command: {' '.join(words)!r}: {error}") from None
+    if len(sentences) == 1:
+        return sentences[0]
+    conjunction = next(word for word in words if word in CONJUNCTIONS)
+    return _conjoin(conjunction, *sentences)
+
+
+def sentence_actions(command: str | Sequence[str]) -> tuple[int, ...]:
+    """How many actions each sentence ``S`` of a command has, in the command's word order (one
+    number, or two for ``S and S`` / ``S after S``): ``sentence_actions("jump around left thrice
+    and walk")`` → ``(24, 1)``.
+
+    On Lake & Baroni's length split (training outputs of at most 22 actions) 3,144 of the 3,920
+    test commands have a sentence longer than every training output, all of them ``U around D
+    thrice`` (24 actions); at every cut-off from 24 up, none has. So at 22 a model must lengthen a
+    sentence itself, not only join known ones. Raises ``ValueError`` as :func:`interpret`.
+    """
+    words = _words(command)
+    try:
+        return tuple(len(_interpret_sentence(sentence)) for sentence in _sentences_of(words))
+    except ValueError as error:
+        raise ValueError(f"not a SCAN command: {' '.join(words)!r}: {error}") from None
+
+
+def _words(command: str | Sequence[str]) -> tuple[str, ...]:
+    return tuple(command.split()) if isinstance(command, str) else tuple(command)
+
+
+def _sentences_of(words: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """A command's sentences, either side of its one ``and`` / ``after`` if it has one."""
+    conjunctions = [i for i, word in enumerate(words) if word in CONJUNCTIONS]
+    if not conjunctions:
+        return [words]
+    if len(conjunctions) > 1:
+        raise ValueError("a command has at most one 'and' or 'after'")
+    i = conjunctions[0]
+    return [words[:i], words[i + 1 :]]
 
 
 def _interpret_sentence(words: tuple[str, ...]) -> tuple[str, ...]:
