@@ -53,8 +53,15 @@ def test_full_names_are_built_and_read_back():
 def test_the_table_holds_the_papers_labels_percentages_and_counts():
     assert names.metric_label("seq_acc") == "seqAcc" and names.metric_label("attn_loss") == "attnLoss"
     assert names.metric_label("something_new") == "something_new"
-    assert names.PERCENT_METRICS == {"seq_acc", "seq_acc_be", "seq_acc_given_length"}
-    assert {"examples", "tokens", "questions", "unknown_source_words"} <= names.COUNT_METRICS
+    assert names.PERCENT_METRICS == {
+        "seq_acc",
+        "seq_acc_be",
+        "seq_acc_given_length",
+        "seq_acc_short_sentences",
+        "seq_acc_long_sentence",
+    }
+    counts = {"examples", "tokens", "questions", "unknown_source_words", "long_sentence_examples"}
+    assert counts <= names.COUNT_METRICS
     assert all(metric.name == key for key, metric in names.METRICS.items())
 
 

@@ -89,6 +89,26 @@ METRICS: dict[str, Metric] = {
             "sequence accuracy when decoding is given the target's length (Russin §4)",
             True,
         ),
+        Metric(
+            "seq_acc_short_sentences",
+            "seqAcc, training-length sentences",
+            "SCAN length splits: sequence accuracy of the commands whose every sentence is at most as "
+            "long as the longest training output",
+            True,
+        ),
+        Metric(
+            "seq_acc_long_sentence",
+            "seqAcc, a longer sentence",
+            "SCAN length splits: sequence accuracy of the commands with a sentence longer than every "
+            "training output",
+            True,
+        ),
+        Metric(
+            "long_sentence_examples",
+            "long_sentence_examples",
+            "SCAN length splits: how many test commands have a sentence longer than every training output",
+            count=True,
+        ),
         Metric("attn_loss", "attnLoss", "the attention's loss against gold attention (Dubois §6.2)"),
         Metric(
             "accuracy",

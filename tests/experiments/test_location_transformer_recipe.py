@@ -7,8 +7,6 @@ import pytest
 from attnlab.config import ConfigError
 from attnlab.experiments import sweep
 from attnlab.experiments.location_transformer import recipe
-from attnlab.tasks.scan import interpret
-from attnlab.tasks.tsv import DataFormatError
 
 
 def _finish(out, part, cell_params, seed, results):
@@ -189,65 +187,40 @@ def test_failure_plots_show_the_first_wrong_example_of_each_cell(scan_files, tmp
     assert "Where each cell goes wrong" not in recipe.report(tmp_path)
 
 
-def _write_predictions(run_dir, rows):
-    """``rows``: (command, right) pairs, written as a SCAN run's test predictions."""
-    lines = ["example\tsource\ttarget\tprediction\tseq_acc"]
-    for index, (command, right) in enumerate(rows):
-        target = " ".join(interpret(command))
-        lines.append(f"{index}\t{command}\t{target}\t{target if right else 'I_JUMP'}\t{int(right)}")
-    path = run_dir / "eval" / "test.predictions.tsv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+def _length_results(short, long, examples=3920, longer=3144):
+    return {
+        "test": {
+            "seq_acc": 1.0,
+            "examples": examples,
+            "long_sentence_examples": longer,
+            "seq_acc_short_sentences": short,
+            **({} if long is None else {"seq_acc_long_sentence": long}),
+        }
+    }
 
 
-LONG_SENTENCE = "jump around left thrice"  # 24 actions: longer than every output of the 22-action split
-SHORT_SENTENCES = "jump around left twice and walk opposite right thrice"  # 16 + 9 actions
-
-
-def test_length_cells_split_their_test_commands_by_the_longest_sentence(tmp_path):
+def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     cell = {
         "data.split": "length",
         "model.transformer.positional": "rope",
         "model.transformer.cross_attention": "shift",
     }
-    for seed, right_short in ((0, 4), (1, 2)):
-        _finish(tmp_path, "scan", cell, seed, {"test": {"seq_acc": 10.0}})
-        run_dir = next(p for p in (tmp_path / "scan").glob("*rope*shift*/seed*") if p.name == f"seed{seed}")
-        rows = [(SHORT_SENTENCES, i < right_short) for i in range(8)]
-        rows += [(f"walk and {LONG_SENTENCE}", False)] * 3 + [(LONG_SENTENCE, seed == 0)]
-        _write_predictions(run_dir, rows)
+    _finish(tmp_path, "scan", cell, 0, _length_results(50.0, 25.0))
+    _finish(tmp_path, "scan", cell, 1, _length_results(25.0, 0.0))
     cutoff = {
         "data.max_train_actions": 24,
         "model.transformer.positional": "relative",
         "model.transformer.cross_attention": "dot",
     }
-    _finish(tmp_path, "scan_cutoffs", cutoff, 0, {"test": {"seq_acc": 50.0}})
-    (run_dir,) = (tmp_path / "scan_cutoffs").glob("*=24,*relative*dot*/seed0")
-    _write_predictions(run_dir, [(f"walk and {LONG_SENTENCE}", i % 2 == 0) for i in range(10)])
+    _finish(tmp_path, "scan_cutoffs", cutoff, 0, _length_results(50.0, None, examples=3584, longer=0))
+    before = {**cutoff, "data.max_train_actions": 26}  # evaluated before the breakdown existed: no row
+    _finish(tmp_path, "scan_cutoffs", before, 0, {"test": {"seq_acc": 5.0, "examples": 2624}})
     addjump = {**cell, "data.split": "addprim_jump"}  # not a length split: no row
     _finish(tmp_path, "scan", addjump, 0, {"test": {"seq_acc": 5.0}})
 
     table = recipe.report(tmp_path).split("sentence longer than any training output")[1]
 
     assert "| N | commands, every sentence ≤ N | exact match (%), every sentence ≤ N |" in table
-    # seeds 0 and 1: 4 and 2 of the 8 short-sentence commands right (50.0, 25.0); 1 and 0 of the 4
-    # with a 24-action sentence (25.0, 0.0)
-    assert "| 22 | 8 | 37.5 ± 17.7 (n=2) | 4 | 12.5 ± 17.7 (n=2) |" in table
-    # cut at 24, the 24-action sentence is a training length: every command is in the first group
-    assert "| 24 | 10 | 50.0 ± 0.0 (n=1) | 0 |  |" in table
-    assert "addprim_jump" not in table
-
-
-def test_a_predictions_file_whose_source_is_not_a_scan_command_is_named(tmp_path):
-    cell = {
-        "data.split": "length",
-        "model.transformer.positional": "none",
-        "model.transformer.cross_attention": "dot",
-    }
-    _finish(tmp_path, "scan", cell, 0, {"test": {"seq_acc": 1.0}})
-    (run_dir,) = (tmp_path / "scan").glob("*none*dot*/seed0")
-    _write_predictions(run_dir, [("walk", True)] * 10)
-    path = run_dir / "eval" / "test.predictions.tsv"
-    path.write_text(path.read_text().replace("\twalk\t", "\tfly away\t", 1))
-    with pytest.raises(DataFormatError, match=r"test\.predictions\.tsv.*line 2.*'fly away'"):
-        recipe.report(tmp_path)
+    assert "| 22 | 776 | 37.5 ± 17.7 (n=2) | 3,144 | 12.5 ± 17.7 (n=2) |" in table
+    assert "| 24 | 3,584 | 50.0 ± 0.0 (n=1) | 0 |  |" in table
+    assert "=26" not in table and "addprim_jump" not in table

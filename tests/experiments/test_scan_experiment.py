@@ -21,7 +21,7 @@ from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks import scan_data
 from attnlab.tasks.batching import collate
 from attnlab.tasks.examples import Seq2SeqExample
-from attnlab.tasks.scan import generate_scan, write_scan_file
+from attnlab.tasks.scan import generate_scan, sentence_actions, write_scan_file
 from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import TARGET_SPECIALS, UnknownTokenError, Vocabulary, build_vocabularies
 
@@ -580,6 +580,50 @@ def test_generated_splits_hold_out_twenty_percent_for_validation():
     )
     assert all("jump around right" in " ".join(ex.source) for ex in template["test"].examples)
     assert len(template["test"].examples) == 10
+
+
+def test_length_splits_report_exact_match_by_the_longest_sentence(caplog):
+    commands = ["walk", "jump around left thrice", "walk and jump around left thrice", "run twice"]
+    metrics = experiment.sentence_length_metrics("test", commands, [True, True, False, False], 22)
+    # two commands have a 24-action sentence (one right), two only short ones (one right)
+    assert metrics == {
+        "long_sentence_examples": 2,
+        "seq_acc_short_sentences": 50.0,
+        "seq_acc_long_sentence": 50.0,
+    }
+    cut_at_24 = experiment.sentence_length_metrics("test", commands, [True, True, False, False], 24)
+    assert cut_at_24 == {"long_sentence_examples": 0, "seq_acc_short_sentences": 50.0}
+    assert experiment.sentence_length_metrics("test", ["walk", "fly"], [True, True], 22) == {}
+    assert "test: no exact match by sentence length: not a SCAN command: 'fly'" in caplog.text
+
+
+def test_a_length_split_run_reports_its_test_commands_by_the_longest_sentence(tmp_path):
+    run_config = experiment.EXPERIMENT.parse_config(
+        resolve_config(
+            "scan",
+            [
+                "data.split=length",
+                "data.generate=true",
+                "data.train_limit=200",
+                "data.test_limit=60",
+                "training.epochs=1",
+                "training.progress=false",
+                *(f"{key}={value}" for key, value in TINY_MODEL.items()),
+            ],
+        )
+    )
+    results = experiment.EXPERIMENT.train(run_config, tmp_path / "run")["test"]
+    rows = (tmp_path / "run" / "eval" / "test.predictions.tsv").read_text().splitlines()
+    header = rows[0].split("\t")
+    longer, right = [], []
+    for row in rows[1:]:
+        fields = row.split("\t")
+        longer.append(max(sentence_actions(fields[header.index("source")])) > 22)
+        right.append(fields[header.index("seq_acc")] == "1")
+    assert results["long_sentence_examples"] == sum(longer) > 0
+    for key, group in (("seq_acc_short_sentences", False), ("seq_acc_long_sentence", True)):
+        flags = [flag for flag, long in zip(right, longer) if long == group]
+        assert results[key] == pytest.approx(100 * sum(flags) / len(flags))
 
 
 def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):

@@ -54,7 +54,6 @@ import numpy as np
 from attnlab.config import ConfigError
 from attnlab.evaluation.metrics import ERROR_KINDS
 from attnlab.experiments import sweep
-from attnlab.experiments.aggregate import summarize
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.registry import experiment_for
 from attnlab.experiments.runner import add_parallel_arguments, backend_for
@@ -67,7 +66,6 @@ from attnlab.experiments.unit_scores import (
 from attnlab.io import atomic_write_text
 from attnlab.reporting.tables import format_table, stats_text
 from attnlab.tasks import scan
-from attnlab.tasks.tsv import DataFormatError
 
 PAPER = "location_transformer"
 """The recipe's name: ``attnlab reproduce location_transformer``."""
@@ -323,35 +321,33 @@ SENTENCE_COLUMNS: tuple[str, ...] = (
 """The columns of :func:`sentence_table`."""
 
 
-def sentence_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
+def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per finished length-split cell (part ``scan`` on the length split, and
     ``scan_cutoffs``): its test commands in two groups, those whose every sentence has at most N
-    actions (N the most actions of a training output) and those with a longer sentence
-    (:func:`~attnlab.tasks.scan.sentence_actions`), with each group's size and exact match (mean ±
-    std over the cell's seeds with a ``test.predictions.tsv``). A model that can join the sentences
-    it was trained on but not lengthen one gets only the first group right: at N = 22 that is 776
-    of 3,920 commands (19.8%), at every N from 24 up all of them."""
+    actions (N the most actions of a training output) and those with a longer sentence, with each
+    group's size and exact match, mean ± std over seeds
+    (:func:`~attnlab.experiments.scan.experiment.sentence_length_metrics`; runs evaluated before it
+    existed have no row). A model that can join the sentences it was trained on but not lengthen
+    one gets only the first group right: at N = 22 that is 776 of 3,920 commands (19.8%), at every
+    N from 24 up all of them."""
     rows = {}
     for part, cells in found.items():
         for cell, entry in cells.items():
             cutoff = _length_cutoff(part, entry["params"])
-            if cutoff is None:
+            test = entry["results"].get("test", {})
+            if cutoff is None or "long_sentence_examples" not in test:
                 continue
-            sizes = (0, 0)
-            within: list[float] = []
-            longer: list[float] = []
-            for seed in entry["seeds"]:
-                predictions = _predictions_file(out_dir / part / cell / f"seed{seed}", "test")
-                if predictions.is_file():
-                    groups = _exact_match_by_sentence_length(predictions, cutoff)
-                    sizes = (groups[0][0], groups[1][0])
-                    for group, (_, right) in zip((within, longer), groups):
-                        group += [] if right is None else [right]
-            if sizes != (0, 0):
-                text = (str(cutoff), f"{sizes[0]:,}", _mean_std(within), f"{sizes[1]:,}", _mean_std(longer))
-                rows[f"{part} · {cell}"] = dict(zip(SENTENCE_COLUMNS, text))
+            longer = int(test["long_sentence_examples"]["mean"])
+            text = (
+                str(cutoff),
+                f"{int(test['examples']['mean']) - longer:,}",
+                _stats(test.get("seq_acc_short_sentences")),
+                f"{longer:,}",
+                _stats(test.get("seq_acc_long_sentence")),
+            )
+            rows[f"{part} · {cell}"] = dict(zip(SENTENCE_COLUMNS, text))
     if not rows:
-        return "(no predictions files)"
+        return NO_RUNS
     return format_table(rows, list(SENTENCE_COLUMNS), markdown=True)
 
 
@@ -364,27 +360,8 @@ def _length_cutoff(part: str, params: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _mean_std(values: Sequence[float]) -> str:
-    return stats_text(summarize(values), count=True) if values else ""
-
-
-def _exact_match_by_sentence_length(
-    predictions: Path, cutoff: int
-) -> tuple[tuple[int, float | None], tuple[int, float | None]]:
-    """(size, exact match %) of a SCAN predictions file's commands whose every sentence has at
-    most ``cutoff`` actions, then of the others (``None`` for an empty group)."""
-    units = read_prediction_units(predictions, metric="seq_acc")
-    right = units.scores.values[:, 0]
-    longer = np.zeros(right.size, dtype=bool)
-    for index, (source, _) in enumerate(units.identity):
-        try:
-            longer[index] = max(scan.sentence_actions(source)) > cutoff
-        except ValueError as error:
-            raise DataFormatError(predictions, index + 2, f"the source is {error}") from None
-    return tuple(  # type: ignore[return-value]
-        (int(mask.sum()), float(right[mask].mean() * 100) if mask.any() else None)
-        for mask in (~longer, longer)
-    )
+def _stats(stats: Mapping[str, float] | None) -> str:
+    return "" if stats is None else stats_text(stats, count=True)
 
 
 def _scheme_heads(params: Mapping[str, Any]) -> str:
@@ -422,7 +399,7 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         cutoff_table(found),
         "### SCAN length splits: exact match (%) of the commands that only join training-length "
         "sentences and of those with a sentence longer than any training output",
-        sentence_table(out_dir, found),
+        sentence_table(found),
         "### Reference points (attnlab's recurrent models; published numbers marked theirs)",
         reference_table(),
         "### How the wrong outputs are wrong (headline test set, summed over each cell's seeds)",
