@@ -46,6 +46,8 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
         "model.transformer.cross_attention": "dot",
     }
     _finish(tmp_path, "scan", scan_cell, 0, {"test": {"seq_acc": 12.5, "seq_acc_given_length": 60.0}})
+    stop_cell = {"model.transformer.positional": "relative", "model.transformer.cross_attention": "shift"}
+    _finish(tmp_path, "scan_stop", stop_cell, 1, {"test": {"seq_acc": 18.0, "seq_acc_given_length": 55.0}})
     cutoff = {
         "data.max_train_actions": 26,
         "model.transformer.positional": "rope",
@@ -79,10 +81,13 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     reversed_table = tables.split("**Reversed Lookup Tables**")[1]
     assert reversed_table.index("| sinusoidal |") < reversed_table.index("| rope |")
     scan = text.split("SCAN: test exact match")[1].split("###")[0]
-    assert "|  | length · dot | length · shift | add-jump · dot | add-jump · shift | simple · dot |" in scan
-    assert "| relative | 12.5 ± 0.0 (n=1) |" in scan
+    header = (
+        "|  | length · dot | length · shift | length · dot + stop | length · shift + stop | add-jump · dot |"
+    )
+    assert header in scan
+    assert "| relative | 12.5 ± 0.0 (n=1) |  |  | 18.0 ± 0.0 (n=1) |  |" in scan
     given_length = text.split("with the output length given")[1].split("###")[0]
-    assert "| relative | 60.0 ± 0.0 (n=1) |" in given_length
+    assert "| relative | 60.0 ± 0.0 (n=1) |  |  | 55.0 ± 0.0 (n=1) |" in given_length
     cutoffs = text.split("cut at N actions")[1].split("###")[0]
     assert "|  | 22 | 24 | 25 | 26 |" in cutoffs
     assert "| rope · shift |  |  |  | 77.0 ± 0.0 (n=1) |" in cutoffs
@@ -217,10 +222,14 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     _finish(tmp_path, "scan_cutoffs", before, 0, {"test": {"seq_acc": 5.0, "examples": 2624}})
     addjump = {**cell, "data.split": "addprim_jump"}  # not a length split: no row
     _finish(tmp_path, "scan", addjump, 0, {"test": {"seq_acc": 5.0}})
+    stop = {"model.transformer.positional": "none", "model.transformer.cross_attention": "dot"}
+    _finish(tmp_path, "scan_stop", stop, 2, _length_results(90.0, 10.0))
 
     table = recipe.report(tmp_path).split("sentence longer than any training output")[1]
 
     assert "| N | commands, every sentence ≤ N | exact match (%), every sentence ≤ N |" in table
     assert "| 22 | 776 | 37.5 ± 17.7 (n=2) | 3,144 | 12.5 ± 17.7 (n=2) |" in table
     assert "| 24 | 3,584 | 50.0 ± 0.0 (n=1) | 0 |  |" in table
+    assert "| scan_stop · model.transformer.positional=none," in table
+    assert "| 22 | 776 | 90.0 ± 0.0 (n=1) | 3,144 | 10.0 ± 0.0 (n=1) |" in table
     assert "=26" not in table and "addprim_jump" not in table

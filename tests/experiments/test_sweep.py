@@ -126,6 +126,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
         "scan_transformer_simple": 14,
+        "scan_transformer_stop": 42,
     }
     for name in ("lookup_transformer_machine_tasks", "lookup_transformer_stop_machine_tasks"):
         configs = [lookup.EXPERIMENT.parse_config(run.config) for run in expand(load_spec(name))]
@@ -133,6 +134,13 @@ def test_every_builtin_spec_expands_into_valid_runs():
         assert {config.data.variant for config in configs} == {"long", "reversed", "noisy-single"}
     from attnlab.experiments.scan import experiment as scan
 
+    stop = [scan.EXPERIMENT.parse_config(run.config) for run in expand(load_spec("scan_transformer_stop"))]
+    assert {(config.data.split, config.data.generate) for config in stop} == {("length", False)}
+    options = {
+        (model.transformer.end_marker, model.transformer.stop_layers, model.transformer.stop_gate_scale)
+        for model in (config.model for config in stop)
+    }
+    assert options == {(True, "all", 10.0)}
     cutoffs = [
         scan.EXPERIMENT.parse_config(run.config).data
         for run in expand(load_spec("scan_transformer_length_cutoffs"))

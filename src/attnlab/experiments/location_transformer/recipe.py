@@ -16,12 +16,14 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 * ``lookup_stop_gate10`` (``lookup_transformer_stop_gate10``): the same with a sharper gate over those
   heads (``model.transformer.stop_gate_scale=10``);
 * ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
+* ``scan_stop`` (``scan_transformer_stop``): the length split with ``<eos>`` from every layer's
+  attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_simple`` (``scan_transformer_simple``): the simple split, one seed per row;
 * ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40); all seven parts are 479 runs, roughly 200–300 CPU-hours, so
+positions test accuracy still rose at epoch 40); all eight parts are 521 runs, roughly 200–300 CPU-hours, so
 ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps start their
 runs seed by seed, so a part stopped halfway has every row at one seed.
 
@@ -76,6 +78,7 @@ PARTS: dict[str, str] = {
     "lookup_stop_all_layers": "lookup_transformer_stop_all_layers",
     "lookup_stop_gate10": "lookup_transformer_stop_gate10",
     "scan": "scan_transformer",
+    "scan_stop": "scan_transformer_stop",
     "scan_simple": "scan_transformer_simple",
     "scan_cutoffs": "scan_transformer_length_cutoffs",
 }
@@ -87,6 +90,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "lookup_stop_all_layers": "long5",
     "lookup_stop_gate10": "long5",
     "scan": "test",
+    "scan_stop": "test",
     "scan_simple": "test",
     "scan_cutoffs": "test",
 }
@@ -287,15 +291,31 @@ def _split(params: Mapping[str, Any]) -> str:
     return SPLIT_NAMES.get(params[SPLIT], params[SPLIT])
 
 
+SCAN_COLUMNS: tuple[str, ...] = (
+    "length · dot",
+    "length · shift",
+    "length · dot + stop",
+    "length · shift + stop",
+    "add-jump · dot",
+    "add-jump · shift",
+    "simple · dot",
+    "simple · shift",
+)
+"""A SCAN table's columns: split · heads, ``<eos>`` from the output layer (parts ``scan`` and
+``scan_simple``) or, with ``+ stop``, from every layer's attention on the end marker (``scan_stop``)."""
+
+
 def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") -> str:
-    """Rows: positional schemes; columns: split × heads; exact match on the test set (``metric``
-    ``seq_acc``: stopping by itself; ``seq_acc_given_length``: decoded to the target's length)."""
-    columns = [f"{SPLIT_NAMES[split]} · {heads}" for split in SPLIT_NAMES for heads in ("dot", "shift")]
+    """Rows: positional schemes; columns :data:`SCAN_COLUMNS`; exact match on the test set
+    (``metric`` ``seq_acc``: stopping by itself; ``seq_acc_given_length``: decoded to the target's
+    length)."""
     sources: list[tuple[str, Label]] = [
         ("scan", lambda params: f"{_split(params)} · {params[HEADS]}"),
+        ("scan_stop", lambda params: f"length · {params[HEADS]} + stop"),
         ("scan_simple", lambda params: f"simple · {params[HEADS]}"),
     ]
-    return joined_table(found, sources, _scheme, _grid_values("scan", POSITIONAL), columns, "test", metric)
+    schemes = _grid_values("scan", POSITIONAL)
+    return joined_table(found, sources, _scheme, schemes, SCAN_COLUMNS, "test", metric)
 
 
 def cutoff_table(found: Mapping[str, Mapping[str, Any]]) -> str:
@@ -322,7 +342,7 @@ SENTENCE_COLUMNS: tuple[str, ...] = (
 
 
 def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
-    """One row per finished length-split cell (part ``scan`` on the length split, and
+    """One row per finished length-split cell (part ``scan`` on the length split, ``scan_stop`` and
     ``scan_cutoffs``): its test commands in two groups, those whose every sentence has at most N
     actions (N the most actions of a training output) and those with a longer sentence, with each
     group's size and exact match, mean ± std over seeds
@@ -355,7 +375,7 @@ def _length_cutoff(part: str, params: Mapping[str, Any]) -> int | None:
     """The most actions a training output of a length-split cell has (``None``: not a length split)."""
     if part == "scan_cutoffs":
         return int(params[CUTOFF])
-    if part == "scan" and params[SPLIT] == "length":
+    if part == "scan_stop" or part == "scan" and params[SPLIT] == "length":
         return scan.LENGTH_SPLIT_MAX_TRAIN_ACTIONS
     return None
 
