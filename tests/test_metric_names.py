@@ -59,6 +59,8 @@ def test_the_table_holds_the_papers_labels_percentages_and_counts():
         "seq_acc_given_length",
         "seq_acc_short_sentences",
         "seq_acc_long_sentence",
+        "seq_acc_given_length_short_sentences",
+        "seq_acc_given_length_long_sentence",
     }
     counts = {"examples", "tokens", "questions", "unknown_source_words", "long_sentence_examples"}
     assert counts <= names.COUNT_METRICS

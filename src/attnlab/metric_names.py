@@ -104,6 +104,20 @@ METRICS: dict[str, Metric] = {
             True,
         ),
         Metric(
+            "seq_acc_given_length_short_sentences",
+            "seqAcc given length, training-length sentences",
+            "SCAN length splits: seq_acc_given_length of the commands whose every sentence is at most "
+            "as long as the longest training output",
+            True,
+        ),
+        Metric(
+            "seq_acc_given_length_long_sentence",
+            "seqAcc given length, a longer sentence",
+            "SCAN length splits: seq_acc_given_length of the commands with a sentence longer than "
+            "every training output",
+            True,
+        ),
+        Metric(
             "long_sentence_examples",
             "long_sentence_examples",
             "SCAN length splits: how many test commands have a sentence longer than every training output",

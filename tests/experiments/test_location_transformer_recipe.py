@@ -199,7 +199,12 @@ def _length_results(short, long, examples=3920, longer=3144):
             "examples": examples,
             "long_sentence_examples": longer,
             "seq_acc_short_sentences": short,
-            **({} if long is None else {"seq_acc_long_sentence": long}),
+            "seq_acc_given_length_short_sentences": 100.0,
+            **(
+                {}
+                if long is None
+                else {"seq_acc_long_sentence": long, "seq_acc_given_length_long_sentence": 60.0}
+            ),
         }
     }
 
@@ -228,8 +233,12 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     table = recipe.report(tmp_path).split("sentence longer than any training output")[1]
 
     assert "| N | commands, every sentence ≤ N | exact match (%), every sentence ≤ N |" in table
-    assert "| 22 | 776 | 37.5 ± 17.7 (n=2) | 3,144 | 12.5 ± 17.7 (n=2) |" in table
-    assert "| 24 | 3,584 | 50.0 ± 0.0 (n=1) | 0 |  |" in table
+    assert "| length given (%), a sentence > N |" in table
+    assert (
+        "| 22 | 776 | 37.5 ± 17.7 (n=2) | 100.0 ± 0.0 (n=2) | 3,144 | 12.5 ± 17.7 (n=2) | 60.0 ± 0.0 (n=2) |"
+        in table
+    )
+    assert "| 24 | 3,584 | 50.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 0 |  |  |" in table
     assert "| scan_stop · model.transformer.positional=none," in table
-    assert "| 22 | 776 | 90.0 ± 0.0 (n=1) | 3,144 | 10.0 ± 0.0 (n=1) |" in table
+    assert "| 22 | 776 | 90.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 3,144 | 10.0 ± 0.0 (n=1) |" in table
     assert "=26" not in table and "addprim_jump" not in table

@@ -584,16 +584,19 @@ def test_generated_splits_hold_out_twenty_percent_for_validation():
 
 def test_length_splits_report_exact_match_by_the_longest_sentence(caplog):
     commands = ["walk", "jump around left thrice", "walk and jump around left thrice", "run twice"]
-    metrics = experiment.sentence_length_metrics("test", commands, [True, True, False, False], 22)
-    # two commands have a 24-action sentence (one right), two only short ones (one right)
+    correct = {"seq_acc": [True, True, False, False], "seq_acc_given_length": [True, True, True, False]}
+    metrics = experiment.sentence_length_metrics("test", commands, correct, 22)
+    # two commands have a 24-action sentence, two only short ones
     assert metrics == {
         "long_sentence_examples": 2,
         "seq_acc_short_sentences": 50.0,
         "seq_acc_long_sentence": 50.0,
+        "seq_acc_given_length_short_sentences": 50.0,
+        "seq_acc_given_length_long_sentence": 100.0,
     }
-    cut_at_24 = experiment.sentence_length_metrics("test", commands, [True, True, False, False], 24)
+    cut_at_24 = experiment.sentence_length_metrics("test", commands, {"seq_acc": correct["seq_acc"]}, 24)
     assert cut_at_24 == {"long_sentence_examples": 0, "seq_acc_short_sentences": 50.0}
-    assert experiment.sentence_length_metrics("test", ["walk", "fly"], [True, True], 22) == {}
+    assert experiment.sentence_length_metrics("test", ["walk", "fly"], correct, 22) == {}
     assert "test: no exact match by sentence length: not a SCAN command: 'fly'" in caplog.text
 
 
@@ -615,15 +618,14 @@ def test_a_length_split_run_reports_its_test_commands_by_the_longest_sentence(tm
     results = experiment.EXPERIMENT.train(run_config, tmp_path / "run")["test"]
     rows = (tmp_path / "run" / "eval" / "test.predictions.tsv").read_text().splitlines()
     header = rows[0].split("\t")
-    longer, right = [], []
-    for row in rows[1:]:
-        fields = row.split("\t")
-        longer.append(max(sentence_actions(fields[header.index("source")])) > 22)
-        right.append(fields[header.index("seq_acc")] == "1")
+    fields = [row.split("\t") for row in rows[1:]]
+    longer = [max(sentence_actions(row[header.index("source")])) > 22 for row in fields]
     assert results["long_sentence_examples"] == sum(longer) > 0
-    for key, group in (("seq_acc_short_sentences", False), ("seq_acc_long_sentence", True)):
-        flags = [flag for flag, long in zip(right, longer) if long == group]
-        assert results[key] == pytest.approx(100 * sum(flags) / len(flags))
+    for metric in ("seq_acc", "seq_acc_given_length"):
+        right = [row[header.index(metric)] == "1" for row in fields]
+        for suffix, group in (("short_sentences", False), ("long_sentence", True)):
+            flags = [flag for flag, long in zip(right, longer) if long == group]
+            assert results[f"{metric}_{suffix}"] == pytest.approx(100 * sum(flags) / len(flags))
 
 
 def test_russin2019_report_puts_mean_std_median_beside_the_paper(tmp_path):

@@ -335,8 +335,10 @@ SENTENCE_COLUMNS: tuple[str, ...] = (
     "N",
     "commands, every sentence ≤ N",
     "exact match (%), every sentence ≤ N",
+    "length given (%), every sentence ≤ N",
     "commands with a sentence > N",
     "exact match (%), a sentence > N",
+    "length given (%), a sentence > N",
 )
 """The columns of :func:`sentence_table`."""
 
@@ -345,7 +347,7 @@ def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per finished length-split cell (part ``scan`` on the length split, ``scan_stop`` and
     ``scan_cutoffs``): its test commands in two groups, those whose every sentence has at most N
     actions (N the most actions of a training output) and those with a longer sentence, with each
-    group's size and exact match, mean ± std over seeds
+    group's size and exact match, stopping by itself and with the length given, mean ± std over seeds
     (:func:`~attnlab.experiments.scan.experiment.sentence_length_metrics`; runs evaluated before it
     existed have no row). A model that can join the sentences it was trained on but not lengthen
     one gets only the first group right: at N = 22 that is 776 of 3,920 commands (19.8%), at every
@@ -362,8 +364,10 @@ def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
                 str(cutoff),
                 f"{int(test['examples']['mean']) - longer:,}",
                 _stats(test.get("seq_acc_short_sentences")),
+                _stats(test.get("seq_acc_given_length_short_sentences")),
                 f"{longer:,}",
                 _stats(test.get("seq_acc_long_sentence")),
+                _stats(test.get("seq_acc_given_length_long_sentence")),
             )
             rows[f"{part} · {cell}"] = dict(zip(SENTENCE_COLUMNS, text))
     if not rows:

@@ -28,7 +28,7 @@ exact.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -67,6 +67,9 @@ from attnlab.training.trainer import RunSummary, TrainingConfig
 
 SYSTEM = "scan/seq2seq"
 logger = logging.getLogger(__name__)
+
+SENTENCE_LENGTH_METRICS: tuple[str, ...] = ("seq_acc", "seq_acc_given_length")
+"""The verdicts :func:`sentence_length_metrics` splits by the longest sentence."""
 
 
 @dataclass
@@ -416,8 +419,7 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
             metrics = evaluate_split(model, test_set, target, options, device, outcomes=outcomes)
             if data.split == "length":
                 commands, _ = dataset_texts(test_set.dataset, source, target)
-                right = outcomes.correct["seq_acc"]
-                metrics |= sentence_length_metrics(name, commands, right, data.max_train_actions)
+                metrics |= sentence_length_metrics(name, commands, outcomes.correct, data.max_train_actions)
             return metrics
 
         return evaluate_with_predictions(
@@ -430,26 +432,29 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
 
 
 def sentence_length_metrics(
-    test_set: str, commands: Sequence[str], correct: Sequence[bool], max_train_actions: int
+    test_set: str, commands: Sequence[str], correct: Mapping[str, Sequence[bool]], max_train_actions: int
 ) -> dict[str, float]:
     """A length split's exact match in two groups: the commands whose every sentence has at most
     ``max_train_actions`` actions (the longest training output), which a model can get right by
     joining sentences of lengths it was trained on, and those with a longer sentence, which it can
     only get right by lengthening a sentence itself (:func:`~attnlab.tasks.scan.sentence_actions`;
     on Lake & Baroni's split, 3,144 of the 3,920 test commands, at any cut-off from 24 up none).
-    Metrics ``long_sentence_examples``, ``seq_acc_short_sentences`` and ``seq_acc_long_sentence``
-    (a group without commands has no accuracy). ``{}``, with a warning, when a command of
-    ``test_set`` is not in the SCAN grammar (given ``--data`` files)."""
+
+    ``correct``: each example's verdict per metric (``seq_acc``, and ``seq_acc_given_length`` when
+    evaluated); for each, ``<metric>_short_sentences`` and ``<metric>_long_sentence`` (a group
+    without commands has none), and ``long_sentence_examples``. ``{}``, with a warning, when a
+    command of ``test_set`` is not in the SCAN grammar (given ``--data`` files)."""
     try:
         longer = [max(scan.sentence_actions(command)) > max_train_actions for command in commands]
     except ValueError as error:
         logger.warning("%s: no exact match by sentence length: %s", test_set, error)
         return {}
     metrics: dict[str, float] = {"long_sentence_examples": sum(longer)}
-    for key, group in (("seq_acc_short_sentences", False), ("seq_acc_long_sentence", True)):
-        right = [flag for flag, long in zip(correct, longer) if long == group]
-        if right:
-            metrics[key] = 100.0 * sum(right) / len(right)
+    for metric in SENTENCE_LENGTH_METRICS:
+        for suffix, group in (("short_sentences", False), ("long_sentence", True)):
+            right = [flag for flag, long in zip(correct.get(metric, ()), longer) if long == group]
+            if right:
+                metrics[f"{metric}_{suffix}"] = 100.0 * sum(right) / len(right)
     return metrics
 
 
