@@ -181,3 +181,36 @@ def test_a_preempting_lane_stops_the_running_one_and_runs_its_command_before_the
         "START echo queued",
         "END rc=0 echo queued",
     ]
+
+
+def test_the_long_sentence_probe_trains_on_short_sentences_and_tests_on_longer_ones(tmp_path):
+    """scripts/scan_long_sentence_probe.py: the 94 single sentences of at most 22 actions train,
+    the 8 longer ones ("U around D thrice") test; a finished variant is read back, not retrained."""
+    tiny = (
+        "scan_transformer model.transformer.d_model=16 model.transformer.heads=2 model.transformer.ff_dim=32 "
+        "model.transformer.encoder_layers=1 model.transformer.decoder_layers=1 training.epochs=1"
+    )
+    command = [
+        sys.executable,
+        str(REPOSITORY / "scripts" / "scan_long_sentence_probe.py"),
+        str(tmp_path),
+        "--variant",
+        f"tiny: {tiny}",
+        "--copies",
+        "2",
+        "training.progress=false",
+    ]
+    first = subprocess.run(command, capture_output=True, text=True, check=True, cwd=REPOSITORY)
+    lines = [
+        (tmp_path / "data" / f"{name}.txt").read_text().splitlines()
+        for name in ("train", "validation", "test")
+    ]
+    assert [len(part) for part in lines] == [2 * 94, 94, 8]
+    assert all(" around " in line and " thrice OUT:" in line for line in lines[2])
+    table = first.stdout.splitlines()[-3:]
+    assert table[0] == "| variant | exact match | length given | output lengths (target 24) |"
+    assert (
+        table[2].startswith("| tiny | ") and "/8 | " in table[2] and len(table[2].split("|")[4].split()) == 8
+    )
+    again = subprocess.run(command, capture_output=True, text=True, check=True, cwd=REPOSITORY)
+    assert again.stdout.splitlines() == table  # read back: nothing trained or printed by training
