@@ -169,6 +169,12 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
         (
             lookup,
             "lookup_transformer",
+            ["model.transformer.stop_detached=true"],
+            "stop_detached: True .* needs stop_from_attention: true",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
             ["model.transformer.stop_from_attention=true", "model.transformer.stop_layers=first"],
             "stop_layers",
         ),

@@ -498,6 +498,28 @@ def test_the_stop_gate_scale_multiplies_the_gate_logits():
         )
 
 
+@pytest.mark.parametrize("stop_layers", ["last", "all"])
+def test_a_detached_stop_trains_the_gate_and_not_the_heads(stop_layers):
+    """``stop_detached``: the same stop, but its log-probability's gradient reaches the gate alone;
+    attached, it reaches the heads (and what feeds them) too."""
+    source, mask = padded_batch(SOURCES)
+    options = {"stop_from_attention": True, "stop_layers": stop_layers}
+    detached, attached = build(**options, stop_detached=True), build(**options)
+    stops = []
+    for model in (detached, attached):
+        model.train(False)
+        log_stop = model(source, mask, TARGET_INPUT).logits[..., EOS].sum()  # log p(<eos>): the stop
+        log_stop.backward()
+        stops.append(log_stop.detach())
+    torch.testing.assert_close(stops[0], stops[1])
+
+    def moved(model):
+        return {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+
+    assert moved(detached) == {"stop_gate"}
+    assert "stop_gate" in moved(attached) and any(".cross_attention." in name for name in moved(attached))
+
+
 def test_without_stop_from_attention_eos_is_an_output_layer_token():
     model = build("sinusoidal")
     assert model.stop_gate is None and not any("stop_gate" in name for name, _ in model.named_parameters())

@@ -75,6 +75,8 @@ class TransformerModelConfig:
     stop_gate_scale: float = 1.0
     """The stop's gate is ``softmax(stop_gate_scale · w)``: how far one update of Adam moves it
     (:class:`attnlab.models.transformer.TransformerSeq2Seq`); only with ``stop_from_attention``."""
+    stop_detached: bool = False
+    """The stop reads the heads' attention without training it (its loss trains the gate alone)."""
     end_marker: bool = False
     """Append a learned end-of-command position to every source, which the stop from the attention
     then reads as the source's end (SCAN, whose commands end in a word)."""
@@ -97,7 +99,7 @@ class TransformerModelConfig:
 
     def __post_init__(self) -> None:
         defaults = {option.name: option.default for option in fields(self)}
-        for option in ("stop_layers", "stop_gate_scale"):
+        for option in ("stop_layers", "stop_gate_scale", "stop_detached"):
             value = getattr(self, option)
             if value != defaults[option] and not self.stop_from_attention:
                 raise ValueError(
@@ -132,6 +134,7 @@ def build_transformer(
         stop_from_attention=config.stop_from_attention,
         stop_layers=config.stop_layers,
         stop_gate_scale=config.stop_gate_scale,
+        stop_detached=config.stop_detached,
         end_marker=config.end_marker,
         attender_keys=config.attender_keys,
         norm=config.norm,

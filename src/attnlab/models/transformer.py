@@ -454,6 +454,11 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             by about the learning rate per update, so at lr 5e-4 a gate logit moves at most ±1.4 in
             2,800 updates and the gate cannot commit to one of 8 heads (docs/results.md, issue 28,
             session 32); a scale of 10 lets it move 10 times as far.
+        stop_detached: the stop reads the heads' attention without training it: its loss trains the
+            gate alone, and the heads are trained by the output tokens' loss only (default
+            ``False``). Read from every layer, the stop's gradient can turn a head from the walk that
+            reads the input to a walk that only reaches an end at the right step (Reversed Lookup
+            Tables, docs/results.md, issue 28, session 34).
         end_marker: append a learned end-of-command position to every source (module docstring),
             which then is the source's last token; sources must be right-padded.
         attender_keys: what the attender heads' keys are projected from: ``"memory"`` (default,
@@ -494,6 +499,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         stop_from_attention: bool = False,
         stop_layers: str = "last",
         stop_gate_scale: float = 1.0,
+        stop_detached: bool = False,
         end_marker: bool = False,
         attender_keys: str = "memory",
         norm: str = "pre",
@@ -565,7 +571,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if tied_output:
             self.output.weight = self.target_embedding.weight
         self.stop_from_attention, self.stop_layers = stop_from_attention, stop_layers
-        self.stop_gate_scale = stop_gate_scale
+        self.stop_gate_scale, self.stop_detached = stop_gate_scale, stop_detached
         stop_heads = heads * (decoder_layers if stop_layers == "all" else 1)
         self.stop_gate = nn.Parameter(torch.zeros(stop_heads)) if stop_from_attention else None
 
@@ -645,6 +651,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         logits = self.output(x)
         if self.stop_gate is None:
             return logits
+        if self.stop_detached:
+            weights = weights.detach()
         index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
         on_end = weights.gather(3, index).squeeze(3) + weights[..., 0]  # [B, H, T]: either end
         stop = torch.einsum("h,bht->bt", self.stop_gate_weights(), on_end).unsqueeze(-1)
