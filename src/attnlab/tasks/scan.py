@@ -155,11 +155,7 @@ def interpret(command: str | Sequence[str]) -> tuple[str, ...]:
 
     Raises ``ValueError`` naming the command when it is not in the grammar.
     """
-    words = _words(command)
-    try:
-        sentences = [_interpret_sentence(sentence) for sentence in _sentences_of(words)]
-    except ValueError as error:
-        raise ValueError(f"not a SCAN command: {' '.join(words)!r}: {error}") from None
+    words, sentences = _interpreted_sentences(command)
     if len(sentences) == 1:
         return sentences[0]
     conjunction = next(word for word in words if word in CONJUNCTIONS)
@@ -176,26 +172,21 @@ def sentence_actions(command: str | Sequence[str]) -> tuple[int, ...]:
     thrice`` (24 actions); at every cut-off from 24 up, none has. So at 22 a model must lengthen a
     sentence itself, not only join known ones. Raises ``ValueError`` as :func:`interpret`.
     """
-    words = _words(command)
+    return tuple(len(actions) for actions in _interpreted_sentences(command)[1])
+
+
+def _interpreted_sentences(command: str | Sequence[str]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """A command's words and the actions of each of its sentences (either side of its one ``and`` /
+    ``after``, if it has one); a ``ValueError`` naming the command when it is not in the grammar."""
+    words = tuple(command.split()) if isinstance(command, str) else tuple(command)
+    conjunctions = [i for i, word in enumerate(words) if word in CONJUNCTIONS]
     try:
-        return tuple(len(_interpret_sentence(sentence)) for sentence in _sentences_of(words))
+        if len(conjunctions) > 1:
+            raise ValueError("a command has at most one 'and' or 'after'")
+        sentences = [words[: conjunctions[0]], words[conjunctions[0] + 1 :]] if conjunctions else [words]
+        return words, [_interpret_sentence(sentence) for sentence in sentences]
     except ValueError as error:
         raise ValueError(f"not a SCAN command: {' '.join(words)!r}: {error}") from None
-
-
-def _words(command: str | Sequence[str]) -> tuple[str, ...]:
-    return tuple(command.split()) if isinstance(command, str) else tuple(command)
-
-
-def _sentences_of(words: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """A command's sentences, either side of its one ``and`` / ``after`` if it has one."""
-    conjunctions = [i for i, word in enumerate(words) if word in CONJUNCTIONS]
-    if not conjunctions:
-        return [words]
-    if len(conjunctions) > 1:
-        raise ValueError("a command has at most one 'and' or 'after'")
-    i = conjunctions[0]
-    return [words[:i], words[i + 1 :]]
 
 
 def _interpret_sentence(words: tuple[str, ...]) -> tuple[str, ...]:
