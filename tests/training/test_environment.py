@@ -1,13 +1,23 @@
 """The training-session record of ``environment.jsonl``: the commit of the checkout that holds the
-package (only where it is tracked there), and the device's model."""
+package (only where it is tracked there), and the device's model; the warning where PyTorch's
+threads would contend for busy cores."""
 
+import logging
 import shutil
 import subprocess
 
 import pytest
 import torch
 
-from attnlab.training.environment import device_name, git_revision, training_environment
+from attnlab.experiments import runs
+from attnlab.experiments.runs import RunDirectory
+from attnlab.training.environment import (
+    device_name,
+    git_revision,
+    load_average,
+    thread_contention,
+    training_environment,
+)
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -61,3 +71,40 @@ def test_a_record_names_the_session_and_the_machine():
     assert record["device_name"] == device_name(torch.device("cpu"))
     assert record["torch"] == torch.__version__ and record["threads"] == torch.get_num_threads()
     assert isinstance(record["cpus"], int) and record["cpus"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("threads", "cpus", "load", "warns"),
+    [
+        (2, 2, 2.0, True),  # two busy one-thread runs on two cores
+        (2, 2, 1.0, True),  # one core idle, two threads
+        (4, 8, 5.0, True),
+        (2, 2, 0.2, False),  # an idle machine
+        (4, 8, 4.0, False),
+        (1, 2, 6.0, False),  # one thread waits for no other
+        (2, None, 2.0, False),  # unknown CPU count or load: no warning
+        (2, 2, None, False),
+    ],
+)
+def test_a_warning_only_where_the_threads_outnumber_the_idle_cores(threads, cpus, load, warns):
+    warning = thread_contention(threads, cpus, load)
+    assert (warning is not None) == warns
+    if warns:
+        assert f"load average {load:.1f} on {cpus} CPUs" in warning and "OMP_NUM_THREADS" in warning
+
+
+def test_the_load_average_is_a_number_where_the_system_gives_one():
+    load = load_average()
+    assert load is None or load >= 0.0
+
+
+@pytest.mark.parametrize(("load", "warns"), [(8.0, True), (0.0, False)])
+def test_a_training_session_on_a_busy_cpu_warns_in_the_log(tmp_path, monkeypatch, caplog, load, warns):
+    monkeypatch.setattr(runs, "load_average", lambda: load)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    (tmp_path / "run").mkdir()
+    with caplog.at_level(logging.WARNING, logger=runs.__name__):
+        RunDirectory(tmp_path / "run").record_environment(torch.device("cpu"), from_epoch=0)
+    assert (tmp_path / "run" / "environment.jsonl").is_file()
+    assert any("OMP_NUM_THREADS" in record.getMessage() for record in caplog.records) == warns

@@ -49,7 +49,12 @@ from attnlab.experiments.runner import SUMMARY_FILE, run_status
 from attnlab.io import atomic_append_jsonl, atomic_write_json
 from attnlab.metric_names import VALID_LOSS, current_history
 from attnlab.training.checkpoint import load_checkpoint
-from attnlab.training.environment import ENVIRONMENT_FILE, training_environment
+from attnlab.training.environment import (
+    ENVIRONMENT_FILE,
+    load_average,
+    thread_contention,
+    training_environment,
+)
 from attnlab.training.trainer import Trainer
 
 ConfigT = TypeVar("ConfigT")
@@ -150,8 +155,14 @@ class RunDirectory:
 
     def record_environment(self, device: torch.device, from_epoch: int) -> None:
         """Append where this training session runs (:func:`training_environment`) to
-        ``environment.jsonl``."""
-        atomic_append_jsonl(self.environment_file, training_environment(device, from_epoch))
+        ``environment.jsonl``, and warn where training on the CPU would contend for busy cores
+        (:func:`thread_contention`)."""
+        environment = training_environment(device, from_epoch)
+        atomic_append_jsonl(self.environment_file, environment)
+        if device.type == "cpu":
+            warning = thread_contention(environment["threads"], environment["cpus"], load_average())
+            if warning is not None:
+                log.warning(warning)
 
     def load_config_data(self) -> dict[str, Any]:
         if not self.config_file.is_file():

@@ -33,6 +33,10 @@ ENVIRONMENT_FILE = "environment.jsonl"
 GIT_TIMEOUT_S = 5.0
 """How long one ``git`` call may take before the commit is recorded as unknown."""
 
+CONTENTION_MARGIN = 0.5
+"""How far PyTorch's threads may exceed the idle cores (CPUs minus the load average) before
+:func:`thread_contention` warns: a load average is an estimate, and a new run's own start adds to it."""
+
 
 def _git(directory: Path, *arguments: str) -> str | None:
     try:
@@ -101,3 +105,32 @@ def training_environment(device: torch.device, from_epoch: int) -> dict[str, Any
         "cpus": os.cpu_count(),
         "host": platform.node(),
     }
+
+
+def load_average() -> float | None:
+    """The machine's load average over the last minute, or ``None`` where the system does not say."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Windows; unavailable in some sandboxes
+        return None
+
+
+def thread_contention(threads: int, cpus: int | None, load: float | None) -> str | None:
+    """A warning where training on the CPU with ``threads`` intra-op threads would contend for busy
+    cores, else ``None``.
+
+    PyTorch starts as many threads as the machine has cores; where other processes keep some of
+    them busy (``load`` of ``cpus``), each parallel region waits for its slowest thread, and the
+    waiting costs more than the extra threads give: one epoch of ``configs/demo.yaml`` took 22.3 s
+    on 2 threads beside two busy one-thread runs on 2 cores, 3.3 s on 1 thread (1.45 s and 1.95 s on
+    the idle machine; docs/results.md, session 35). One thread never warns."""
+    if threads <= 1 or cpus is None or load is None:
+        return None
+    idle = cpus - load
+    if threads <= idle + CONTENTION_MARGIN:
+        return None
+    return (
+        f"PyTorch trains on {threads} threads, but the machine is busy (load average {load:.1f} on "
+        f"{cpus} CPUs): threads that wait for a busy core can make training several times slower; "
+        f"set OMP_NUM_THREADS to the idle cores (e.g. OMP_NUM_THREADS=1) before starting"
+    )

@@ -507,12 +507,12 @@ class Trainer:
             sizes = ", ".join(f"{name} {size:,}" for name, size in self.summary.data.items())
             data = f"; data: {sizes} {self.summary.unit}"
         log.info(
-            "training %s: %s parameters%s; device %s; %d epochs, batch size %d; run directory %s",
+            "training %s: %s parameters%s; device %s; %s, batch size %d; run directory %s",
             what,
             f"{count:,}",
             data,
             device,
-            self.config.epochs,
+            "1 epoch" if self.config.epochs == 1 else f"{self.config.epochs} epochs",
             self.config.batch_size,
             self.run_dir,
         )
