@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from attnlab.cli import main
-from attnlab.config import ConfigError
+from attnlab.config import ConfigError, to_dict
 from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.scan import experiment as scan
@@ -178,11 +178,63 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
             ["model.transformer.stop_from_attention=true", "model.transformer.stop_layers=first"],
             "stop_layers",
         ),
+        # options the architecture would ignore, named
+        (
+            lookup,
+            "lookup",
+            ["model.transformer.positional=rope"],
+            "transformer.positional: Transformer option",
+        ),
+        (
+            lookup,
+            "lookup_shift",
+            ["model.transformer.cross_attention=shift", "model.transformer.d_model=64"],
+            "transformer.d_model, transformer.cross_attention: .* architecture: recurrent ignores",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.attender=location"],
+            "attender: option.* of the recurrent model",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.hidden_dim=64", "model.residual=false"],
+            "hidden_dim, residual: .* architecture: transformer ignores",
+        ),
+        (scan, "scan", ["model.transformer.positional=alibi"], "architecture: syntactic_attention ignores"),
+        (
+            scan,
+            "scan",
+            ["model.architecture=gru_attention", "model.transformer.heads=8"],
+            "transformer.heads: .* architecture: gru_attention ignores",
+        ),
+        (scan, "scan_transformer", ["model.dropout=0.2"], "dropout: option.* of the recurrent model"),
     ],
 )
 def test_bad_transformer_options_are_config_errors(experiment, config, overrides, message):
     with pytest.raises(ConfigError, match=message):
         experiment.EXPERIMENT.parse_config(resolve_config(config, overrides))
+
+
+@pytest.mark.parametrize(
+    "config, overrides",
+    [
+        ("lookup", ["model.architecture=transformer"]),  # lookup.yaml's recurrent options are the defaults
+        ("lookup_transformer", ["model.architecture=recurrent"]),
+        ("scan_transformer", ["model.architecture=gru_attention"]),
+        ("scan_transformer_csordas2021", []),
+        ("scan", ["model.architecture=transformer"]),
+    ],
+)
+def test_switching_architecture_alone_is_no_error(config, overrides):
+    """Every option left at its default, as a run's saved config holds them all, is not an option
+    set for the other architecture."""
+    data = resolve_config(config, overrides)
+    experiment = (lookup if data["experiment"] == "lookup" else scan).EXPERIMENT
+    saved = to_dict(experiment.parse_config(data))  # what a run directory's config.yaml holds
+    assert to_dict(experiment.parse_config(saved)) == saved
 
 
 def test_scan_transformer_stops_from_the_attention_on_an_end_marker(scan_files, tmp_path):

@@ -8,8 +8,8 @@ evaluation, and the Transformer's model options (:class:`TransformerModelConfig`
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -39,6 +39,47 @@ Seq2SeqConfigT = TypeVar("Seq2SeqConfigT", bound=Seq2SeqConfig)
 
 ATTENTION_SAMPLES = 2
 """How many validation examples :func:`decoded_attention_samples` shows by default."""
+
+
+def changed_options(config: Any, names: Iterable[str] | None = None) -> list[str]:
+    """The fields of the dataclass ``config`` (those of ``names`` only, if given) whose values
+    differ from their defaults, in declaration order."""
+    wanted = None if names is None else set(names)
+    changed = []
+    for option in fields(config):
+        if wanted is not None and option.name not in wanted:
+            continue
+        if option.default is not MISSING:
+            default = option.default
+        elif option.default_factory is not MISSING:
+            default = option.default_factory()
+        else:  # a required field has no default to differ from
+            continue
+        if getattr(config, option.name) != default:
+            changed.append(option.name)
+    return changed
+
+
+def check_architecture_options(
+    architecture: str, transformer: TransformerModelConfig, other_options: list[str], other: str
+) -> None:
+    """Refuse options that the model's ``architecture`` would ignore: with ``transformer``, the
+    ``other_options`` set (changed from their defaults: the options of the ``other`` models); with
+    any other architecture, any ``transformer.*`` option set. A run's saved config holds every
+    option at its value, so only changed values can be told apart from options left alone."""
+    if architecture == "transformer" and other_options:
+        raise ValueError(
+            f"{', '.join(other_options)}: option(s) of the {other} model, which architecture: "
+            "transformer ignores; the Transformer's options are under transformer "
+            "(e.g. transformer.cross_attention, transformer.d_model)"
+        )
+    if architecture != "transformer":
+        ignored = [f"transformer.{name}" for name in changed_options(transformer)]
+        if ignored:
+            raise ValueError(
+                f"{', '.join(ignored)}: Transformer option(s), which architecture: {architecture} "
+                "ignores; they apply with architecture: transformer"
+            )
 
 
 @dataclass

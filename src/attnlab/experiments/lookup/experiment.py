@@ -25,6 +25,8 @@ from attnlab.experiments.seq2seq_common import (
     Seq2SeqExperiment,
     TransformerModelConfig,
     build_transformer,
+    changed_options,
+    check_architecture_options,
     decoded_attention_samples,
     evaluate_with_predictions,
 )
@@ -64,6 +66,8 @@ class Seq2SeqModelConfig:
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
 
     def __post_init__(self) -> None:
+        recurrent = [name for name in changed_options(self) if name not in ("architecture", "transformer")]
+        check_architecture_options(self.architecture, self.transformer, recurrent, "recurrent")
         if self.transformer.end_marker:
             raise ValueError(
                 "transformer.end_marker is for sources without an end token (SCAN); a Lookup Tables "

@@ -43,6 +43,8 @@ from attnlab.experiments.seq2seq_common import (
     Seq2SeqExperiment,
     TransformerModelConfig,
     build_transformer,
+    changed_options,
+    check_architecture_options,
     decoded_attention_samples,
     evaluate_with_predictions,
 )
@@ -115,6 +117,10 @@ class ScanModelConfig:
     decoder_init: Literal["summary", "learned"] = "summary"
 
     def __post_init__(self) -> None:
+        recurrent = changed_options(
+            self, ("embedding_dim", "encoder_hidden_dim", "encoder_layers", "decoder_hidden_dim", "dropout")
+        )
+        check_architecture_options(self.architecture, self.transformer, recurrent, "recurrent")
         if self.architecture != "syntactic_attention" and (
             self.translation_encoder != "linear"
             or self.translate_from_context
