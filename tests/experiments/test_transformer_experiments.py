@@ -178,6 +178,12 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
             ["model.transformer.stop_from_attention=true", "model.transformer.stop_layers=first"],
             "stop_layers",
         ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.cross_attention_options={location: {sigma_min: 0.1}}"],
+            "cross_attention_options names location, which no cross-attention head is",
+        ),
         # options the architecture would ignore, named
         (
             lookup,

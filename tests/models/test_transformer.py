@@ -637,3 +637,17 @@ def test_bad_attender_keys_are_errors():
         build("sinusoidal", cross_attention="shift", attender_keys="positions")
     with pytest.raises(ValueError, match="needs attender heads; every cross-attention head is dot"):
         build("sinusoidal", attender_keys="embeddings")
+
+
+def test_options_for_an_attender_no_head_is_are_errors():
+    """Options that would be ignored: ``cross_attention_options`` names an attender that none of the
+    heads is; options for a head that is used are taken."""
+    with pytest.raises(
+        ValueError, match="names location, which no cross-attention head is .heads: dot, shift"
+    ):
+        build(
+            "sinusoidal",
+            cross_attention=["dot", "shift"],
+            cross_attention_options={"location": {}, "shift": {}},
+        )
+    build("sinusoidal", cross_attention=["dot", "shift"], cross_attention_options={"shift": {}})

@@ -19,7 +19,12 @@ from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation.seq2seq import ExampleOutcomes, decoding_budget
 from attnlab.experiments.base import Evaluation, Experiment
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
-from attnlab.models.transformer import TransformerSeq2Seq, check_attender_keys, cross_attention_heads
+from attnlab.models.transformer import (
+    TransformerSeq2Seq,
+    check_attender_keys,
+    check_cross_attention_options,
+    cross_attention_heads,
+)
 from attnlab.tasks.batching import EncodedDataset, collate
 from attnlab.tasks.vocab import Vocabulary
 from attnlab.training.checkpoint import check_model_spec, load_model_weights, load_system_checkpoint
@@ -147,9 +152,9 @@ class TransformerModelConfig:
                     f"{option}: {value!r} is an option of the stop read from the attention; "
                     "it needs stop_from_attention: true"
                 )
-        check_attender_keys(
-            self.attender_keys, cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
-        )
+        head_names = cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
+        check_attender_keys(self.attender_keys, head_names)
+        check_cross_attention_options(self.cross_attention_options, head_names)
 
 
 def build_transformer(

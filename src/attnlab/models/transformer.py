@@ -92,6 +92,7 @@ and head's cross-attention, ``[B, layers, heads, T, S]``, comes from
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -534,6 +535,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         check_attender_keys(attender_keys, self.head_names)
         self.attender_keys = attender_keys
         options = dict(cross_attention_options or {})
+        check_cross_attention_options(options, self.head_names)
         has_start = stop_from_attention or source_start
         self.start_marker_id = source_vocab_size if has_start else None
         self.end_marker_id = source_vocab_size + int(has_start) if end_marker else None
@@ -714,6 +716,18 @@ def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None
     if attender_keys != "memory" and all(name == DOT for names in head_names for name in names):
         raise ValueError(
             f"attender_keys={attender_keys!r} needs attender heads; every cross-attention head is dot"
+        )
+
+
+def check_cross_attention_options(options: Mapping[str, Any], head_names: list[list[str]]) -> None:
+    """A ``ValueError`` where ``options`` (attender name → its options) names an attender that no
+    cross-attention head (``head_names``: per decoder layer) is: those options would be ignored."""
+    used = {name for names in head_names for name in names}
+    unused = sorted(set(options) - used)
+    if unused:
+        raise ValueError(
+            f"cross_attention_options names {', '.join(unused)}, which no cross-attention head is "
+            f"(heads: {', '.join(sorted(used))}); options apply to the attenders named in cross_attention"
         )
 
 

@@ -130,6 +130,10 @@ class LMEvaluationConfig:
     """Evaluation streams: ``documents`` gives every token its whole document as context."""
     checkpoint: Literal["best", "last"] = "best"
 
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
 
 @dataclass
 class LMExperimentConfig:

@@ -94,7 +94,15 @@ class Seq2SeqTrainingConfig(TrainingConfig):
 class EvaluationConfig:
     batch_size: int = 500
     max_length: int | None = None
+    """Greedy decoding budget in tokens, ``<eos>`` included; ``null``: twice the source length
+    plus 10 (:func:`~attnlab.evaluation.seq2seq.decoding_budget`)."""
     checkpoint: Literal["best", "last"] = "best"
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError(f"max_length must be >= 1 or null (the default budget), got {self.max_length}")
 
 
 @dataclass
