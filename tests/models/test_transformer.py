@@ -315,7 +315,8 @@ def test_a_source_start_token_is_read_by_the_encoder_and_left_out_of_the_attenti
 
 @pytest.mark.parametrize("attender", ["location", "mix", "shift"])
 def test_location_attenders_as_cross_attention(attender):
-    model = build("rope", cross_attention=attender, cross_attention_options={"location": {"resize_dim": 8}})
+    options = {"location": {"resize_dim": 8}} if attender == "location" else {}
+    model = build("rope", cross_attention=attender, cross_attention_options=options)
     source, mask = padded_batch(SOURCES)
     output = model(source, mask, TARGET_INPUT)
     assert output.attention.shape == (3, 5, 5)
