@@ -27,7 +27,7 @@ from attnlab.experiments.registry import (
     resume_config,
     train_or_resume,
 )
-from attnlab.experiments.runner import LOCK_FILE, training_lock
+from attnlab.experiments.runner import LOCK_FILE, add_seeds_argument, training_lock
 from attnlab.logs import LOG_FORMAT, log_to, log_to_run
 
 EXIT_USAGE = 2
@@ -393,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     multiseed = commands.add_parser("multiseed", help="train one config over several seeds; mean ± std")
     multiseed.add_argument("config")
     multiseed.add_argument("overrides", nargs="*")
-    multiseed.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    add_seeds_argument(multiseed, [0, 1, 2])
     multiseed.add_argument("--out", help="output directory (default runs/<config name>)")
     multiseed.set_defaults(handler=cmd_multiseed)
 

@@ -8,6 +8,7 @@ import torch
 from attnlab.cli import main
 from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
+from attnlab.experiments.runner import run_seeds
 from attnlab.training.checkpoint import load_checkpoint
 from attnlab.training.trainer import TrainingDiverged
 
@@ -118,6 +119,31 @@ def test_cli_train_evaluate_and_plot(lookup_files, tiny_config, tiny_overrides, 
         "training_curves.png",
     ]
     assert all((run / "plots" / name).stat().st_size > 1000 for name in pngs)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["multiseed", "lookup", "--seeds", "0", "1", "0"],
+        ["reproduce", "dubois2020", "--seeds", "2", "2", "--report-only"],
+        ["reproduce", "russin2019", "--seeds", "3", "1", "3"],
+        ["reproduce", "daniluk2017", "--seeds", "1", "1"],
+    ],
+)
+def test_a_seed_listed_twice_is_a_usage_error(command, tmp_path, capsys):
+    """Each seed is one run: listed twice, it would be one run counted twice in a mean ± std."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "--seeds lists" in error and "more than once: each seed is one run" in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_seeds_refuses_a_seed_listed_twice(tmp_path):
+    with pytest.raises(ValueError, match=r"seeds \[0\] listed more than once"):
+        run_seeds({"experiment": "lookup"}, [0, 1, 0], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_multiseed_reports_mean_and_std(lookup_files, tiny_config, tiny_overrides, tmp_path, capsys):

@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -552,6 +553,42 @@ def add_parallel_arguments(parser: argparse.ArgumentParser, what: str = "runs") 
     )
 
 
+def repeated_seeds(seeds: Sequence[int]) -> list[int]:
+    """The seeds that ``seeds`` lists more than once, in increasing order."""
+    return sorted(seed for seed, count in Counter(seeds).items() if count > 1)
+
+
+class _DistinctSeeds(argparse.Action):
+    """Store ``--seeds`` as a list; a seed listed twice is a usage error (it would be one run counted
+    twice in a mean ± std)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        repeated = repeated_seeds(values)
+        if repeated:
+            parser.error(
+                f"{option_string} lists {', '.join(map(str, repeated))} more than once: each seed is one run"
+            )
+        setattr(namespace, self.dest, list(values))
+
+
+def add_seeds_argument(parser: argparse.ArgumentParser, default: list[int], help: str | None = None) -> None:
+    """``--seeds N [N ...]``: training seeds, one run each, every seed at most once."""
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=default,
+        action=_DistinctSeeds,
+        help=help or f"training seeds, one run each (default: {' '.join(map(str, default))})",
+    )
+
+
 def parallel_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of :func:`run_parallel` from :func:`add_parallel_arguments`' options."""
     return {"jobs": args.jobs, "backend": args.backend, "address": args.address}
@@ -569,6 +606,9 @@ def run_seeds(
     Seeds whose run already finished (``eval/summary.json`` exists) are not trained again, so an
     interrupted multi-seed run continues where it stopped; a failure is raised.
     """
+    repeated = repeated_seeds(seeds)
+    if repeated:
+        raise ValueError(f"seeds {repeated} listed more than once: each seed is one run")
     out_dir = Path(out_dir)
     per_seed: dict[int, Results] = {}
     for seed in seeds:

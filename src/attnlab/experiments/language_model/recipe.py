@@ -50,7 +50,7 @@ from attnlab.experiments.compare import compare_runs, read_units
 from attnlab.experiments.language_model import experiment as lm
 from attnlab.experiments.language_model.plots import plot_document_attention
 from attnlab.experiments.registry import resolve_config
-from attnlab.experiments.runner import Grid, run_grid
+from attnlab.experiments.runner import Grid, add_seeds_argument, run_grid
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import Units
 from attnlab.io import atomic_write_text
@@ -425,9 +425,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="train only these cells, in this order (e.g. lstm key_value_predict_L5 4-gram)",
     )
-    parser.add_argument(
-        "--seeds", type=int, nargs="+", default=[0], help="training seeds of every chosen model (default: 0)"
-    )
+    add_seeds_argument(parser, [0], help="training seeds of every chosen model (default: 0)")
     parser.add_argument("--report-only", action="store_true", help="rebuild results.md and figures from runs")
 
 

@@ -26,7 +26,13 @@ from typing import Any
 from attnlab.config import apply_overrides
 from attnlab.experiments.aggregate import aggregate_results, summarize, write_aggregate
 from attnlab.experiments.registry import resolve_config
-from attnlab.experiments.runner import Grid, add_parallel_arguments, parallel_options, run_grid
+from attnlab.experiments.runner import (
+    Grid,
+    add_parallel_arguments,
+    add_seeds_argument,
+    parallel_options,
+    run_grid,
+)
 from attnlab.io import atomic_write_text
 from attnlab.metric_names import read_summary
 from attnlab.plotting import plot_metric_by_test_set
@@ -263,7 +269,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report-only", action="store_true", help="rebuild figures and tables from finished runs"
     )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    add_seeds_argument(parser, [0, 1, 2])
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (minutes)")
     parser.add_argument(
         "--attenders",

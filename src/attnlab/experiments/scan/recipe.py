@@ -49,7 +49,13 @@ from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments.aggregate import summarize
 from attnlab.experiments.compare import compare_runs, comparison_cells, read_units
 from attnlab.experiments.registry import resolve_config
-from attnlab.experiments.runner import Grid, add_parallel_arguments, parallel_options, run_grid
+from attnlab.experiments.runner import (
+    Grid,
+    add_parallel_arguments,
+    add_seeds_argument,
+    parallel_options,
+    run_grid,
+)
 from attnlab.io import atomic_write_text
 from attnlab.metric_names import read_summary
 from attnlab.reporting.tables import format_table, stats_text
@@ -466,7 +472,7 @@ def _attention_plots(out_dir: Path) -> list[Path]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
     parser.add_argument("--out", default="runs/russin2019")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    add_seeds_argument(parser, [0, 1, 2, 3, 4])
     parser.add_argument(
         "--tables",
         nargs="+",
