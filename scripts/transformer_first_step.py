@@ -59,7 +59,7 @@ def main() -> None:
     model.eval()
     if model.stop_gate is not None:
         gate = model.stop_gate_weights().detach()
-        print("stop gate over the heads:", " ".join(f"{value:.3f}" for value in gate.tolist()))
+        print("stop gate over the heads:", " ".join(f"{value:.3f}" for value in gate.flatten().tolist()))
     for name in args.sets:
         path = args.run_dir / "eval" / f"{name}{PREDICTIONS_SUFFIX}"
         if not path.is_file():

@@ -49,10 +49,14 @@ def head_stop_rates(
         target_input = torch.tensor([[target_vocab.sos_id, *target_vocab.encode(target)]])
         with torch.no_grad():
             maps = model.cross_attention_maps(source, source == source_vocab.pad_id, target_input)[0]
-        on_end = (1.0 - maps.sum(dim=-1)) + maps[..., len(words) - 1]  # [L, H, T]: start + end
-        right += stops_right(on_end).float()
-        stop_heads = on_end.flatten(0, 1) if model.stop_layers == "all" else on_end[-1]
-        gated_right += int(stops_right(torch.einsum("h,ht->t", gate, stop_heads)))
+        ends = torch.stack([1.0 - maps.sum(dim=-1), maps[..., len(words) - 1]], dim=-1)  # [L, H, T, 2]
+        right += stops_right(ends.sum(dim=-1)).float()  # a head alone: its attention on either end
+        stop_heads = ends.flatten(0, 1) if model.stop_layers == "all" else ends[-1]
+        if gate.dim() == 1:  # stop_ends="either"
+            gated = torch.einsum("h,ht->t", gate, stop_heads.sum(dim=-1))
+        else:  # "gated": over (head, end) pairs
+            gated = torch.einsum("he,hte->t", gate, stop_heads)
+        gated_right += int(stops_right(gated))
     return right / len(rows), gated_right / len(rows)
 
 
@@ -69,7 +73,11 @@ def main() -> None:
     model.eval()
     gate = model.stop_gate_weights().detach()
     whose = "every layer's" if model.stop_layers == "all" else "the last layer's"
-    print(f"stop gate over {whose} heads:", " ".join(f"{value:.3f}" for value in gate.tolist()))
+    if gate.dim() == 1:
+        print(f"stop gate over {whose} heads:", " ".join(f"{value:.3f}" for value in gate.tolist()))
+    else:
+        pairs = (f"{start:.3f}/{end:.3f}" for start, end in gate.tolist())
+        print(f"stop gate over {whose} heads (start/end):", " ".join(pairs))
     for name in args.sets:
         path = args.run_dir / "eval" / f"{name}{PREDICTIONS_SUFFIX}"
         if not path.is_file():

@@ -181,6 +181,12 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
         (
             lookup,
             "lookup_transformer",
+            ["model.transformer.stop_ends=gated"],
+            "stop_ends: 'gated' .* needs stop_from_attention: true",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
             ["model.transformer.cross_attention_options={location: {sigma_min: 0.1}}"],
             "cross_attention_options names location, which no cross-attention head is",
         ),

@@ -474,9 +474,42 @@ def test_stop_from_attention_is_the_gated_attention_on_the_start_and_the_last_so
     assert model.stop_gate.grad is not None and bool(model.stop_gate.grad.abs().sum() > 0)
 
 
+@pytest.mark.parametrize("stop_layers", ["last", "all"])
+def test_a_gated_stop_weighs_each_head_on_each_end(stop_layers):
+    """``stop_ends="gated"``: ``p(<eos>) = Σ_h g_h,start α_h,start + g_h,end α_h,end``, ``g`` one
+    softmax over all (head, end) pairs; cached decoding gives the same stop, and the gate learns."""
+    model = build("sinusoidal", stop_from_attention=True, stop_layers=stop_layers, stop_ends="gated")
+    stop_heads = 2 if stop_layers == "last" else 4
+    assert model.stop_gate is not None and model.stop_gate.shape == (stop_heads, 2)
+    weights = torch.linspace(-1.0, 1.5, 2 * stop_heads).view(stop_heads, 2)
+    with torch.no_grad():
+        model.stop_gate.copy_(weights)
+    gate = model.stop_gate_weights()
+    torch.testing.assert_close(gate, torch.softmax(weights.flatten(), dim=0).view(stop_heads, 2))
+    source, mask = padded_batch(SOURCES)
+    output = model(source, mask, TARGET_INPUT)
+    maps = model.cross_attention_maps(source, mask, TARGET_INPUT)  # [B, L, H, T, S]
+    maps = maps[:, -1] if stop_layers == "last" else maps.flatten(1, 2)
+    last = torch.tensor([len(seq) - 1 for seq in SOURCES])
+    on_start, on_end = 1 - maps.sum(dim=-1), maps[torch.arange(3), :, :, last]  # [B, H, T] each
+    stop = (gate[None, :, 0, None] * on_start + gate[None, :, 1, None] * on_end).sum(dim=1)
+    expected = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * stop
+    torch.testing.assert_close(output.logits[..., EOS].exp(), expected.detach(), rtol=1e-5, atol=1e-6)
+    either = build("sinusoidal", stop_from_attention=True, stop_layers=stop_layers)  # same seed, same heads
+    assert not torch.allclose(either(source, mask, TARGET_INPUT).logits, output.logits)
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        step_log_probs, _, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(step_log_probs, output.logits[:, t], rtol=1e-5, atol=1e-5)
+    output.logits[..., EOS].sum().backward()
+    assert model.stop_gate.grad is not None and bool((model.stop_gate.grad != 0).all())
+
+
 def test_stop_layers_must_be_known():
     with pytest.raises(ValueError, match="stop_layers must be one of"):
         build("sinusoidal", stop_from_attention=True, stop_layers="first")
+    with pytest.raises(ValueError, match="stop_ends must be one of"):
+        build("sinusoidal", stop_from_attention=True, stop_ends="start")
     with pytest.raises(ValueError, match="stop_gate_scale must be > 0"):
         build("sinusoidal", stop_from_attention=True, stop_gate_scale=0.0)
 

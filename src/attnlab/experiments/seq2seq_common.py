@@ -123,6 +123,9 @@ class TransformerModelConfig:
     (:class:`attnlab.models.transformer.TransformerSeq2Seq`); only with ``stop_from_attention``."""
     stop_detached: bool = False
     """The stop reads the heads' attention without training it (its loss trains the gate alone)."""
+    stop_ends: Literal["either", "gated"] = "either"
+    """``either``: the gate is over heads, each read on both ends of the source; ``gated``: over
+    (head, end) pairs, so the model learns which end stops it; only with ``stop_from_attention``."""
     end_marker: bool = False
     """Append a learned end-of-command position to every source, which the stop from the attention
     then reads as the source's end (SCAN, whose commands end in a word)."""
@@ -145,7 +148,7 @@ class TransformerModelConfig:
 
     def __post_init__(self) -> None:
         defaults = {option.name: option.default for option in fields(self)}
-        for option in ("stop_layers", "stop_gate_scale", "stop_detached"):
+        for option in ("stop_layers", "stop_gate_scale", "stop_detached", "stop_ends"):
             value = getattr(self, option)
             if value != defaults[option] and not self.stop_from_attention:
                 raise ValueError(
@@ -181,6 +184,7 @@ def build_transformer(
         stop_layers=config.stop_layers,
         stop_gate_scale=config.stop_gate_scale,
         stop_detached=config.stop_detached,
+        stop_ends=config.stop_ends,
         end_marker=config.end_marker,
         attender_keys=config.attender_keys,
         norm=config.norm,

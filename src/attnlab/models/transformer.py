@@ -49,7 +49,12 @@ the first word lands there). The heads are the last decoder layer's by default; 
 Tables two seeds trained a layer-0 head that stops right on every example (interpolation and long
 1–5) while every last-layer head walked backward through the noise to the start position, so the
 stop read from the last layer failed (docs/results.md, issue 28, session 32;
-``scripts/transformer_stop_heads.py``). The other tokens get
+``scripts/transformer_stop_heads.py``). With ``stop_ends="gated"`` the gate is over (head, end)
+pairs, ``p(<eos>) = Σ_h (g_h,start α_h,start + g_h,end α_h,end)``, ``g`` a softmax over all of
+them: the model learns which end means done (the start on Reversed, the final token on Long and
+Noisy-start), so the stop's gradient pulls a head towards that end only, not towards whichever end
+it reaches first (on Reversed read from every layer, "either end" turned every head to a forward
+walk: docs/results.md, issue 28, sessions 34–35). The other tokens get
 ``(1 − p(<eos>)) softmax_{y ≠ <eos>}(W x + b)``;
 the logits returned are these log-probabilities. The attention returned (and
 :meth:`TransformerSeq2Seq.cross_attention_maps`) covers the source's own tokens only, so it lines
@@ -127,6 +132,11 @@ ATTENDER_KEYS = ("memory", "embeddings", "local")
 STOP_LAYERS = ("last", "all")
 """Whose cross-attention heads the stop of ``stop_from_attention`` is read from
 (``TransformerSeq2Seq(stop_layers=...)``): the last decoder layer's, or every decoder layer's."""
+
+STOP_ENDS = ("either", "gated")
+"""How the stop of ``stop_from_attention`` reads the two ends of the source
+(``TransformerSeq2Seq(stop_ends=...)``): a head's attention on either end, or a gate over (head,
+end) pairs."""
 
 STOP_FLOOR = 0.01
 """With ``stop_from_attention``, ``p(<eos>)`` is kept in ``[ε, 1 − ε]`` (``ε`` this floor): the
@@ -460,6 +470,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``False``). Read from every layer, the stop's gradient can turn a head from the walk that
             reads the input to a walk that only reaches an end at the right step (Reversed Lookup
             Tables, docs/results.md, issue 28, session 34).
+        stop_ends: ``"either"`` (default: the gate is over heads, each reading its attention on
+            both ends) or ``"gated"`` (the gate is over (head, end) pairs, so the model learns
+            which end stops it; module docstring); only with ``stop_from_attention``.
         end_marker: append a learned end-of-command position to every source (module docstring),
             which then is the source's last token; sources must be right-padded.
         attender_keys: what the attender heads' keys are projected from: ``"memory"`` (default,
@@ -501,6 +514,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         stop_layers: str = "last",
         stop_gate_scale: float = 1.0,
         stop_detached: bool = False,
+        stop_ends: str = "either",
         end_marker: bool = False,
         attender_keys: str = "memory",
         norm: str = "pre",
@@ -527,6 +541,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"stop_gate_scale must be > 0, got {stop_gate_scale}")
         if stop_layers not in STOP_LAYERS:
             raise ValueError(f"stop_layers must be one of {list(STOP_LAYERS)}, got {stop_layers!r}")
+        if stop_ends not in STOP_ENDS:
+            raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
         self.d_model, self.positional, self.norm = d_model, positional, norm
@@ -573,9 +589,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if tied_output:
             self.output.weight = self.target_embedding.weight
         self.stop_from_attention, self.stop_layers = stop_from_attention, stop_layers
-        self.stop_gate_scale, self.stop_detached = stop_gate_scale, stop_detached
+        self.stop_gate_scale, self.stop_detached, self.stop_ends = stop_gate_scale, stop_detached, stop_ends
         stop_heads = heads * (decoder_layers if stop_layers == "all" else 1)
-        self.stop_gate = nn.Parameter(torch.zeros(stop_heads)) if stop_from_attention else None
+        gate_shape = (stop_heads,) if stop_ends == "either" else (stop_heads, 2)
+        self.stop_gate = nn.Parameter(torch.zeros(gate_shape)) if stop_from_attention else None
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
@@ -641,10 +658,13 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
 
     def stop_gate_weights(self) -> torch.Tensor:
         """The gate ``g = softmax(stop_gate_scale · w)`` of ``stop_from_attention`` over its heads
-        (the last layer's, or with ``stop_layers="all"`` every layer's, layer by layer)."""
+        (the last layer's, or with ``stop_layers="all"`` every layer's, layer by layer): ``[H']``,
+        or with ``stop_ends="gated"`` ``[H', 2]`` over (head, end) pairs (column 0 the start,
+        1 the end), the softmax over all of them."""
         if self.stop_gate is None:
             raise ValueError("the model has no stop gate: it was built without stop_from_attention")
-        return torch.softmax(self.stop_gate_scale * self.stop_gate, dim=0)
+        logits = self.stop_gate_scale * self.stop_gate
+        return torch.softmax(logits.flatten(), dim=0).view_as(logits)
 
     def _readout(self, x: torch.Tensor, weights: torch.Tensor, end_positions: torch.Tensor) -> torch.Tensor:
         """Logits ``[B, T, V]`` of the decoder's output ``x``; with ``stop_from_attention`` the
@@ -656,8 +676,12 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if self.stop_detached:
             weights = weights.detach()
         index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
-        on_end = weights.gather(3, index).squeeze(3) + weights[..., 0]  # [B, H, T]: either end
-        stop = torch.einsum("h,bht->bt", self.stop_gate_weights(), on_end).unsqueeze(-1)
+        ends = torch.stack([weights[..., 0], weights.gather(3, index).squeeze(3)], dim=-1)  # [B, H, T, 2]
+        gate = self.stop_gate_weights()
+        if self.stop_ends == "either":
+            stop = torch.einsum("h,bht->bt", gate, ends.sum(dim=-1)).unsqueeze(-1)
+        else:
+            stop = torch.einsum("he,bhte->bt", gate, ends).unsqueeze(-1)
         stop = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * stop
         return stop_log_probs(logits, self.eos_id, stop, 1 - stop)
 
