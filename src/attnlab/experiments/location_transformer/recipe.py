@@ -17,8 +17,6 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   heads (``model.transformer.stop_gate_scale=10``);
 * ``lookup_stop_detached`` (``lookup_transformer_stop_detached``): the same with a stop whose loss
   trains the gate alone, not the heads (``model.transformer.stop_detached``);
-* ``lookup_stop_gated`` (``lookup_transformer_stop_gated``): the gate ×10 stop, attached, with its
-  gate over (head, end) pairs (``model.transformer.stop_ends=gated``);
 * ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_stop`` (``scan_transformer_stop``): the length split with ``<eos>`` from every layer's
   attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
@@ -27,7 +25,7 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40); all ten parts are 647 runs, roughly 200–300 CPU-hours, so
+positions test accuracy still rose at epoch 40); all nine parts are 584 runs, roughly 200–300 CPU-hours, so
 ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps start their
 runs seed by seed, so a part stopped halfway has every row at one seed.
 
@@ -82,7 +80,6 @@ PARTS: dict[str, str] = {
     "lookup_stop_all_layers": "lookup_transformer_stop_all_layers",
     "lookup_stop_gate10": "lookup_transformer_stop_gate10",
     "lookup_stop_detached": "lookup_transformer_stop_detached",
-    "lookup_stop_gated": "lookup_transformer_stop_gated",
     "scan": "scan_transformer",
     "scan_stop": "scan_transformer_stop",
     "scan_simple": "scan_transformer_simple",
@@ -96,7 +93,6 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "lookup_stop_all_layers": "long5",
     "lookup_stop_gate10": "long5",
     "lookup_stop_detached": "long5",
-    "lookup_stop_gated": "long5",
     "scan": "test",
     "scan_stop": "test",
     "scan_simple": "test",
@@ -262,12 +258,10 @@ LOOKUP_STOP_PARTS: dict[str, str] = {
     "lookup_stop_all_layers": "shift + stop, all layers",
     "lookup_stop_gate10": "shift + stop, all layers, gate ×10",
     "lookup_stop_detached": "shift + stop, all layers, gate ×10, detached",
-    "lookup_stop_gated": "shift + stop, all layers, gate ×10 over (head, end)",
 }
 """The Lookup parts with the stop from the attention → their column: from the last layer's
 attention; + all layers: from every layer's; + gate ×10: from every layer's through the sharper
-gate; + detached: that stop's loss training the gate alone; + over (head, end): that gate, attached,
-over each head's start and end."""
+gate; + detached: that stop's loss training the gate alone."""
 
 LOOKUP_COLUMNS: tuple[str, ...] = ("dot", "shift", *LOOKUP_STOP_PARTS.values())
 """A Lookup table's columns, the kinds of model (dot and shift heads of the ``lookup`` part, with
