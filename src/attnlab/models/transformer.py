@@ -54,7 +54,10 @@ pairs, ``p(<eos>) = Σ_h (g_h,start α_h,start + g_h,end α_h,end)``, ``g`` a so
 them: the model learns which end means done (the start on Reversed, the final token on Long and
 Noisy-start), so the stop's gradient pulls a head towards that end only, not towards whichever end
 it reaches first (on Reversed read from every layer, "either end" turned every head to a forward
-walk: docs/results.md, issue 28, sessions 34–35). The other tokens get
+walk). Measured (docs/results.md, issue 28, session 35): it fixes that on Reversed (two probes at
+100% on long 1–5, the gate on the start), but the gate learns whichever end the heads reach on the
+training lengths, and on Noisy-start a probe's gate chose the start, where a head walked back
+through the noise, and stopped early from long 1 (0.0%). The other tokens get
 ``(1 − p(<eos>)) softmax_{y ≠ <eos>}(W x + b)``;
 the logits returned are these log-probabilities. The attention returned (and
 :meth:`TransformerSeq2Seq.cross_attention_maps`) covers the source's own tokens only, so it lines
