@@ -554,6 +554,30 @@ def test_a_detached_stop_trains_the_gate_and_not_the_heads(stop_layers):
     assert "stop_gate" in moved(attached) and any(".cross_attention." in name for name in moved(attached))
 
 
+def test_stop_head_gradient_scales_what_the_stop_teaches_the_heads():
+    """``stop_head_gradient`` λ: the same stop; the gate's gradient unchanged, the heads' (and what
+    feeds them) λ times the attached stop's."""
+    source, mask = padded_batch(SOURCES)
+    options = {"stop_from_attention": True, "stop_layers": "all"}
+    grads, stops = [], []
+    for model in (build(**options), build(**options, stop_head_gradient=0.25)):
+        model.train(False)
+        log_stop = model(source, mask, TARGET_INPUT).logits[..., EOS].sum()
+        log_stop.backward()
+        stops.append(log_stop.detach())
+        grads.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+    torch.testing.assert_close(stops[0], stops[1])
+    torch.testing.assert_close(grads[1]["stop_gate"], grads[0]["stop_gate"])
+    heads = [name for name in grads[0] if ".cross_attention." in name and grads[0][name].abs().sum() > 0]
+    assert heads
+    for name in heads:
+        torch.testing.assert_close(grads[1][name], 0.25 * grads[0][name], rtol=1e-4, atol=1e-7)
+    with pytest.raises(ValueError, match="stop_head_gradient must be in"):
+        build(**options, stop_head_gradient=1.5)
+    with pytest.raises(ValueError, match="stop_detached already sends none"):
+        build(**options, stop_detached=True, stop_head_gradient=0.5)
+
+
 def test_without_stop_from_attention_eos_is_an_output_layer_token():
     model = build("sinusoidal")
     assert model.stop_gate is None and not any("stop_gate" in name for name, _ in model.named_parameters())

@@ -123,6 +123,8 @@ class TransformerModelConfig:
     (:class:`attnlab.models.transformer.TransformerSeq2Seq`); only with ``stop_from_attention``."""
     stop_detached: bool = False
     """The stop reads the heads' attention without training it (its loss trains the gate alone)."""
+    stop_head_gradient: float = 1.0
+    """The share of the stop's gradient that reaches the heads (1: all; ``stop_detached`` is 0)."""
     stop_ends: Literal["either", "gated"] = "either"
     """``either``: the gate is over heads, each read on both ends of the source; ``gated``: over
     (head, end) pairs, so the model learns which end stops it; only with ``stop_from_attention``."""
@@ -148,7 +150,7 @@ class TransformerModelConfig:
 
     def __post_init__(self) -> None:
         defaults = {option.name: option.default for option in fields(self)}
-        for option in ("stop_layers", "stop_gate_scale", "stop_detached", "stop_ends"):
+        for option in ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends"):
             value = getattr(self, option)
             if value != defaults[option] and not self.stop_from_attention:
                 raise ValueError(
@@ -184,6 +186,7 @@ def build_transformer(
         stop_layers=config.stop_layers,
         stop_gate_scale=config.stop_gate_scale,
         stop_detached=config.stop_detached,
+        stop_head_gradient=config.stop_head_gradient,
         stop_ends=config.stop_ends,
         end_marker=config.end_marker,
         attender_keys=config.attender_keys,

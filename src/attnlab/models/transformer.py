@@ -473,6 +473,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``False``). Read from every layer, the stop's gradient can turn a head from the walk that
             reads the input to a walk that only reaches an end at the right step (Reversed Lookup
             Tables, docs/results.md, issue 28, session 34).
+        stop_head_gradient: the share of the stop's gradient that reaches the heads (default 1:
+            all of it; ``stop_detached=True`` is 0); the stop's value is the same. Between the
+            two: the heads' walk still learns where the stop is, less strongly than from their
+            output tokens (docs/results.md, issue 28, session 35).
         stop_ends: ``"either"`` (default: the gate is over heads, each reading its attention on
             both ends) or ``"gated"`` (the gate is over (head, end) pairs, so the model learns
             which end stops it; module docstring); only with ``stop_from_attention``.
@@ -517,6 +521,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         stop_layers: str = "last",
         stop_gate_scale: float = 1.0,
         stop_detached: bool = False,
+        stop_head_gradient: float = 1.0,
         stop_ends: str = "either",
         end_marker: bool = False,
         attender_keys: str = "memory",
@@ -544,6 +549,13 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"stop_gate_scale must be > 0, got {stop_gate_scale}")
         if stop_layers not in STOP_LAYERS:
             raise ValueError(f"stop_layers must be one of {list(STOP_LAYERS)}, got {stop_layers!r}")
+        if not 0.0 <= stop_head_gradient <= 1.0:
+            raise ValueError(f"stop_head_gradient must be in [0, 1], got {stop_head_gradient}")
+        if stop_detached and stop_head_gradient != 1.0:
+            raise ValueError(
+                "stop_detached already sends none of the stop's gradient to the heads; "
+                "drop stop_head_gradient"
+            )
         if stop_ends not in STOP_ENDS:
             raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
         if embedding_init not in EMBEDDING_INITS:
@@ -593,6 +605,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             self.output.weight = self.target_embedding.weight
         self.stop_from_attention, self.stop_layers = stop_from_attention, stop_layers
         self.stop_gate_scale, self.stop_detached, self.stop_ends = stop_gate_scale, stop_detached, stop_ends
+        self.stop_head_gradient = stop_head_gradient
         stop_heads = heads * (decoder_layers if stop_layers == "all" else 1)
         gate_shape = (stop_heads,) if stop_ends == "either" else (stop_heads, 2)
         self.stop_gate = nn.Parameter(torch.zeros(gate_shape)) if stop_from_attention else None
@@ -678,6 +691,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             return logits
         if self.stop_detached:
             weights = weights.detach()
+        elif self.stop_head_gradient != 1.0:  # the same values, a scaled gradient to the heads
+            weights = weights.detach() + self.stop_head_gradient * (weights - weights.detach())
         index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
         ends = torch.stack([weights[..., 0], weights.gather(3, index).squeeze(3)], dim=-1)  # [B, H, T, 2]
         gate = self.stop_gate_weights()
