@@ -33,6 +33,7 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     _finish(tmp_path, "lookup_stop_all_layers", stop, 1, _lookup_results(97.5))
     _finish(tmp_path, "lookup_stop_gate10", stop, 2, _lookup_results(99.0))
     _finish(tmp_path, "lookup_stop_detached", stop, 0, _lookup_results(98.0))
+    _finish(tmp_path, "lookup_stop_gradient01", stop, 0, _lookup_results(96.0))
     dot = {**stop, "model.transformer.cross_attention": "dot"}
     _finish(tmp_path, "lookup", dot, 0, _lookup_results(0.0))
     reversed_shift = {
@@ -67,17 +68,18 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     reversed_table = long5.split("**Reversed Lookup Tables**")[1]
     header = (
         "| dot | shift | shift + stop | shift + stop, all layers | shift + stop, all layers, gate ×10 "
-        "| shift + stop, all layers, gate ×10, detached |"
+        "| shift + stop, all layers, gate ×10, detached "
+        "| shift + stop, all layers, gate ×10, gradient ×0.1 |"
     )
     assert header in long_table and header in reversed_table
     # sinusoidal: dot 0.0 (n=1), shift blank, shift + stop 95.0 ± 7.1 (n=2), from all layers 97.5
-    # (n=1), through the sharper gate 99.0 (n=1), detached 98.0 (n=1)
+    # (n=1), through the sharper gate 99.0 (n=1), detached 98.0 (n=1), over (head, end) 96.0 (n=1)
     row = (
         "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) | 97.5 ± 0.0 (n=1) | 99.0 ± 0.0 (n=1) "
-        "| 98.0 ± 0.0 (n=1) |"
+        "| 98.0 ± 0.0 (n=1) | 96.0 ± 0.0 (n=1) |"
     )
     assert row in long_table
-    assert "| rope |  | 40.0 ± 0.0 (n=1) |  |  |  |  |" in reversed_table
+    assert "| rope |  | 40.0 ± 0.0 (n=1) |  |  |  |  |  |" in reversed_table
     assert "| rope |" not in long_table  # no Long run with RoPE finished
     assert "Noisy-start" not in long5  # a variant with no finished run gets no table
     assert "| sinusoidal | 100.0 ± 0.0 (n=1) |  | 90.0 ± 14.1 (n=2) |" in long1

@@ -121,6 +121,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer_stop_all_layers": 63,
         "lookup_transformer_stop_gate10": 63,
         "lookup_transformer_stop_detached": 63,
+        "lookup_transformer_stop_gradient01": 63,
         "lookup_transformer_stop_keys": 36,
         "lookup_transformer_stop_machine_tasks": 63,
         "raffel2015_addition_lr": 24,
@@ -134,6 +135,13 @@ def test_every_builtin_spec_expands_into_valid_runs():
         for run in expand(load_spec("lookup_transformer_stop_detached"))
     ]
     assert {(model.stop_detached, model.stop_gate_scale) for model in detached} == {(True, 10.0)}
+    partial = [
+        lookup.EXPERIMENT.parse_config(run.config).model.transformer
+        for run in expand(load_spec("lookup_transformer_stop_gradient01"))
+    ]
+    assert {(model.stop_head_gradient, model.stop_detached, model.stop_gate_scale) for model in partial} == {
+        (0.1, False, 10.0)
+    }
     for name in ("lookup_transformer_machine_tasks", "lookup_transformer_stop_machine_tasks"):
         configs = [lookup.EXPERIMENT.parse_config(run.config) for run in expand(load_spec(name))]
         assert {config.data.protocol for config in configs} == {"machine_tasks"}

@@ -17,6 +17,8 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   heads (``model.transformer.stop_gate_scale=10``);
 * ``lookup_stop_detached`` (``lookup_transformer_stop_detached``): the same with a stop whose loss
   trains the gate alone, not the heads (``model.transformer.stop_detached``);
+* ``lookup_stop_gradient01`` (``lookup_transformer_stop_gradient01``): the gate ×10 stop with a tenth
+  of its gradient reaching the heads (``model.transformer.stop_head_gradient=0.1``);
 * ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_stop`` (``scan_transformer_stop``): the length split with ``<eos>`` from every layer's
   attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
@@ -25,7 +27,7 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40); all nine parts are 584 runs, roughly 200–300 CPU-hours, so
+positions test accuracy still rose at epoch 40); all ten parts are 647 runs, roughly 200–300 CPU-hours, so
 ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps start their
 runs seed by seed, so a part stopped halfway has every row at one seed.
 
@@ -80,6 +82,7 @@ PARTS: dict[str, str] = {
     "lookup_stop_all_layers": "lookup_transformer_stop_all_layers",
     "lookup_stop_gate10": "lookup_transformer_stop_gate10",
     "lookup_stop_detached": "lookup_transformer_stop_detached",
+    "lookup_stop_gradient01": "lookup_transformer_stop_gradient01",
     "scan": "scan_transformer",
     "scan_stop": "scan_transformer_stop",
     "scan_simple": "scan_transformer_simple",
@@ -93,6 +96,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "lookup_stop_all_layers": "long5",
     "lookup_stop_gate10": "long5",
     "lookup_stop_detached": "long5",
+    "lookup_stop_gradient01": "long5",
     "scan": "test",
     "scan_stop": "test",
     "scan_simple": "test",
@@ -258,10 +262,12 @@ LOOKUP_STOP_PARTS: dict[str, str] = {
     "lookup_stop_all_layers": "shift + stop, all layers",
     "lookup_stop_gate10": "shift + stop, all layers, gate ×10",
     "lookup_stop_detached": "shift + stop, all layers, gate ×10, detached",
+    "lookup_stop_gradient01": "shift + stop, all layers, gate ×10, gradient ×0.1",
 }
 """The Lookup parts with the stop from the attention → their column: from the last layer's
 attention; + all layers: from every layer's; + gate ×10: from every layer's through the sharper
-gate; + detached: that stop's loss training the gate alone."""
+gate; + detached: that stop's loss training the gate alone; + gradient ×0.1: a tenth of it reaching
+the heads."""
 
 LOOKUP_COLUMNS: tuple[str, ...] = ("dot", "shift", *LOOKUP_STOP_PARTS.values())
 """A Lookup table's columns, the kinds of model (dot and shift heads of the ``lookup`` part, with
