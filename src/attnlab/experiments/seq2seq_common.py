@@ -66,15 +66,15 @@ def changed_options(config: Any, names: Iterable[str] | None = None) -> list[str
 
 
 def check_architecture_options(
-    architecture: str, transformer: TransformerModelConfig, other_options: list[str], other: str
+    architecture: str, transformer: TransformerModelConfig, recurrent_options: list[str]
 ) -> None:
     """Refuse options that the model's ``architecture`` would ignore: with ``transformer``, the
-    ``other_options`` set (changed from their defaults: the options of the ``other`` models); with
+    ``recurrent_options`` set (changed from their defaults: the recurrent models' options); with
     any other architecture, any ``transformer.*`` option set. A run's saved config holds every
     option at its value, so only changed values can be told apart from options left alone."""
-    if architecture == "transformer" and other_options:
+    if architecture == "transformer" and recurrent_options:
         raise ValueError(
-            f"{', '.join(other_options)}: option(s) of the {other} model, which architecture: "
+            f"{', '.join(recurrent_options)}: option(s) of the recurrent model, which architecture: "
             "transformer ignores; the Transformer's options are under transformer "
             "(e.g. transformer.cross_attention, transformer.d_model)"
         )
@@ -149,12 +149,11 @@ class TransformerModelConfig:
     """The output layer's weights are the target embeddings (Press & Wolf 2017; Csordás et al.)."""
 
     def __post_init__(self) -> None:
-        defaults = {option.name: option.default for option in fields(self)}
-        for option in ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends"):
-            value = getattr(self, option)
-            if value != defaults[option] and not self.stop_from_attention:
+        stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
+        for option in changed_options(self, stop_options):
+            if not self.stop_from_attention:
                 raise ValueError(
-                    f"{option}: {value!r} is an option of the stop read from the attention; "
+                    f"{option}: {getattr(self, option)!r} is an option of the stop read from the attention; "
                     "it needs stop_from_attention: true"
                 )
         head_names = cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)

@@ -604,8 +604,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if tied_output:
             self.output.weight = self.target_embedding.weight
         self.stop_from_attention, self.stop_layers = stop_from_attention, stop_layers
-        self.stop_gate_scale, self.stop_detached, self.stop_ends = stop_gate_scale, stop_detached, stop_ends
-        self.stop_head_gradient = stop_head_gradient
+        self.stop_gate_scale, self.stop_ends = stop_gate_scale, stop_ends
+        self.stop_head_gradient = 0.0 if stop_detached else stop_head_gradient
         stop_heads = heads * (decoder_layers if stop_layers == "all" else 1)
         gate_shape = (stop_heads,) if stop_ends == "either" else (stop_heads, 2)
         self.stop_gate = nn.Parameter(torch.zeros(gate_shape)) if stop_from_attention else None
@@ -689,7 +689,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         logits = self.output(x)
         if self.stop_gate is None:
             return logits
-        if self.stop_detached:
+        if self.stop_head_gradient == 0.0:  # stop_detached: no backward pass through the heads
             weights = weights.detach()
         elif self.stop_head_gradient != 1.0:  # the same values, a scaled gradient to the heads
             weights = weights.detach() + self.stop_head_gradient * (weights - weights.detach())

@@ -67,7 +67,7 @@ class Seq2SeqModelConfig:
 
     def __post_init__(self) -> None:
         recurrent = [name for name in changed_options(self) if name not in ("architecture", "transformer")]
-        check_architecture_options(self.architecture, self.transformer, recurrent, "recurrent")
+        check_architecture_options(self.architecture, self.transformer, recurrent)
         if self.transformer.end_marker:
             raise ValueError(
                 "transformer.end_marker is for sources without an end token (SCAN); a Lookup Tables "

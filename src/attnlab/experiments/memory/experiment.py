@@ -110,8 +110,6 @@ class MemoryDataConfig:
             raise ValueError(f"test_size must be >= 1, got {self.test_size}")
         if self.eval_batch_size < 1:
             raise ValueError(f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
-        if self.eval_batch_size < 1:
-            raise ValueError(f"eval_batch_size must be >= 1, got {self.eval_batch_size}")
 
 
 @dataclass

@@ -120,7 +120,7 @@ class ScanModelConfig:
         recurrent = changed_options(
             self, ("embedding_dim", "encoder_hidden_dim", "encoder_layers", "decoder_hidden_dim", "dropout")
         )
-        check_architecture_options(self.architecture, self.transformer, recurrent, "recurrent")
+        check_architecture_options(self.architecture, self.transformer, recurrent)
         if self.architecture != "syntactic_attention" and (
             self.translation_encoder != "linear"
             or self.translate_from_context
