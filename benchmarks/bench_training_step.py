@@ -13,6 +13,8 @@ Usage::
         --variant "shift: model.transformer.cross_attention=shift" [--updates 20] [--rounds 3] [key=value ...]
 
 Overrides after the options apply to every variant. A variant is ``NAME: key=value key=value``.
+``--compiled NAME`` runs that variant's model through ``torch.compile(model, dynamic=True)``; its
+warm-up is then a whole round, so that compiling (for every batch shape) is not timed.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ def main() -> None:
     parser.add_argument("--variant", action="append", required=True, help="'NAME: key=value ...'")
     parser.add_argument("--updates", type=int, default=20, help="updates in one timed round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best is reported")
+    parser.add_argument(
+        "--compiled", action="append", default=[], help="a variant NAME to run through torch.compile"
+    )
     parser.add_argument("overrides", nargs="*", help="key=value for every variant")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -88,8 +93,16 @@ def main() -> None:
     for spec in args.variant:
         name, _, rest = spec.partition(":")
         variants.append(build(name.strip(), args.config, args.overrides + shlex.split(rest), args.updates))
-    for variant in variants:  # warm-up: first calls allocate and pick kernels
-        one_round(Variant(variant.name, variant.model, variant.task, variant.optimizer, variant.batches[:2]))
+    unknown = sorted(set(args.compiled) - {variant.name for variant in variants})
+    if unknown:
+        parser.error(f"--compiled names no variant: {', '.join(unknown)}")
+    for variant in variants:  # warm-up: first calls allocate and pick kernels (and compile)
+        if variant.name in args.compiled:
+            variant.model = torch.compile(variant.model, dynamic=True)  # type: ignore[assignment]
+            one_round(variant)
+        else:
+            short = Variant(variant.name, variant.model, variant.task, variant.optimizer, variant.batches[:2])
+            one_round(short)
     best = {variant.name: float("inf") for variant in variants}
     for _ in range(args.rounds):
         for variant in variants:
