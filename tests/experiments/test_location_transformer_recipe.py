@@ -191,12 +191,15 @@ def test_failure_plots_show_the_first_wrong_example_of_each_cell(scan_files, tmp
     text = recipe.report(tmp_path, failure_plots=True)
 
     failures = text.split("Where each cell goes wrong")[1]
-    plotted = next(line for line in failures.splitlines() if f"{run.cell} · seed 0" in line)
+    plotted = next(
+        line for line in failures.splitlines() if "| scan · length, relative, dot · seed 0 |" in line
+    )
     assert f"| test | #{first_wrong} |" in plotted
     link = plotted.split("](")[1].split(")")[0]
     assert link == f"scan/{run.cell}/seed0/plots/attention_test_{first_wrong}.png"
     assert (tmp_path / link).stat().st_size > 1000
-    assert "| none wrong |" in next(line for line in failures.splitlines() if run_all_right.cell in line)
+    all_right_row = "| scan · addprim_jump, relative, dot · seed 1 |"
+    assert "| none wrong |" in next(line for line in failures.splitlines() if all_right_row in line)
     assert "no long5.predictions.tsv" in next(line for line in failures.splitlines() if "lookup_stop" in line)
     assert "Where each cell goes wrong" not in recipe.report(tmp_path)
 
@@ -248,6 +251,7 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
         in table
     )
     assert "| 24 | 3,584 | 50.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 0 |  |  |" in table
-    assert "| scan_stop · model.transformer.positional=none," in table
+    assert "| scan_stop · none, dot |" in table
+    assert "| scan · length, rope, shift |" in table and "| scan_cutoffs · 24, relative, dot |" in table
     assert "| 22 | 776 | 90.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 3,144 | 10.0 ± 0.0 (n=1) |" in table
-    assert "=26" not in table and "addprim_jump" not in table
+    assert "scan_cutoffs · 26," not in table and "addprim_jump" not in table

@@ -365,7 +365,7 @@ def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     N from 24 up all of them."""
     rows = {}
     for part, cells in found.items():
-        for cell, entry in cells.items():
+        for entry in cells.values():
             cutoff = _length_cutoff(part, entry["params"])
             test = entry["results"].get("test", {})
             if cutoff is None or "long_sentence_examples" not in test:
@@ -380,7 +380,7 @@ def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
                 _stats(test.get("seq_acc_long_sentence")),
                 _stats(test.get("seq_acc_given_length_long_sentence")),
             )
-            rows[f"{part} · {cell}"] = dict(zip(SENTENCE_COLUMNS, text))
+            rows[cell_label(part, entry["params"])] = dict(zip(SENTENCE_COLUMNS, text))
     if not rows:
         return NO_RUNS
     return format_table(rows, list(SENTENCE_COLUMNS), markdown=True)
@@ -397,6 +397,13 @@ def _length_cutoff(part: str, params: Mapping[str, Any]) -> int | None:
 
 def _stats(stats: Mapping[str, float] | None) -> str:
     return "" if stats is None else stats_text(stats, count=True)
+
+
+def cell_label(part: str, params: Mapping[str, Any]) -> str:
+    """A row label for a sweep cell: its part and grid values in the grid's order, e.g.
+    ``scan_stop · relative, dot`` for the run directory ``scan_stop/model.transformer.positional=
+    relative,model.transformer.cross_attention=dot``."""
+    return f"{part} · " + ", ".join(str(value) for value in params.values())
 
 
 def _scheme_heads(params: Mapping[str, Any]) -> str:
@@ -468,7 +475,9 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
             if totals["examples"]:
                 row = {"test set": test_set, "seeds": str(len(entry["seeds"]))}
                 row["wrong"] = f"{totals['wrong']:,} / {totals['examples']:,}"
-                rows[f"{part} · {cell}"] = row | {kind: f"{totals[kind]:,}" for kind in ERROR_KINDS}
+                rows[cell_label(part, entry["params"])] = row | {
+                    kind: f"{totals[kind]:,}" for kind in ERROR_KINDS
+                }
     if not rows:
         return "(no predictions files)"
     return format_table(rows, ["test set", "seeds", "wrong", *ERROR_KINDS], markdown=True)
@@ -492,7 +501,9 @@ def failure_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
                 entry["seeds"][0],
             )
             run_dir = out_dir / part / cell / f"seed{seed}"
-            rows[f"{part} · {cell} · seed {seed}"] = _failure_plots(out_dir, run_dir, test_set)
+            rows[f"{cell_label(part, entry['params'])} · seed {seed}"] = _failure_plots(
+                out_dir, run_dir, test_set
+            )
     return format_table(rows, ["test set", "example", "attention"], markdown=True)
 
 
