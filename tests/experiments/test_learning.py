@@ -41,6 +41,7 @@ def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
         ("lookup_extrapolate", "long", 4),
         ("lookup_shift", "reversed", 5),
         ("lookup_shift_robust", "reversed", 5),
+        ("lookup_transformer_shift", "reversed", 3),  # issue 28: the location Transformer
     ],
 )
 def test_extrapolating_model_stops_at_the_right_step_on_longer_inputs(tmp_path, config_name, variant, epochs):

@@ -105,6 +105,25 @@ def test_the_csordas2021_config_builds_their_model():
     assert model.output.weight is model.target_embedding.weight
 
 
+def test_the_location_transformer_config_is_the_swept_setting():
+    """``lookup_transformer_shift`` is, for every cell and seed of the sweep
+    ``lookup_transformer_stop_gradient01``, the config that cell trained (so its results are the
+    config's), with the cell's task, positional scheme and seed as overrides."""
+    from attnlab.experiments import sweep
+
+    runs = sweep.expand(sweep.load_spec(sweep.builtin_sweeps()["lookup_transformer_stop_gradient01"]))
+    assert len(runs) == 63
+    for run in runs:
+        overrides = [f"{key}={value}" for key, value in run.params.items()]
+        overrides += [f"training.seed={run.seed}", "training.progress=false"]
+        ours = lookup.EXPERIMENT.parse_config(resolve_config("lookup_transformer_shift", overrides))
+        assert to_dict(ours) == to_dict(lookup.EXPERIMENT.parse_config(run.config)), run.name
+    default = lookup.EXPERIMENT.parse_config(resolve_config("lookup_transformer_shift", []))
+    model = lookup.build_model(default.model, *build_vocabularies([]))
+    assert isinstance(model, TransformerSeq2Seq) and model.stop_head_gradient == 0.1
+    assert model.head_names == [["shift"] * 4] * 2
+
+
 @pytest.mark.parametrize("name, module", [("lookup_transformer", lookup), ("scan_transformer", scan)])
 def test_transformer_configs_stop_at_full_validation_accuracy_or_by_patience(name, module):
     """The issue-28 protocol: stop at 100% validation seqAcc, else after 10 epochs without a lower
