@@ -197,8 +197,15 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             f"--only: {chosen['done']} of {len(report.selected)} runs done, {chosen['failed']} failed, "
             f"{chosen['missing']} missing"
         )
+    busy = (
+        f" ({len(report.busy)} of them trained by another process meanwhile; the sweep that finishes last, "
+        "or this command again, aggregates them)"
+        if report.busy
+        else ""
+    )
     print(
-        f"{counts['done']} done, {counts['failed']} failed, {counts['missing']} missing; results in {out_dir}"
+        f"{counts['done']} done, {counts['failed']} failed, {counts['missing']} missing{busy}; "
+        f"results in {out_dir}"
     )
     if report.failures:
         print(
@@ -212,7 +219,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    """CLI handler: exits with status 1 when some runs failed (bad input raises ``SweepError``)."""
+    """CLI handler: exits with status 1 when some runs failed or are still missing (bad input raises
+    ``SweepError``)."""
     code = run_sweep_command(args)
     if code:
         raise SystemExit(code)

@@ -104,6 +104,31 @@ def test_two_runners_over_one_grid_share_it(tmp_path, tiny_memory_addition, hold
     assert (tmp_path / "out" / "cell" / "aggregate.json").is_file()
 
 
+def test_a_sweep_says_which_missing_runs_another_process_was_training(
+    tmp_path, tiny_memory_addition, holder_of, capsys
+):
+    """Two sweeps on one ``--out``: the one that reaches a run the other trains leaves it missing
+    (exit status 1, since the sweep is not complete) and says why, instead of a bare "1 missing"."""
+    import yaml
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        yaml.safe_dump({"config": "memory_addition", "overrides": tiny_memory_addition, "seeds": [0, 1]})
+    )
+    out = tmp_path / "out"
+    holder = holder_of(out / "base" / "seed0")
+    with pytest.raises(SystemExit) as exit_status:
+        main(["sweep", str(spec), "--out", str(out)])
+    assert exit_status.value.code == 1
+    printed = capsys.readouterr().out
+    assert "busy   base/seed0 (" in printed and f"pid {holder.process.pid}" in printed
+    assert "1 done, 0 failed, 1 missing (1 of them trained by another process meanwhile;" in printed
+    holder.kill()
+    assert main(["sweep", str(spec), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 done, 0 failed, 0 missing; results in" in printed and "another process" not in printed
+
+
 def test_train_refuses_a_run_another_process_trains_and_overwrite_deletes_nothing(
     tmp_path, tiny_memory_addition, holder_of, capsys
 ):

@@ -273,13 +273,15 @@ def _override(key: str, value: Any) -> str:
 class SweepReport:
     """Status of every run after a sweep, and the failures with their error line. ``selected``
     holds the runs this sweep was asked for (all of them, or those of ``only``): ``ok`` is about
-    them, so a sweep run a block at a time succeeds when its block is done."""
+    them, so a sweep run a block at a time succeeds when its block is done. ``busy`` holds the runs
+    left missing because another process was training them (two sweeps on one ``--out``)."""
 
     out_dir: Path
     statuses: dict[str, Status]
     executed: list[str]
     failures: dict[str, str]
     selected: list[str]
+    busy: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -327,9 +329,15 @@ def run_sweep(
         log(f"  skipping failed run {name} (rerun it with --retry-failed or --only {name})")
 
     tasks = [RunTask(name, by_name[name].config, str(by_name[name].run_dir(out_dir))) for name in todo]
-    executed = [outcome.name for outcome in run_tasks(tasks, backend, log)]
+    outcomes = run_tasks(tasks, backend, log)
+    executed = [outcome.name for outcome in outcomes]
 
     statuses = {name: run_status(run.run_dir(out_dir)) for name, run in by_name.items()}
+    busy = [
+        outcome.name
+        for outcome in outcomes
+        if outcome.status == "busy" and statuses[outcome.name] == "missing"
+    ]
     failures = {
         name: _error_line(by_name[name].run_dir(out_dir))
         for name, status in statuses.items()
@@ -337,7 +345,7 @@ def run_sweep(
     }
     _write_failures(out_dir, failures, by_name)
     write_sweep_aggregate(spec, runs, out_dir)
-    return SweepReport(out_dir, statuses, executed, failures, selected)
+    return SweepReport(out_dir, statuses, executed, failures, selected, busy)
 
 
 def execution_order(runs: Sequence[SweepRun], seeds: Sequence[int]) -> list[str]:
