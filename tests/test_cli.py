@@ -85,3 +85,47 @@ def test_readme_data_example_writes_where_git_does_not_track(tmp_path):
         probe = f"{out}/train.tsv"
         ignored = subprocess.run(["git", "check-ignore", "-q", probe], cwd=REPOSITORY, check=False)
         assert Path(out).is_absolute() or ignored.returncode == 0, out
+
+
+def test_configs_lists_each_builtin_config_with_its_first_sentence(capsys):
+    from attnlab.experiments.registry import builtin_configs
+
+    assert main(["configs"]) == 0
+    lines = dict(
+        line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines() if line and " " in line
+    )
+    assert set(builtin_configs()) <= set(lines)
+    assert (
+        lines["lookup"].strip()
+        == "Dubois et al. 2020, §6: recurrent seq2seq on Long Lookup Tables, paper settings."
+    )
+    assert lines["lm_wikitext2"].startswith(
+        "Daniluk et al. (2017) language models on WikiText-2"
+    )  # not cut at "al."
+    assert all(len(lines[name].strip()) <= 100 for name in builtin_configs())
+
+
+def test_config_summary_is_the_first_sentence_cut_to_a_width(tmp_path):
+    from attnlab.cli import config_summary
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "# A model, e.g. a GRU. Second sentence.\n# more\nexperiment: lookup\n# later comment. \n"
+    )
+    assert config_summary(path) == "A model, e.g. a GRU."
+    path.write_text("# " + "word " * 40 + "\nexperiment: lookup\n")
+    assert config_summary(path, width=30) == ("word " * 6).strip() + "…"
+    path.write_text("experiment: lookup\n")
+    assert config_summary(path) == ""
+
+
+def test_configs_name_prints_the_config_and_an_unknown_name_is_an_error(capsys):
+    from attnlab.experiments.registry import builtin_configs
+
+    assert main(["configs", "lookup_transformer_shift"]) == 0
+    printed = capsys.readouterr().out
+    path = builtin_configs()["lookup_transformer_shift"]
+    assert printed == f"# {path}\n{path.read_text().rstrip()}\n"
+    assert main(["configs", "lookup_transformers"]) == 2
+    error = capsys.readouterr().err
+    assert "no built-in config 'lookup_transformers'" in error and "lookup_transformer_shift" in error

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -269,8 +270,32 @@ def _or(value: int | None, default: int) -> int:
 
 
 def cmd_configs(args: argparse.Namespace) -> None:
-    for name, path in sorted(builtin_configs().items()):
-        print(f"{name:30s} {path}")
+    configs = builtin_configs()
+    if args.name is None:
+        for name, path in sorted(configs.items()):
+            print(f"{name:30s} {config_summary(path)}")
+        print(f"\nfiles in {next(iter(configs.values())).parent}; one in full: attnlab configs NAME")
+        return
+    if args.name not in configs:
+        raise ConfigError(f"no built-in config {args.name!r}; built-in: {', '.join(sorted(configs))}")
+    print(f"# {configs[args.name]}")
+    print(configs[args.name].read_text().rstrip())
+
+
+_SENTENCE_END = re.compile(r"(?<!\bal)(?<!e\.g)(?<!i\.e)(?<!\bcf)(?<!\bvs)\.\s")
+
+
+def config_summary(path: Path, width: int = 100) -> str:
+    """The first sentence of a config file's leading comment, cut to ``width`` characters."""
+    words = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        words += line.lstrip("#").split()
+    text = " ".join(words) + " "
+    end = _SENTENCE_END.search(text)  # not the period of "et al." or "e.g."
+    sentence = (text if end is None else text[: end.start() + 1]).strip()
+    return sentence if len(sentence) <= width else sentence[: width - 1].rstrip() + "…"
 
 
 def cmd_archive(args: argparse.Namespace) -> str:
@@ -437,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--out", required=True)
     data.set_defaults(handler=cmd_data)
 
-    configs = commands.add_parser("configs", help="list the built-in configs")
+    configs = commands.add_parser("configs", help="list the built-in configs, or show one")
+    configs.add_argument("name", nargs="?", help="a built-in config to print in full")
     configs.set_defaults(handler=cmd_configs)
 
     archive = commands.add_parser(
