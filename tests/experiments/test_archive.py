@@ -13,6 +13,9 @@ from attnlab.experiments.memory import recipe as raffel2015
 from attnlab.experiments.memory.recipe import Cell
 from attnlab.experiments.runner import run_status
 
+PREDICTIONS = "example\tsource\ttarget\tprediction\tseq_acc\n0\tx\ta b\ta\t0\n1\tx\ta\ta\t1\n"
+"""A predictions file: one output stops early, one is right."""
+
 
 def _campaign(root):
     """A small Raffel run tree with what training also leaves: checkpoints, logs, predictions, plots."""
@@ -25,7 +28,7 @@ def _campaign(root):
         (run / "checkpoints").mkdir()
         (run / "checkpoints" / "last.pt").write_bytes(b"\0" * 1000)
         (run / "train.log").write_text("epoch 1/1\n")
-        (run / "eval" / "test.predictions.tsv").write_text("a\tb\n")
+        (run / "eval" / "test.predictions.tsv").write_text(PREDICTIONS)
         (run / "plots").mkdir()
         (run / "plots" / "attention.png").write_bytes(b"png")
         (run / "resumes.jsonl").write_text('{"after_epoch": 1}\n')
@@ -53,8 +56,41 @@ def test_the_archive_keeps_what_reports_read_and_nothing_else(tmp_path, capsys):
     assert {f"{run}/resumes.jsonl", f"{run}/environment.jsonl", f"{run}/eval_at/epoch1/summary.json"} <= kept
     assert {"addition/t0_50/attention/race_seed0.json", "aggregate.md"} <= kept
     assert not any(name.endswith((".pt", ".log", ".tsv", ".png")) for name in kept)
-    assert kept == {name for name in _files(source) if not name.endswith((".pt", ".log", ".tsv", ".png"))}
+    counted = {
+        name.replace(".predictions.tsv", ".errors.json") for name in _files(source) if name.endswith(".tsv")
+    }
+    assert len(counted) == 2 and counted <= kept
+    assert kept == counted | {
+        name for name in _files(source) if not name.endswith((".pt", ".log", ".tsv", ".png"))
+    }
     assert f"{len(kept)} files" in capsys.readouterr().out
+
+
+def test_the_archive_counts_wrong_outputs_where_evaluation_left_only_predictions(tmp_path):
+    """A run evaluated before evaluation wrote errors files gets one in the archive, counted from its
+    predictions; a run that has one keeps it as it is."""
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    old, new = sorted(source.rglob("eval/test.predictions.tsv"))
+    own = {"examples": 9, "wrong": 0, "stops early": 0, "stops late": 0}
+    own |= {"wrong words, right length": 0, "wrong words, other length": 0}
+    (new.parent / "test.errors.json").write_text(json.dumps(own))
+    main(["archive", str(source), str(archive)])
+    counted = archive / old.relative_to(source).with_name("test.errors.json")
+    assert json.loads(counted.read_text()) == {**own, "examples": 2, "wrong": 1, "stops early": 1}
+    assert json.loads((archive / new.relative_to(source).with_name("test.errors.json")).read_text()) == own
+    assert not (source / old.relative_to(source).with_name("test.errors.json")).exists()  # source untouched
+
+
+def test_a_malformed_predictions_file_stops_the_archive_before_it_writes(tmp_path, capsys):
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    broken = sorted(source.rglob("eval/test.predictions.tsv"))[0]
+    broken.write_text(PREDICTIONS + "2\tx\ta\n")
+    assert main(["archive", str(source), str(archive)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"attnlab: error: {broken} line 4: ") and "Traceback" not in error
+    assert not archive.exists()
 
 
 def test_a_report_rebuilt_from_the_archive_equals_the_one_from_the_runs(tmp_path):

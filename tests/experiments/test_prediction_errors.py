@@ -1,5 +1,6 @@
-"""How the outputs of a predictions file are wrong (:func:`read_prediction_errors`), and the issue-28
-recipe's table of it over each cell's seeds."""
+"""How the outputs of a predictions file are wrong (:func:`read_prediction_errors`), the errors file
+evaluation writes beside it (:func:`read_test_set_errors`), and the issue-28 recipe's table of it over
+each cell's seeds."""
 
 import json
 
@@ -7,7 +8,12 @@ import pytest
 
 from attnlab.experiments import sweep
 from attnlab.experiments.location_transformer import recipe
-from attnlab.experiments.unit_scores import read_prediction_errors, read_prediction_pairs
+from attnlab.experiments.unit_scores import (
+    error_test_sets,
+    read_prediction_errors,
+    read_prediction_pairs,
+    read_test_set_errors,
+)
 from attnlab.tasks.tsv import DataFormatError
 
 HEADER = "example\tsource\ttarget\tprediction\tseq_acc\tseq_acc_be\n"
@@ -68,7 +74,57 @@ def test_the_source_and_target_of_a_predictions_files_first_rows(tmp_path):
     assert read_prediction_pairs(path, 2) == [("x y", "a b"), ("z", "c")]
 
 
-def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(tmp_path):
+def test_a_test_sets_errors_come_from_its_errors_file_else_its_predictions(tmp_path):
+    (tmp_path / "long1.predictions.tsv").write_text(_predictions([("a b", "a")]))
+    (tmp_path / "long5.predictions.tsv").write_text(_predictions([("a b", "a b")]))
+    counts = {"examples": 7, "wrong": 2, "stops early": 0, "stops late": 2}
+    counts |= {"wrong words, right length": 0, "wrong words, other length": 0}
+    (tmp_path / "long5.errors.json").write_text(json.dumps(counts))
+    (tmp_path / "long2.errors.json").write_text(json.dumps(counts))
+    assert error_test_sets(tmp_path) == ["long1", "long2", "long5"]
+    assert read_test_set_errors(tmp_path, "long5") == counts  # the file, not the predictions' one example
+    assert read_test_set_errors(tmp_path, "long2") == counts
+    counted = read_prediction_errors(tmp_path / "long1.predictions.tsv")
+    assert read_test_set_errors(tmp_path, "long1") == counted
+    assert read_test_set_errors(tmp_path, "long1")["stops early"] == 1
+    assert read_test_set_errors(tmp_path, "long3") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "not JSON"),
+        ('{"examples": 1}', "expected an object of counts"),
+        ('["examples"]', "expected an object of counts"),
+        (
+            json.dumps(
+                dict.fromkeys(
+                    [
+                        "examples",
+                        "wrong",
+                        "stops early",
+                        "stops late",
+                        "wrong words, right length",
+                        "wrong words, other length",
+                    ],
+                    1.5,
+                )
+            ),
+            "integers",
+        ),
+    ],
+)
+def test_a_malformed_errors_file_is_an_error_naming_it(tmp_path, text, message):
+    path = tmp_path / "long5.errors.json"
+    path.write_text(text)
+    with pytest.raises(DataFormatError, match=message) as error:
+        read_test_set_errors(tmp_path, "long5")
+    assert str(error.value).startswith(str(path))
+
+
+@pytest.mark.parametrize("kept", ["predictions", "errors"])
+def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(tmp_path, kept):
+    """From each run's predictions file, or from its errors file alone (an archived run)."""
     cell = {"data.variant": "noisy", "model.transformer.positional": "rope"}
     predictions = {
         0: [("a b c", "a b"), ("a b", "a b")],  # one early stop
@@ -83,7 +139,11 @@ def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(t
         eval_dir = run.run_dir(tmp_path / "lookup_stop") / "eval"
         eval_dir.mkdir(parents=True)
         (eval_dir / "summary.json").write_text(json.dumps({"long5": {"seq_acc": 50.0}}))
-        (eval_dir / "long5.predictions.tsv").write_text(_predictions(pairs))
+        predictions_file = eval_dir / "long5.predictions.tsv"
+        predictions_file.write_text(_predictions(pairs))
+        if kept == "errors":
+            (eval_dir / "long5.errors.json").write_text(json.dumps(read_prediction_errors(predictions_file)))
+            predictions_file.unlink()
 
     text = recipe.report(tmp_path)
 

@@ -17,6 +17,7 @@ from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.experiments.scan import experiment
 from attnlab.experiments.scan.plots import plot_attention
+from attnlab.experiments.unit_scores import read_prediction_errors
 from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks import scan_data
 from attnlab.tasks.batching import collate
@@ -289,7 +290,15 @@ def test_a_trained_run_is_evaluated_with_other_evaluation_settings_into_another_
     assert f"results: {out}" in capsys.readouterr().out
     assert thresholds == [0.8]
     assert _files(run_dir / "eval") == own
-    assert sorted(_files(out)) == ["evaluation.yaml", "summary.json", "test.json", "test.predictions.tsv"]
+    assert sorted(_files(out)) == [
+        "evaluation.yaml",
+        "summary.json",
+        "test.errors.json",
+        "test.json",
+        "test.predictions.tsv",
+    ]
+    counts = json.loads((out / "test.errors.json").read_text())
+    assert counts == read_prediction_errors(out / "test.predictions.tsv") and counts["examples"] == 200
     record = load_yaml(out / "evaluation.yaml")
     assert record["run"] == str(run_dir.resolve()) and record["overrides"] == changed
     assert record["checkpoint"] == str((run_dir / "checkpoints" / "best.pt").resolve())

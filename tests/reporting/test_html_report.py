@@ -388,8 +388,9 @@ class DevToolsBrowser:
 
 
 def test_each_seq2seq_run_says_how_its_wrong_outputs_are_wrong(runs_dir, tmp_path):
-    """A run with predictions files gets one row per test set: examples, wrong, and each kind; an
-    unreadable file says why in its row; runs without predictions get no such table."""
+    """A run with predictions or errors files (an archived run keeps only these) gets one row per
+    test set: examples, wrong, and each kind; an unreadable file says why in its row; runs without
+    them get no such table."""
     root = tmp_path / "runs"
     shutil.copytree(runs_dir / "sweep", root / "sweep")
     eval_dir = root / "sweep" / "model.pooling=mean" / "seed0" / "eval"
@@ -397,8 +398,12 @@ def test_each_seq2seq_run_says_how_its_wrong_outputs_are_wrong(runs_dir, tmp_pat
     rows = ["0\tx\ta b\ta\t0\n", "1\tx\ta b\ta b c\t0\n", "2\tx\ta b\ta b\t1\n", "3\tx\ta b\tb b\t0\n"]
     (eval_dir / "long5.predictions.tsv").write_text(header + "".join(rows))
     (eval_dir / "long1.predictions.tsv").write_text(header + "0\tx\ta\n")
+    archived = {"examples": 5000, "wrong": 12, "stops early": 10, "stops late": 2}
+    archived |= {"wrong words, right length": 0, "wrong words, other length": 0}
+    (eval_dir / "long2.errors.json").write_text(json.dumps(archived))
     page = build_report(root, tmp_path / "report.html").read_text()
     (table,) = re.findall(r"<table class='errors'>(.*?)</table>", page, re.S)
     body = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
-    assert re.findall(r"<td>(.*?)</td>", body[1]) == ["long5", "4", "3", "1", "1", "1", "0"]
+    assert re.findall(r"<td>(.*?)</td>", body[1]) == ["long2", "5,000", "12", "10", "2", "0", "0"]
+    assert re.findall(r"<td>(.*?)</td>", body[2]) == ["long5", "4", "3", "1", "1", "1", "0"]
     assert body[0].startswith("<td>long1</td><td colspan='6'>") and "line 2: expected 5" in body[0]

@@ -46,6 +46,7 @@ import torch
 
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
 from attnlab.experiments.runner import SUMMARY_FILE, run_status
+from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, errors_path, read_prediction_errors
 from attnlab.io import atomic_append_jsonl, atomic_write_json
 from attnlab.metric_names import VALID_LOSS, current_history
 from attnlab.training.checkpoint import load_checkpoint
@@ -325,8 +326,8 @@ ARCHIVED_FILES = (
 )
 """What a report reads from a run tree (``attnlab archive`` keeps these, relative to a run or a
 sweep's or race's folder): each run's config, history, resumes, training environments and
-evaluations (with those kept per epoch budget by ``scripts/epoch_budget.sh``), a race's record and
-a sweep's aggregate.
+evaluations (with those kept per epoch budget by ``scripts/epoch_budget.sh``, and the counts of
+wrong outputs by kind, ``eval/<test set>.errors.json``), a race's record and a sweep's aggregate.
 Checkpoints, logs, predictions and plots are left out."""
 
 
@@ -339,7 +340,7 @@ def _trained_since_evaluated(run: RunDirectory) -> bool:
 def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: bool = False) -> int:
     """Copy the files of :data:`ARCHIVED_FILES` under ``source`` (a run tree: a recipe's or a
     sweep's ``--out``, or one run) to the same places under ``destination``, replacing what is
-    there; returns how many were copied.
+    there; returns how many files were written.
 
     Run directories stay outside the repository (checkpoints are megabytes), and a machine that
     held a campaign can be lost with them. The archive is small enough to keep with the project,
@@ -351,7 +352,10 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     finished run that has trained since its evaluation (its ``last.pt`` newer than its summary: a
     learning-rate race resumes the rates it keeps with more epochs, and their summaries are those of
     the last round); the archived ``last.pt`` of a run that has since finished is deleted. Nothing
-    else is deleted."""
+    else is deleted. A predictions file without its errors file beside it (evaluated before
+    evaluation wrote one) gets one in the archive, counted from it
+    (:func:`~attnlab.experiments.unit_scores.read_prediction_errors`), so that the report of the
+    archive says how the outputs are wrong as the one of the runs does."""
     source, destination = Path(source), Path(destination)
     if not source.is_dir():
         raise ConfigError(f"{source}: not a directory (expected a run tree to archive)")
@@ -365,8 +369,16 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
                 (destination / last.relative_to(source)).unlink(missing_ok=True)
             elif last.is_file():
                 kept.add(last)
+    counted = [
+        path for path in source.rglob(f"eval/*{PREDICTIONS_SUFFIX}") if not errors_path(path).is_file()
+    ]
+    errors = {path: read_prediction_errors(path) for path in counted}  # all read before anything is written
     for path in sorted(kept):
         target = destination / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
-    return len(kept)
+    for path, counts in errors.items():
+        target = errors_path(destination / path.relative_to(source))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(target, counts)
+    return len(kept) + len(errors)

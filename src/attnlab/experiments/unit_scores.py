@@ -7,7 +7,11 @@
   target, the greedy prediction and a 0/1 column per accuracy metric (``seq_acc``, …) → accuracy;
   the target and prediction columns → BLEU (``bleu``: each sentence's n-gram statistics, summed
   over a test set to corpus BLEU, :mod:`attnlab.evaluation.bleu`), and how the wrong outputs are
-  wrong (:func:`read_prediction_errors`).
+  wrong (:func:`read_prediction_errors`);
+* ``eval/<test set>.errors.json`` beside it: those counts of wrong outputs by kind. Evaluation
+  writes it with the predictions, and ``attnlab archive`` keeps it (not the predictions, which are
+  large): reports read it (:func:`read_test_set_errors`), so a run tree rebuilt from the archive still
+  says how each run's outputs are wrong.
 
 A reader returns :class:`Units`: one system's scores per unit, and what identifies each unit, so
 that two runs can be checked to have been scored on the same data.
@@ -18,7 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ from attnlab.evaluation.bleu import BLEU_STATISTIC, sentence_statistics
 from attnlab.evaluation.metrics import ERROR_KINDS, error_kind
 from attnlab.evaluation.seq2seq import ExampleOutcomes
 from attnlab.evaluation.significance import ACCURACY, PERPLEXITY, Statistic, UnitScores
-from attnlab.io import atomic_write_text
+from attnlab.io import atomic_write_json, atomic_write_text
 from attnlab.tasks.batching import EncodedDataset
 from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import Vocabulary
@@ -39,6 +43,9 @@ SENTENCES_SUFFIX = ".sentences.csv"
 SENTENCE_COLUMNS = ("sentence", "document", "first_token", "tokens", "nll")
 PREDICTIONS_SUFFIX = ".predictions.tsv"
 PREDICTION_COLUMNS = ("example", "source", "target", "prediction")
+ERRORS_SUFFIX = ".errors.json"
+ERROR_COUNTS = ("examples", "wrong", *ERROR_KINDS)
+"""The keys of an errors file (:func:`count_errors`)."""
 BLEU = "bleu"
 """The metric of a predictions file's target and prediction columns (not a column of its own)."""
 MIN_UNITS = 10
@@ -122,14 +129,18 @@ def dataset_texts(
 def write_predictions(
     path: Path, sources: list[str], targets: list[str], outcomes: ExampleOutcomes, target: Vocabulary
 ) -> None:
-    """One row per example: its source, target, greedy prediction and a 0/1 column per metric."""
+    """One row per example: its source, target, greedy prediction and a 0/1 column per metric; and
+    beside it (:func:`errors_path`) how many outputs are wrong, by kind (:func:`count_errors`)."""
     metrics = list(outcomes.correct)
     lines = ["\t".join([*PREDICTION_COLUMNS, *metrics])]
+    pairs = []
     for index, (source, reference, prediction) in enumerate(zip(sources, targets, outcomes.predictions)):
         flags = [str(int(outcomes.correct[name][index])) for name in metrics]
         predicted = " ".join(target.decode(prediction, strip_specials=True))
         lines.append("\t".join([str(index), source, reference, predicted, *flags]))
+        pairs.append((reference.split(), predicted.split()))
     atomic_write_text(path, "\n".join(lines) + "\n")
+    atomic_write_json(errors_path(path), count_errors(pairs))
 
 
 def read_prediction_units(path: Path, unit: str | None = None, metric: str | None = None) -> Units:
@@ -174,15 +185,56 @@ def read_prediction_errors(path: Path) -> dict[str, int]:
     :data:`~attnlab.evaluation.metrics.ERROR_KINDS` (:func:`~attnlab.evaluation.metrics.error_kind`
     of each row's target and prediction columns, space-separated tokens)."""
     header, rows = _read_table(path, PREDICTION_COLUMNS, delimiter="\t")
-    counts = dict.fromkeys(("examples", "wrong", *ERROR_KINDS), 0)
     for line, row in rows:
         if len(row) != len(header):
             raise DataFormatError(path, line, f"expected {len(header)} tab-separated fields")
+    return count_errors((row[2].split(), row[3].split()) for _, row in rows)
+
+
+def count_errors(pairs: Iterable[tuple[Sequence[str], Sequence[str]]]) -> dict[str, int]:
+    """``examples``, ``wrong`` and the count of each :data:`~attnlab.evaluation.metrics.ERROR_KINDS`
+    (:func:`~attnlab.evaluation.metrics.error_kind`) over (target, prediction) token sequences."""
+    counts = dict.fromkeys(ERROR_COUNTS, 0)
+    for target, prediction in pairs:
         counts["examples"] += 1
-        kind = error_kind(row[2].split(), row[3].split())
+        kind = error_kind(target, prediction)
         if kind is not None:
             counts["wrong"] += 1
             counts[kind] += 1
+    return counts
+
+
+def errors_path(predictions: Path) -> Path:
+    """The errors file beside a predictions file: ``<test set>.errors.json``."""
+    return predictions.with_name(predictions.name.removesuffix(PREDICTIONS_SUFFIX) + ERRORS_SUFFIX)
+
+
+def error_test_sets(eval_dir: Path) -> list[str]:
+    """The test sets of a run's ``eval/`` folder with an errors or a predictions file, sorted."""
+    names = {path.name.removesuffix(ERRORS_SUFFIX) for path in eval_dir.glob(f"*{ERRORS_SUFFIX}")}
+    names |= {path.name.removesuffix(PREDICTIONS_SUFFIX) for path in eval_dir.glob(f"*{PREDICTIONS_SUFFIX}")}
+    return sorted(names)
+
+
+def read_test_set_errors(eval_dir: Path, test_set: str) -> dict[str, int] | None:
+    """How the outputs of a run's test set are wrong (:func:`count_errors`): from its errors file,
+    else (runs evaluated before evaluation wrote one) from its predictions file; ``None`` when it
+    has neither. A malformed file is a :class:`DataFormatError` naming it."""
+    predictions = eval_dir / f"{test_set}{PREDICTIONS_SUFFIX}"
+    path = errors_path(predictions)
+    if not path.is_file():
+        return read_prediction_errors(predictions) if predictions.is_file() else None
+    try:
+        counts = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise DataFormatError(path, error.lineno, f"not JSON: {error.msg}") from None
+    if (
+        not isinstance(counts, dict)
+        or set(counts) != set(ERROR_COUNTS)
+        or not all(type(count) is int and count >= 0 for count in counts.values())
+    ):
+        expected = f"expected an object of counts (integers ≥ 0) named {list(ERROR_COUNTS)}"
+        raise DataFormatError(path, None, expected)
     return counts
 
 

@@ -315,27 +315,27 @@ def _run_details(runs_dir: Path, run_dir: Path, curve: bool, percent_metrics: fr
 
 
 def _errors_html(run_dir: Path) -> str:
-    """How the run's wrong outputs are wrong, one row per test set with a predictions file
-    (:func:`~attnlab.experiments.unit_scores.read_prediction_errors`); a file that cannot be read
-    says why in its row. Empty for runs without predictions files (language models, memory
-    problems)."""
-    from attnlab.evaluation.metrics import ERROR_KINDS
-    from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, read_prediction_errors
+    """How the run's wrong outputs are wrong, one row per test set with an errors or a predictions
+    file (:func:`~attnlab.experiments.unit_scores.read_test_set_errors`); a file that cannot be read
+    says why in its row. Empty for runs without them (language models, memory problems)."""
+    from attnlab.experiments.unit_scores import ERROR_COUNTS, error_test_sets, read_test_set_errors
 
-    files = sorted((run_dir / "eval").glob(f"*{PREDICTIONS_SUFFIX}"))
-    if not files:
+    eval_dir = run_dir / "eval"
+    test_sets = error_test_sets(eval_dir)
+    if not test_sets:
         return ""
-    columns = ("examples", "wrong", *ERROR_KINDS)
-    head = "".join(f"<th>{_escape(column)}</th>" for column in ("test set", *columns))
+    head = "".join(f"<th>{_escape(column)}</th>" for column in ("test set", *ERROR_COUNTS))
     rows = []
-    for path in files:
-        name = _escape(path.name.removesuffix(PREDICTIONS_SUFFIX))
+    for test_set in test_sets:
+        name = _escape(test_set)
         try:
-            counts = read_prediction_errors(path)
+            counts = read_test_set_errors(eval_dir, test_set)
         except (OSError, ValueError) as error:  # DataFormatError is a ValueError
-            rows.append(f"<tr><td>{name}</td><td colspan='{len(columns)}'>{_escape(str(error))}</td></tr>")
+            why = _escape(str(error))
+            rows.append(f"<tr><td>{name}</td><td colspan='{len(ERROR_COUNTS)}'>{why}</td></tr>")
             continue
-        cells = "".join(f"<td>{counts[column]:,}</td>" for column in columns)
+        assert counts is not None  # error_test_sets lists test sets with a file
+        cells = "".join(f"<td>{counts[column]:,}</td>" for column in ERROR_COUNTS)
         rows.append(f"<tr><td>{name}</td>{cells}</tr>")
     return (
         "<table class='errors'><caption>how the wrong outputs are wrong</caption>"

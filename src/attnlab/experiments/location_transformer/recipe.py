@@ -65,9 +65,10 @@ from attnlab.experiments.registry import experiment_for
 from attnlab.experiments.runner import add_parallel_arguments, backend_for
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import (
+    ERROR_COUNTS,
     PREDICTIONS_SUFFIX,
-    read_prediction_errors,
     read_prediction_units,
+    read_test_set_errors,
 )
 from attnlab.io import atomic_write_text
 from attnlab.reporting.tables import format_table, stats_text
@@ -461,17 +462,18 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per finished cell: how many outputs of its headline test set
     (:data:`HEADLINE_TEST_SETS`) are wrong, summed over its finished seeds, and how
     (:func:`~attnlab.evaluation.metrics.error_kind`: a stop too early or too late with every word
-    right, or wrong words), read from each run's ``eval/<set>.predictions.tsv``."""
+    right, or wrong words), read from each run's ``eval/<set>.errors.json`` (what the archive keeps)
+    or its predictions file (:func:`~attnlab.experiments.unit_scores.read_test_set_errors`)."""
     rows = {}
     for part, cells in found.items():
         test_set = HEADLINE_TEST_SETS[part]
         for cell, entry in cells.items():
-            totals = dict.fromkeys(("examples", "wrong", *ERROR_KINDS), 0)
+            totals = dict.fromkeys(ERROR_COUNTS, 0)
             for seed in entry["seeds"]:
-                predictions = _predictions_file(out_dir / part / cell / f"seed{seed}", test_set)
-                if predictions.is_file():
-                    for name, count in read_prediction_errors(predictions).items():
-                        totals[name] += count
+                run = RunDirectory(out_dir / part / cell / f"seed{seed}")
+                counts = read_test_set_errors(run.eval_dir, test_set)
+                for name, count in (counts or {}).items():
+                    totals[name] += count
             if totals["examples"]:
                 row = {"test set": test_set, "seeds": str(len(entry["seeds"]))}
                 row["wrong"] = f"{totals['wrong']:,} / {totals['examples']:,}"
@@ -479,7 +481,7 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
                     kind: f"{totals[kind]:,}" for kind in ERROR_KINDS
                 }
     if not rows:
-        return "(no predictions files)"
+        return "(no errors or predictions files)"
     return format_table(rows, ["test set", "seeds", "wrong", *ERROR_KINDS], markdown=True)
 
 
