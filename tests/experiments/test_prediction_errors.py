@@ -155,6 +155,16 @@ def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(t
     row = next(line for line in errors.splitlines() if "| lookup_stop · noisy, rope |" in line)
     assert row.endswith("| long5 | 2 | 3 / 4 | 1 | 1 | 1 | 0 |")
 
+    # a seed archived before evaluation wrote errors files is finished, and not counted: the row says so
+    seed0 = (
+        tmp_path / "lookup_stop" / "data.variant=noisy,model.transformer.positional=rope" / "seed0" / "eval"
+    )
+    for path in seed0.glob("long5.*"):
+        path.unlink()
+    errors = recipe.report(tmp_path).split("How the wrong outputs are wrong")[1].split("###")[0]
+    row = next(line for line in errors.splitlines() if "| lookup_stop · noisy, rope |" in line)
+    assert row.endswith("| long5 | 1 of 2 | 2 / 2 | 0 | 1 | 1 | 0 |")
+
 
 def test_failure_plots_go_to_the_first_seed_with_a_wrong_example(tmp_path):
     """A cell right everywhere at seed 0 and wrong at seed 1 is plotted at seed 1 (here it has no

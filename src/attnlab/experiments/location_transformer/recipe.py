@@ -463,19 +463,25 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
     (:data:`HEADLINE_TEST_SETS`) are wrong, summed over its finished seeds, and how
     (:func:`~attnlab.evaluation.metrics.error_kind`: a stop too early or too late with every word
     right, or wrong words), read from each run's ``eval/<set>.errors.json`` (what the archive keeps)
-    or its predictions file (:func:`~attnlab.experiments.unit_scores.read_test_set_errors`)."""
+    or its predictions file (:func:`~attnlab.experiments.unit_scores.read_test_set_errors`). Runs
+    archived before evaluation wrote errors files have neither; the ``seeds`` column then says how
+    many of the cell's finished seeds were counted ("1 of 3")."""
     rows = {}
     for part, cells in found.items():
         test_set = HEADLINE_TEST_SETS[part]
         for cell, entry in cells.items():
-            totals = dict.fromkeys(ERROR_COUNTS, 0)
+            totals, counted = dict.fromkeys(ERROR_COUNTS, 0), 0
             for seed in entry["seeds"]:
                 run = RunDirectory(out_dir / part / cell / f"seed{seed}")
                 counts = read_test_set_errors(run.eval_dir, test_set)
-                for name, count in (counts or {}).items():
-                    totals[name] += count
-            if totals["examples"]:
-                row = {"test set": test_set, "seeds": str(len(entry["seeds"]))}
+                if counts is not None:
+                    counted += 1
+                    for name, count in counts.items():
+                        totals[name] += count
+            if counted:
+                finished = len(entry["seeds"])
+                seeds = str(counted) if counted == finished else f"{counted} of {finished}"
+                row = {"test set": test_set, "seeds": seeds}
                 row["wrong"] = f"{totals['wrong']:,} / {totals['examples']:,}"
                 rows[cell_label(part, entry["params"])] = row | {
                     kind: f"{totals[kind]:,}" for kind in ERROR_KINDS
