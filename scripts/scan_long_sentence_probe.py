@@ -73,8 +73,12 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="key=value for every variant")
     args = parser.parse_intermixed_args()
     paths = write_data(args.out / "data", args.max_actions, args.copies)
+    # the probe's files replace a config's generated split (scan_transformer_csordas2021 generates
+    # its own at a cut-off, which the files split would ignore)
     data = [
         "data.split=files",
+        "data.generate=false",
+        f"data.max_train_actions={scan.LENGTH_SPLIT_MAX_TRAIN_ACTIONS}",
         f"data.train_file={paths['train']}",
         f"data.validation_file={paths['validation']}",
         f"data.test_files={{test: {paths['test']}}}",

@@ -200,6 +200,8 @@ def test_the_long_sentence_probe_trains_on_short_sentences_and_tests_on_longer_o
         str(tmp_path),
         "--variant",
         f"tiny: {tiny}",
+        "--variant",  # a config that generates its own split at a cut-off: the files replace it
+        f"generated: scan_transformer_csordas2021 {tiny.split(' ', 1)[1]}",
         "--copies",
         "2",
         "training.progress=false",
@@ -211,10 +213,11 @@ def test_the_long_sentence_probe_trains_on_short_sentences_and_tests_on_longer_o
     ]
     assert [len(part) for part in lines] == [2 * 94, 94, 8]
     assert all(" around " in line and " thrice OUT:" in line for line in lines[2])
-    table = first.stdout.splitlines()[-3:]
+    table = first.stdout.splitlines()[-4:]
     assert table[0] == "| variant | exact match | length given | output lengths (target 24) |"
-    assert (
-        table[2].startswith("| tiny | ") and "/8 | " in table[2] and len(table[2].split("|")[4].split()) == 8
-    )
+    for row, name in zip(table[2:], ("tiny", "generated"), strict=True):
+        assert row.startswith(f"| {name} | ") and "/8 | " in row and len(row.split("|")[4].split()) == 8
+    generated = (tmp_path / "generated" / "config.yaml").read_text()
+    assert "split: files" in generated and "generate: false" in generated
     again = subprocess.run(command, capture_output=True, text=True, check=True, cwd=REPOSITORY)
     assert again.stdout.splitlines() == table  # read back: nothing trained or printed by training
