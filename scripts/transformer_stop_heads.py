@@ -1,4 +1,4 @@
-"""Which cross-attention heads of a Lookup Tables Transformer run could decide the stop alone.
+"""Which cross-attention heads of a Transformer run (Lookup Tables or SCAN) could decide the stop alone.
 
 With ``model.transformer.stop_from_attention`` the stop is ``p(<eos>) = Σ_h g_h (α_h,start +
 α_h,end)`` over the heads of the last decoder layer (of every layer with
@@ -22,8 +22,10 @@ from pathlib import Path
 
 import torch
 
+from attnlab.config import ConfigError
 from attnlab.experiments.driver import load_trained
-from attnlab.experiments.lookup import experiment as lookup
+from attnlab.experiments.registry import experiment_for
+from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, read_prediction_pairs
 from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks.vocab import Vocabulary
@@ -49,7 +51,8 @@ def head_stop_rates(
         target_input = torch.tensor([[target_vocab.sos_id, *target_vocab.encode(target)]])
         with torch.no_grad():
             maps = model.cross_attention_maps(source, source == source_vocab.pad_id, target_input)[0]
-        ends = torch.stack([1.0 - maps.sum(dim=-1), maps[..., len(words) - 1]], dim=-1)  # [L, H, T, 2]
+        # the source's last column is its end: Lookup's final word, or SCAN's end marker (its own column)
+        ends = torch.stack([1.0 - maps.sum(dim=-1), maps[..., -1]], dim=-1)  # [L, H, T, 2]
         right += stops_right(ends.sum(dim=-1)).float()  # a head alone: its attention on either end
         stop_heads = ends.flatten(0, 1) if model.stop_layers == "all" else ends[-1]
         if gate.dim() == 1:  # stop_ends="either"
@@ -66,10 +69,16 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=["interpolation", "long1", "long5"])
     parser.add_argument("--examples", type=int, default=300, help="rows per test set (default 300)")
     args = parser.parse_args()
-    trained = load_trained(lookup.EXPERIMENT, args.run_dir, device_name="cpu")
+    try:
+        experiment = experiment_for(RunDirectory(args.run_dir).load_config_data())
+        trained = load_trained(experiment, args.run_dir, device_name="cpu")
+    except (ConfigError, OSError) as error:
+        parser.error(str(error))
     model, source_vocab, target_vocab = trained.loaded
     if not isinstance(model, TransformerSeq2Seq) or model.stop_gate is None:
         parser.error(f"{args.run_dir} is not a Transformer run with model.transformer.stop_from_attention")
+    if model.stop_attention is not None:
+        parser.error(f"{args.run_dir}: its stop reads heads of its own (stop_layers: separate), not these")
     model.eval()
     gate = model.stop_gate_weights().detach()
     whose = "every layer's" if model.stop_layers == "all" else "the last layer's"

@@ -505,6 +505,69 @@ def test_a_gated_stop_weighs_each_head_on_each_end(stop_layers):
     assert model.stop_gate.grad is not None and bool((model.stop_gate.grad != 0).all())
 
 
+def test_separate_stop_heads_are_read_by_the_stop_alone():
+    """``stop_layers="separate"``: ``p(<eos>)`` is the gate over the :class:`StopHeads`' attention on
+    the start position and the source's last token; cached decoding gives the same stop; the gate
+    and the stop heads learn from it."""
+    model = build("sinusoidal", stop_from_attention=True, stop_layers="separate")
+    assert model.stop_attention is not None and model.stop_gate is not None
+    assert model.stop_gate.shape == (2,)  # one gate weight per stop head (TINY: 2 heads)
+    with torch.no_grad():
+        model.stop_gate.copy_(torch.tensor([0.3, -0.4]))
+    captured: list[torch.Tensor] = []
+    hook = model.stop_attention.register_forward_hook(lambda module, inputs, output: captured.append(output))
+    source, mask = padded_batch(SOURCES)
+    output = model(source, mask, TARGET_INPUT)
+    hook.remove()
+    weights = captured[0]  # [B, H, T, 1 + S]: the start position, then the source
+    assert weights.shape == (3, 2, 5, 6)
+    torch.testing.assert_close(weights.sum(dim=-1), torch.ones(3, 2, 5))
+    assert float(weights[1, :, :, 3:].detach().abs().sum()) == 0.0  # padding of the 2-token source
+    last = torch.tensor([len(seq) for seq in SOURCES])  # the source's last token, after the start
+    ends = weights[..., 0] + weights[torch.arange(3), :, :, last]  # [B, H, T]
+    gate = torch.softmax(torch.tensor([0.3, -0.4]), dim=0)
+    expected = STOP_FLOOR + (1 - 2 * STOP_FLOOR) * (gate[None, :, None] * ends).sum(dim=1)
+    torch.testing.assert_close(output.logits[..., EOS].exp(), expected, rtol=1e-5, atol=1e-6)
+    # the content heads' attention is not the stop's: the stop is not the last layer's gated ends
+    last_layer = build("sinusoidal", stop_from_attention=True)
+    assert not torch.allclose(
+        last_layer(source, mask, TARGET_INPUT).logits[..., EOS], output.logits[..., EOS]
+    )
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        step_log_probs, _, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(step_log_probs, output.logits[:, t], rtol=1e-5, atol=1e-5)
+    output.logits[..., EOS].sum().backward()
+    for name, parameter in model.named_parameters():
+        if name == "stop_gate" or name.startswith("stop_attention."):
+            assert parameter.grad is not None and bool(parameter.grad.abs().sum() > 0), name
+
+
+@pytest.mark.parametrize("options", [{"stop_detached": True}, {"stop_head_gradient": 0.25}])
+def test_separate_stop_heads_learn_from_all_of_the_stop_and_scale_what_reaches_the_rest(options):
+    """With ``stop_layers="separate"``, ``stop_head_gradient`` λ (``stop_detached``: 0) scales the
+    stop's gradient where it leaves the stop heads (the decoder's output and the memory they read):
+    the gate's and the stop heads' gradients are those of λ = 1, every other parameter's λ times."""
+    share = 0.0 if options.get("stop_detached") else options["stop_head_gradient"]
+    source, mask = padded_batch(SOURCES)
+    grads, stops = [], []
+    for extra in ({}, options):
+        model = build("sinusoidal", stop_from_attention=True, stop_layers="separate", **extra)
+        log_stop = model(source, mask, TARGET_INPUT).logits[..., EOS].sum()
+        log_stop.backward()
+        stops.append(log_stop.detach())
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    torch.testing.assert_close(stops[0], stops[1])
+    own = [name for name in grads[0] if name == "stop_gate" or name.startswith("stop_attention.")]
+    rest = [name for name in grads[0] if name not in own and grads[0][name] is not None]
+    assert len(own) == 5 and any(".cross_attention." in name for name in rest)
+    for name in own:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-4, atol=1e-7)
+    for name in rest:
+        scaled = grads[1][name] if grads[1][name] is not None else torch.zeros_like(grads[0][name])
+        torch.testing.assert_close(scaled, share * grads[0][name], rtol=1e-4, atol=1e-7)
+
+
 def test_stop_layers_must_be_known():
     with pytest.raises(ValueError, match="stop_layers must be one of"):
         build("sinusoidal", stop_from_attention=True, stop_layers="first")
@@ -592,11 +655,14 @@ def test_without_stop_from_attention_eos_is_an_output_layer_token():
     assert not torch.allclose(logits.exp().sum(-1), torch.ones(3, 5))
 
 
-@pytest.mark.parametrize("attender_keys", ["memory", "local"])
-def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training(attender_keys):
+@pytest.mark.parametrize(
+    ("attender_keys", "stop_layers"), [("memory", "last"), ("local", "last"), ("memory", "separate")]
+)
+def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training(attender_keys, stop_layers):
     """Copy tasks ending in an end token (id 7): trained on 2–4 tokens with shift heads, the model
     copies 6 tokens and stops, the stop read from where the attention is (with the heads' keys from
-    the encoder's output or from a window of three token embeddings)."""
+    the encoder's output or from a window of three token embeddings; or from heads of the stop's
+    own, which read the decoder's output)."""
     generator = torch.Generator().manual_seed(0)
 
     def batch(size: int, length: int) -> Batch:
@@ -609,6 +675,7 @@ def test_stop_from_attention_learns_to_stop_at_lengths_beyond_training(attender_
         cross_attention="shift",
         stop_from_attention=True,
         attender_keys=attender_keys,
+        stop_layers=stop_layers,
     )
     accuracy = _sequence_accuracy(model, batch(64, 6), max_length=10)
     assert accuracy > 0.9, f"sequence accuracy at length 6: {accuracy:.2f} (last loss {loss:.3f})"

@@ -115,9 +115,10 @@ class TransformerModelConfig:
     """``p(<eos>)`` from the last decoder layer's attention leaving the words: on a learned start
     position or on the source's last token (its end, e.g. Lookup Tables' ``.``); see
     :mod:`attnlab.models.transformer`."""
-    stop_layers: Literal["last", "all"] = "last"
-    """Whose heads that stop is read from: the last decoder layer's or every decoder layer's (a
-    gate over all of them); only with ``stop_from_attention``."""
+    stop_layers: Literal["last", "all", "separate"] = "last"
+    """Whose heads that stop is read from: the last decoder layer's, every decoder layer's (a gate
+    over all of them), or heads of the stop's own that no output token reads; only with
+    ``stop_from_attention``."""
     stop_gate_scale: float = 1.0
     """The stop's gate is ``softmax(stop_gate_scale · w)``: how far one update of Adam moves it
     (:class:`attnlab.models.transformer.TransformerSeq2Seq`); only with ``stop_from_attention``."""

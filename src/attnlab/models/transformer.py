@@ -49,7 +49,15 @@ the first word lands there). The heads are the last decoder layer's by default; 
 Tables two seeds trained a layer-0 head that stops right on every example (interpolation and long
 1–5) while every last-layer head walked backward through the noise to the start position, so the
 stop read from the last layer failed (docs/results.md, issue 28, session 32;
-``scripts/transformer_stop_heads.py``). With ``stop_ends="gated"`` the gate is over (head, end)
+``scripts/transformer_stop_heads.py``). With ``stop_layers="separate"`` the gate is over heads of
+the stop's own (:class:`StopHeads`: dot-product heads whose queries are the decoder's output and
+whose keys are the memory's), which feed no output token: the stop's gradient reaches the heads
+that read the input only through the decoder's output and the memory that the stop heads read
+(``stop_head_gradient`` scales it there; the stop heads themselves learn from all of it). Why: on
+SCAN at the output cut-off 26 the stop read from the content heads either spoils the content (all
+of its gradient: 75.9% right with the length given) or, with a tenth of it, is read from one head
+whose attention on the ends grows with the output's length, a clock that fires at the training
+lengths (docs/results.md, issue 28, session 38). With ``stop_ends="gated"`` the gate is over (head, end)
 pairs, ``p(<eos>) = Σ_h (g_h,start α_h,start + g_h,end α_h,end)``, ``g`` a softmax over all of
 them: the model learns which end means done (the start on Reversed, the final token on Long and
 Noisy-start), so the stop's gradient pulls a head towards that end only, not towards whichever end
@@ -132,9 +140,10 @@ NORMS = ("pre", "post")
 ATTENDER_KEYS = ("memory", "embeddings", "local")
 """What the attender heads' keys are projected from (``TransformerSeq2Seq(attender_keys=...)``)."""
 
-STOP_LAYERS = ("last", "all")
+STOP_LAYERS = ("last", "all", "separate")
 """Whose cross-attention heads the stop of ``stop_from_attention`` is read from
-(``TransformerSeq2Seq(stop_layers=...)``): the last decoder layer's, or every decoder layer's."""
+(``TransformerSeq2Seq(stop_layers=...)``): the last decoder layer's, every decoder layer's, or
+heads of the stop's own (:class:`StopHeads`) that no output token reads."""
 
 STOP_ENDS = ("either", "gated")
 """How the stop of ``stop_from_attention`` reads the two ends of the source
@@ -433,6 +442,38 @@ class DecoderLayer(_Block):
         return x, weights, cross, cache
 
 
+def _scale_gradient(x: torch.Tensor, share: float) -> torch.Tensor:
+    """``x`` unchanged, with ``share`` of the gradient passed back through it (0: none)."""
+    if share == 1.0:
+        return x
+    if share == 0.0:
+        return x.detach()
+    return x.detach() + share * (x - x.detach())
+
+
+class StopHeads(nn.Module):
+    """Dot-product heads over the memory that only the stop of ``stop_from_attention`` reads
+    (``stop_layers="separate"``): ``α_h = softmax(q_h K_hᵀ / sqrt(d_h))`` with ``q_h`` from the
+    decoder's output (after its final normalisation) and ``K_h`` from the memory (the start position
+    and the source, with its end marker if any); no values, no output projection."""
+
+    def __init__(self, d_model: int, heads: int) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, d_model // heads
+        self.query = nn.Linear(d_model, d_model)
+        self.key = nn.Linear(d_model, d_model)
+
+    def keys(self, memory: torch.Tensor) -> torch.Tensor:
+        """The heads' keys ``[B, H, S, D]`` of ``memory [B, S, d_model]``, projected once a source."""
+        return _split_heads(self.key(memory), self.heads)
+
+    def forward(self, x: torch.Tensor, keys: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        """The attention ``[B, H, T, S]`` of the decoder's output ``x [B, T, d_model]``."""
+        query = _split_heads(self.query(x), self.heads)
+        scores = query @ keys.transpose(-1, -2) / math.sqrt(self.head_dim)
+        return torch.softmax(scores.masked_fill(padding_mask[:, None, None, :], float("-inf")), dim=-1)
+
+
 @dataclass
 class _DecoderState:
     """The incremental decoding state of :class:`TransformerSeq2Seq`."""
@@ -441,6 +482,7 @@ class _DecoderState:
     caches: list[_SelfCache | None]
     end_positions: torch.Tensor  # [B]: each source's last real token (in the memory's columns)
     step: int = 0
+    stop_keys: torch.Tensor | None = None  # [B, H, S, D]: the keys of StopHeads, if any
 
 
 EMBEDDING_INITS = ("scaled", "xavier")
@@ -462,8 +504,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         stop_from_attention: ``p(<eos>)`` from the last layer's attention on a learned start
             position and on the source's last token (module docstring); default ``False``:
             ``<eos>`` from the output layer.
-        stop_layers: ``"last"`` (default: the stop gate is over the last decoder layer's heads) or
-            ``"all"`` (over every decoder layer's heads); only with ``stop_from_attention``.
+        stop_layers: ``"last"`` (default: the stop gate is over the last decoder layer's heads),
+            ``"all"`` (over every decoder layer's heads) or ``"separate"`` (over ``heads`` heads of
+            the stop's own, :class:`StopHeads`, which no output token reads); only with
+            ``stop_from_attention``.
         stop_gate_scale: the gate is ``softmax(stop_gate_scale · w)`` (default 1). Adam moves ``w``
             by about the learning rate per update, so at lr 5e-4 a gate logit moves at most ±1.4 in
             2,800 updates and the gate cannot commit to one of 8 heads (docs/results.md, issue 28,
@@ -476,7 +520,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         stop_head_gradient: the share of the stop's gradient that reaches the heads (default 1:
             all of it; ``stop_detached=True`` is 0); the stop's value is the same. Between the
             two: the heads' walk still learns where the stop is, less strongly than from their
-            output tokens (docs/results.md, issue 28, session 35).
+            output tokens (docs/results.md, issue 28, session 35). With ``stop_layers="separate"``
+            it scales what reaches the decoder's output and the memory that the stop heads read;
+            the stop heads and the gate learn from all of it (detached: from nothing else).
         stop_ends: ``"either"`` (default: the gate is over heads, each reading its attention on
             both ends) or ``"gated"`` (the gate is over (head, end) pairs, so the model learns
             which end stops it; module docstring); only with ``stop_from_attention``.
@@ -607,6 +653,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.stop_gate_scale, self.stop_ends = stop_gate_scale, stop_ends
         self.stop_head_gradient = 0.0 if stop_detached else stop_head_gradient
         stop_heads = heads * (decoder_layers if stop_layers == "all" else 1)
+        separate = stop_from_attention and stop_layers == "separate"
+        self.stop_attention = StopHeads(d_model, heads) if separate else None
         gate_shape = (stop_heads,) if stop_ends == "either" else (stop_heads, 2)
         self.stop_gate = nn.Parameter(torch.zeros(gate_shape)) if stop_from_attention else None
 
@@ -645,7 +693,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         cross = [
             _cross_attention(layer).start(memory, source_padding_mask, embedded) for layer in self.decoder
         ]
-        return _DecoderState(cross, [None] * len(self.decoder), end_positions)
+        stop_keys = None
+        if self.stop_attention is not None:
+            stop_keys = self.stop_attention.keys(_scale_gradient(memory, self.stop_head_gradient))
+        return _DecoderState(cross, [None] * len(self.decoder), end_positions, stop_keys=stop_keys)
 
     def _source_columns(self, weights: torch.Tensor) -> torch.Tensor:
         """Attention ``[..., S']`` over the memory → over the source's own tokens (without the start
@@ -668,13 +719,23 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             crosses.append(cross)
             caches.append(cache)
             layer_weights.append(weights)
-        stop_weights = torch.cat(layer_weights, dim=1) if self.stop_layers == "all" else layer_weights[-1]
-        logits = self._readout(self.decoder_norm(x), stop_weights, state.end_positions)
-        return logits, layer_weights, _DecoderState(crosses, caches, state.end_positions, state.step + steps)
+        x = self.decoder_norm(x)
+        if self.stop_attention is not None:
+            assert state.stop_keys is not None
+            stop_query = _scale_gradient(x, self.stop_head_gradient)
+            stop_weights = self.stop_attention(stop_query, state.stop_keys, state.cross[-1].padding_mask)
+        elif self.stop_layers == "all":
+            stop_weights = torch.cat(layer_weights, dim=1)
+        else:
+            stop_weights = layer_weights[-1]
+        logits = self._readout(x, stop_weights, state.end_positions)
+        next_state = _DecoderState(crosses, caches, state.end_positions, state.step + steps, state.stop_keys)
+        return logits, layer_weights, next_state
 
     def stop_gate_weights(self) -> torch.Tensor:
         """The gate ``g = softmax(stop_gate_scale · w)`` of ``stop_from_attention`` over its heads
-        (the last layer's, or with ``stop_layers="all"`` every layer's, layer by layer): ``[H']``,
+        (the last layer's, with ``stop_layers="all"`` every layer's, layer by layer, with
+        ``"separate"`` the :class:`StopHeads`): ``[H']``,
         or with ``stop_ends="gated"`` ``[H', 2]`` over (head, end) pairs (column 0 the start,
         1 the end), the softmax over all of them."""
         if self.stop_gate is None:
@@ -685,14 +746,12 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
     def _readout(self, x: torch.Tensor, weights: torch.Tensor, end_positions: torch.Tensor) -> torch.Tensor:
         """Logits ``[B, T, V]`` of the decoder's output ``x``; with ``stop_from_attention`` the
         log-probabilities of the module docstring (``weights``: the stop heads' ``[B, H', T, S]``,
-        the last layer's or, with ``stop_layers="all"``, every layer's)."""
+        the last layer's, every layer's with ``stop_layers="all"``, or the :class:`StopHeads`')."""
         logits = self.output(x)
         if self.stop_gate is None:
             return logits
-        if self.stop_head_gradient == 0.0:  # stop_detached: no backward pass through the heads
-            weights = weights.detach()
-        elif self.stop_head_gradient != 1.0:  # the same values, a scaled gradient to the heads
-            weights = weights.detach() + self.stop_head_gradient * (weights - weights.detach())
+        if self.stop_attention is None:  # the heads read the input: scale what reaches them
+            weights = _scale_gradient(weights, self.stop_head_gradient)
         index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
         ends = torch.stack([weights[..., 0], weights.gather(3, index).squeeze(3)], dim=-1)  # [B, H, T, 2]
         gate = self.stop_gate_weights()
