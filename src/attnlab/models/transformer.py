@@ -193,6 +193,13 @@ def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.view(batch, steps, heads, -1).transpose(1, 2)
 
 
+def _padded_dot_weights(query: torch.Tensor, keys: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+    """Scaled dot-product attention ``[B, H, T, S]`` of ``query [B, H, T, D]`` over ``keys [B, H, S,
+    D]``, zero on the source's padding (``padding_mask [B, S]``, ``True`` there)."""
+    scores = query @ keys.transpose(-1, -2) / math.sqrt(query.size(-1))
+    return torch.softmax(scores.masked_fill(padding_mask[:, None, None, :], float("-inf")), dim=-1)
+
+
 def _merge_heads(x: torch.Tensor) -> torch.Tensor:
     """``[B, H, T, D]`` → ``[B, T, H*D]``."""
     batch, heads, steps, dim = x.shape
@@ -333,9 +340,7 @@ class CrossAttention(nn.Module):
         weights: list[torch.Tensor | None] = [None] * self.heads
         if self.dot_heads:
             index = self.dot_heads
-            scores = query[:, index] @ state.keys[:, index].transpose(-1, -2) / math.sqrt(self.head_dim)
-            scores = scores.masked_fill(state.padding_mask[:, None, None, :], float("-inf"))
-            dot_weights = torch.softmax(scores, dim=-1)
+            dot_weights = _padded_dot_weights(query[:, index], state.keys[:, index], state.padding_mask)
             dot_glimpses = self.dropout(dot_weights) @ state.values[:, index]
             for i, h in enumerate(index):
                 glimpses[h], weights[h] = dot_glimpses[:, i], dot_weights[:, i]
@@ -459,7 +464,7 @@ class StopHeads(nn.Module):
 
     def __init__(self, d_model: int, heads: int) -> None:
         super().__init__()
-        self.heads, self.head_dim = heads, d_model // heads
+        self.heads = heads
         self.query = nn.Linear(d_model, d_model)
         self.key = nn.Linear(d_model, d_model)
 
@@ -469,9 +474,7 @@ class StopHeads(nn.Module):
 
     def forward(self, x: torch.Tensor, keys: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         """The attention ``[B, H, T, S]`` of the decoder's output ``x [B, T, d_model]``."""
-        query = _split_heads(self.query(x), self.heads)
-        scores = query @ keys.transpose(-1, -2) / math.sqrt(self.head_dim)
-        return torch.softmax(scores.masked_fill(padding_mask[:, None, None, :], float("-inf")), dim=-1)
+        return _padded_dot_weights(_split_heads(self.query(x), self.heads), keys, padding_mask)
 
 
 @dataclass
