@@ -776,3 +776,47 @@ def test_options_for_an_attender_no_head_is_are_errors():
             cross_attention_options={"location": {}, "shift": {}},
         )
     build("sinusoidal", cross_attention=["dot", "shift"], cross_attention_options={"shift": {}})
+
+
+# ------------------------------------------------------------------------- a random start for the decoder
+
+
+def _with_extra_sos(target_input: torch.Tensor, extra: int) -> torch.Tensor:
+    return torch.cat([torch.full((target_input.size(0), extra), SOS), target_input], dim=1)
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_a_decoder_offset_puts_random_extra_sos_tokens_before_each_target_in_training(positional):
+    """In training each row's logits are those of its target after ``r`` extra ``<sos>`` (some ``r``
+    in ``0..R`` per row, several over the batches); in evaluation there are none."""
+    offset = 3
+    model = build(positional, decoder_offset=offset)
+    plain = build(positional)
+    source, mask = padded_batch(SOURCES)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(source, mask, TARGET_INPUT).logits, plain(source, mask, TARGET_INPUT).logits
+        )
+        shifted = [model(source, mask, _with_extra_sos(TARGET_INPUT, r)) for r in range(offset + 1)]
+        seen = set()
+        model.train()
+        for _ in range(8):
+            output = model(source, mask, TARGET_INPUT)
+            assert output.logits.shape == (3, 5, TARGET_VOCAB) and output.attention.shape == (3, 5, 5)
+            for row in range(3):
+                matches = [
+                    r
+                    for r, expected in enumerate(shifted)
+                    if torch.allclose(output.logits[row], expected.logits[row, r:], atol=1e-5)
+                    and torch.allclose(output.attention[row], expected.attention[row, r:], atol=1e-6)
+                ]
+                assert len(matches) == 1, f"row {row} matches no single offset: {matches}"
+                seen.add(matches[0])
+    assert len(seen) > 1
+
+
+def test_a_decoder_offset_needs_dot_heads_and_is_not_negative():
+    with pytest.raises(ValueError, match="decoder_offset must be >= 0"):
+        build(decoder_offset=-1)
+    with pytest.raises(ValueError, match="decoder_offset needs dot-product cross-attention heads"):
+        build(cross_attention=["dot", "shift"], decoder_offset=4)

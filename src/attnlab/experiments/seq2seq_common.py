@@ -148,6 +148,10 @@ class TransformerModelConfig:
     Xavier-uniform read as they are (Csordás et al. 2021's relative Transformer)."""
     tied_output: bool = False
     """The output layer's weights are the target embeddings (Press & Wolf 2017; Csordás et al.)."""
+    decoder_offset: int = 0
+    """In training, up to this many extra ``<sos>`` tokens (uniform, per example) before each
+    target's decoder input, so the decoder cannot tell from its position where outputs end
+    (:mod:`attnlab.models.transformer`); 0: none."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -194,6 +198,7 @@ def build_transformer(
         source_start=config.source_start,
         embedding_init=config.embedding_init,
         tied_output=config.tied_output,
+        decoder_offset=config.decoder_offset,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

@@ -95,6 +95,21 @@ of three token embeddings (the word and its neighbours; :class:`~attnlab.models.
 LocalEncoder`, the encoder of the recurrent ``lookup_shift_robust``), so "the table after ``!``"
 and "the word before ``.``" are content at every length.
 
+A random start for the decoder (an attnlab option, issue 28). The decoder's causal
+self-attention can tell how far it is into the output under every positional scheme: from its
+absolute positions, from its distance to ``<sos>`` under relative ones, and, with none, from how
+much of a uniform attention the ``<sos>`` still gets (Kazemnejad et al. 2023). A stop learnt on
+outputs of at most ``N`` tokens can then fire near ``N`` whatever the command: on SCAN at the output
+cut-off 26 most early stops are at 24–26 actions (docs/results.md, issue 28, session 38).
+``decoder_offset=R`` puts, in training only, ``r`` extra ``<sos>`` tokens before each target's
+decoder input, ``r`` drawn uniformly from ``{0, …, R}`` for every example: the output starts at
+position ``r`` and ``r + 1`` tokens of ``<sos>`` precede it, so every such reading of the step is off
+by an unknown ``r`` and fits no stop; the loss and the attention returned cover the target's own
+steps. Evaluation and decoding start at ``r = 0``, a start seen in training. This shifts absolute
+positions as SHAPE does (Kiyono et al. 2021) and draws them at random as Ruoss et al. (2023) do;
+the repeated ``<sos>`` extends it to relative positions and to none. Dot-product cross-attention
+heads only: a stateful attender head would step through the extra tokens.
+
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`:
 ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step` decode one token at a
 time with cached self-attention keys and values per layer, so greedy and given-length decoding are
@@ -546,6 +561,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``d_model ** -0.5``, multiplied by ``sqrt(d_model)`` when read, so unit scale) or
             ``"xavier"`` (Xavier-uniform and read as they are: Csordás et al. 2021's relative
             Transformer, ``embedding_init="xavier"`` with ``scale_mode="none"`` in their code).
+        decoder_offset: in training, each target's decoder input gets ``r`` extra ``<sos>``
+            tokens before it, ``r`` uniform in ``{0, …, decoder_offset}`` per example, so the
+            decoder cannot learn where the output ends from how far it is into it (module
+            docstring); default 0: none. Needs dot-product cross-attention heads.
         tied_output: the output layer's weights are the target embeddings (with a bias of its
             own; Press & Wolf 2017; Csordás et al. 2021's default); default ``False``.
     """
@@ -578,6 +597,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         source_start: bool = False,
         embedding_init: str = "scaled",
         tied_output: bool = False,
+        decoder_offset: int = 0,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -609,10 +629,18 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
+        if decoder_offset < 0:
+            raise ValueError(f"decoder_offset must be >= 0, got {decoder_offset}")
         self.d_model, self.positional, self.norm = d_model, positional, norm
         self.embedding_scale = math.sqrt(d_model) if embedding_init == "scaled" else 1.0
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
         check_attender_keys(attender_keys, self.head_names)
+        if decoder_offset and any(name != DOT for names in self.head_names for name in names):
+            raise ValueError(
+                "decoder_offset needs dot-product cross-attention heads: a stateful attender head "
+                "would step through the extra <sos> tokens"
+            )
+        self.decoder_offset = decoder_offset
         self.attender_keys = attender_keys
         options = dict(cross_attention_options or {})
         check_cross_attention_options(options, self.head_names)
@@ -775,9 +803,31 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
     ) -> Seq2SeqOutput:
         """Teacher forcing: all ``target_input [B, T]`` steps at once (``<sos>`` + target); the
-        attention is the last decoder layer's cross-attention averaged over its heads."""
-        logits, layer_weights, _ = self._decode(self.start(source, source_padding_mask), target_input)
-        return Seq2SeqOutput(logits, self._source_columns(layer_weights[-1].mean(dim=1)))
+        attention is the last decoder layer's cross-attention averaged over its heads. In training
+        with ``decoder_offset``, each row's steps follow its random number of extra ``<sos>``."""
+        state = self.start(source, source_padding_mask)
+        if not (self.training and self.decoder_offset):
+            logits, layer_weights, _ = self._decode(state, target_input)
+            return Seq2SeqOutput(logits, self._source_columns(layer_weights[-1].mean(dim=1)))
+        offsets = torch.randint(
+            0, self.decoder_offset + 1, (target_input.size(0),), device=target_input.device
+        )
+        steps = offsets.unsqueeze(1) + torch.arange(
+            target_input.size(1), device=target_input.device
+        )  # [B, T]
+        shifted = target_input.new_full(
+            (target_input.size(0), target_input.size(1) + int(offsets.max())), self.pad_id
+        )
+        shifted.masked_fill_(
+            torch.arange(shifted.size(1), device=shifted.device) < offsets.unsqueeze(1), self.sos_id
+        )
+        shifted.scatter_(1, steps, target_input)
+        logits, layer_weights, _ = self._decode(state, shifted)
+        attention = layer_weights[-1].mean(dim=1)
+        return Seq2SeqOutput(
+            logits.gather(1, steps.unsqueeze(2).expand(-1, -1, logits.size(2))),
+            self._source_columns(attention.gather(1, steps.unsqueeze(2).expand(-1, -1, attention.size(2)))),
+        )
 
     def cross_attention_maps(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
