@@ -209,6 +209,18 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
             ["model.transformer.cross_attention_options={location: {sigma_min: 0.1}}"],
             "cross_attention_options names location, which no cross-attention head is",
         ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.cross_attention=shift", "model.transformer.decoder_offset=8"],
+            "decoder_offset needs dot-product cross-attention heads; shift would",
+        ),
+        (
+            lookup,
+            "lookup_transformer",
+            ["model.transformer.decoder_offset=-1"],
+            "decoder_offset must be >= 0",
+        ),
         # options the architecture would ignore, named
         (
             lookup,

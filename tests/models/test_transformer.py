@@ -818,5 +818,7 @@ def test_a_decoder_offset_puts_random_extra_sos_tokens_before_each_target_in_tra
 def test_a_decoder_offset_needs_dot_heads_and_is_not_negative():
     with pytest.raises(ValueError, match="decoder_offset must be >= 0"):
         build(decoder_offset=-1)
-    with pytest.raises(ValueError, match="decoder_offset needs dot-product cross-attention heads"):
+    with pytest.raises(
+        ValueError, match="decoder_offset needs dot-product cross-attention heads; shift would"
+    ):
         build(cross_attention=["dot", "shift"], decoder_offset=4)

@@ -23,6 +23,7 @@ from attnlab.models.transformer import (
     TransformerSeq2Seq,
     check_attender_keys,
     check_cross_attention_options,
+    check_decoder_offset,
     cross_attention_heads,
 )
 from attnlab.tasks.batching import EncodedDataset, collate
@@ -163,6 +164,7 @@ class TransformerModelConfig:
                 )
         head_names = cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
         check_attender_keys(self.attender_keys, head_names)
+        check_decoder_offset(self.decoder_offset, head_names)
         check_cross_attention_options(self.cross_attention_options, head_names)
 
 

@@ -143,7 +143,14 @@ from attnlab.models.dropout import Dropout
 from attnlab.models.seq2seq import LocalEncoder, Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
 
-__all__ = ["DOT", "CrossAttention", "TransformerSeq2Seq", "check_attender_keys", "cross_attention_heads"]
+__all__ = [
+    "DOT",
+    "CrossAttention",
+    "TransformerSeq2Seq",
+    "check_attender_keys",
+    "check_decoder_offset",
+    "cross_attention_heads",
+]
 
 DOT = "dot"
 """The standard scaled dot-product cross-attention head."""
@@ -629,17 +636,11 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
-        if decoder_offset < 0:
-            raise ValueError(f"decoder_offset must be >= 0, got {decoder_offset}")
         self.d_model, self.positional, self.norm = d_model, positional, norm
         self.embedding_scale = math.sqrt(d_model) if embedding_init == "scaled" else 1.0
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
         check_attender_keys(attender_keys, self.head_names)
-        if decoder_offset and any(name != DOT for names in self.head_names for name in names):
-            raise ValueError(
-                "decoder_offset needs dot-product cross-attention heads: a stateful attender head "
-                "would step through the extra <sos> tokens"
-            )
+        check_decoder_offset(decoder_offset, self.head_names)
         self.decoder_offset = decoder_offset
         self.attender_keys = attender_keys
         options = dict(cross_attention_options or {})
@@ -870,6 +871,20 @@ def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None
     if attender_keys != "memory" and all(name == DOT for names in head_names for name in names):
         raise ValueError(
             f"attender_keys={attender_keys!r} needs attender heads; every cross-attention head is dot"
+        )
+
+
+def check_decoder_offset(decoder_offset: int, head_names: list[list[str]]) -> None:
+    """A ``ValueError`` unless ``decoder_offset`` is ``>= 0`` and, if not 0, every cross-attention
+    head (``head_names``: per decoder layer) is a dot-product head: an attender head would step
+    through the extra ``<sos>``."""
+    if decoder_offset < 0:
+        raise ValueError(f"decoder_offset must be >= 0, got {decoder_offset}")
+    attenders = sorted({name for names in head_names for name in names} - {DOT})
+    if decoder_offset and attenders:
+        raise ValueError(
+            f"decoder_offset needs dot-product cross-attention heads; {', '.join(attenders)} would "
+            "step through the extra <sos> tokens"
         )
 
 
