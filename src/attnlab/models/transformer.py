@@ -810,25 +810,25 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if not (self.training and self.decoder_offset):
             logits, layer_weights, _ = self._decode(state, target_input)
             return Seq2SeqOutput(logits, self._source_columns(layer_weights[-1].mean(dim=1)))
-        offsets = torch.randint(
-            0, self.decoder_offset + 1, (target_input.size(0),), device=target_input.device
-        )
-        steps = offsets.unsqueeze(1) + torch.arange(
-            target_input.size(1), device=target_input.device
-        )  # [B, T]
-        shifted = target_input.new_full(
-            (target_input.size(0), target_input.size(1) + int(offsets.max())), self.pad_id
-        )
-        shifted.masked_fill_(
-            torch.arange(shifted.size(1), device=shifted.device) < offsets.unsqueeze(1), self.sos_id
-        )
-        shifted.scatter_(1, steps, target_input)
+        shifted, steps = self._random_start(target_input)
         logits, layer_weights, _ = self._decode(state, shifted)
         attention = layer_weights[-1].mean(dim=1)
         return Seq2SeqOutput(
             logits.gather(1, steps.unsqueeze(2).expand(-1, -1, logits.size(2))),
             self._source_columns(attention.gather(1, steps.unsqueeze(2).expand(-1, -1, attention.size(2)))),
         )
+
+    def _random_start(self, target_input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``target_input [B, T]`` after ``r_b`` extra ``<sos>`` per row, ``r_b`` uniform in
+        ``{0, …, decoder_offset}`` (right-padded to the longest), and the columns ``[B, T]``
+        where each row's own steps now are."""
+        batch, steps = target_input.shape
+        device = target_input.device
+        offsets = torch.randint(0, self.decoder_offset + 1, (batch,), device=device)
+        columns = offsets.unsqueeze(1) + torch.arange(steps, device=device)
+        shifted = target_input.new_full((batch, steps + int(offsets.max())), self.pad_id)
+        shifted.masked_fill_(torch.arange(shifted.size(1), device=device) < offsets.unsqueeze(1), self.sos_id)
+        return shifted.scatter(1, columns, target_input), columns
 
     def cross_attention_maps(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
