@@ -63,6 +63,18 @@ def test_scan_transformer_trains_and_evaluates_through_the_cli(scan_files, tmp_p
     assert main(["evaluate", str(run_dir)]) == 0
 
 
+def test_scan_transformer_trains_with_a_random_decoder_start_and_evaluates_from_its_checkpoint(
+    scan_files, tmp_path
+):
+    run_dir = tmp_path / "run"
+    settings = {**TINY, **_scan_data(scan_files), "model.transformer.decoder_offset": 4}
+    assert main(["train", "scan_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    assert "decoder_offset: 4" in (run_dir / "config.yaml").read_text()
+    trained = json.loads((run_dir / "eval" / "test.json").read_text())
+    assert main(["evaluate", str(run_dir), "--out", str(tmp_path / "again")]) == 0
+    assert json.loads((tmp_path / "again" / "test.json").read_text()) == trained
+
+
 def test_lookup_transformer_trains_with_attention_guidance(lookup_files, tmp_path):
     run_dir = tmp_path / "run"
     settings = {
