@@ -108,7 +108,11 @@ by an unknown ``r`` and fits no stop; the loss and the attention returned cover 
 steps. Evaluation and decoding start at ``r = 0``, a start seen in training. This shifts absolute
 positions as SHAPE does (Kiyono et al. 2021) and draws them at random as Ruoss et al. (2023) do;
 the repeated ``<sos>`` extends it to relative positions and to none. Dot-product cross-attention
-heads only: a stateful attender head would step through the extra tokens.
+heads only: a stateful attender head would step through the extra tokens. Measured on SCAN at the
+cut-off 26 (relative positions, one seed each; docs/results.md, issue 28, session 39): with the
+clip at 16 it removes the early stops at 24–26 and puts nothing in their place (the outputs run on
+or go wrong); with the clip at 64 it gives 74.6% against 71.8% without. So it is an option, not a
+default.
 
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`:
 ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step` decode one token at a
