@@ -810,17 +810,17 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         """Teacher forcing: all ``target_input [B, T]`` steps at once (``<sos>`` + target); the
         attention is the last decoder layer's cross-attention averaged over its heads. In training
         with ``decoder_offset``, each row's steps follow its random number of extra ``<sos>``."""
+        # the encoder (and its dropout) draws before the offsets do, as in the runs of session 39
         state = self.start(source, source_padding_mask)
-        if not (self.training and self.decoder_offset):
-            logits, layer_weights, _ = self._decode(state, target_input)
-            return Seq2SeqOutput(logits, self._source_columns(layer_weights[-1].mean(dim=1)))
-        shifted, steps = self._random_start(target_input)
-        logits, layer_weights, _ = self._decode(state, shifted)
+        steps = None
+        if self.training and self.decoder_offset:
+            target_input, steps = self._random_start(target_input)
+        logits, layer_weights, _ = self._decode(state, target_input)
         attention = layer_weights[-1].mean(dim=1)
-        return Seq2SeqOutput(
-            logits.gather(1, steps.unsqueeze(2).expand(-1, -1, logits.size(2))),
-            self._source_columns(attention.gather(1, steps.unsqueeze(2).expand(-1, -1, attention.size(2)))),
-        )
+        if steps is not None:  # the target's own steps, without the extra <sos>
+            index = steps.unsqueeze(2)
+            logits, attention = logits.take_along_dim(index, dim=1), attention.take_along_dim(index, dim=1)
+        return Seq2SeqOutput(logits, self._source_columns(attention))
 
     def _random_start(self, target_input: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``target_input [B, T]`` after ``r_b`` extra ``<sos>`` per row, ``r_b`` uniform in
