@@ -221,3 +221,50 @@ def test_the_long_sentence_probe_trains_on_short_sentences_and_tests_on_longer_o
     assert "split: files" in generated and "generate: false" in generated
     again = subprocess.run(command, capture_output=True, text=True, check=True, cwd=REPOSITORY)
     assert again.stdout.splitlines() == table  # read back: nothing trained or printed by training
+
+
+def test_the_sentence_starts_table_groups_exact_match_by_where_the_long_sentence_starts(tmp_path):
+    """scripts/scan_sentence_starts.py reads each run's test predictions and counts its right
+    outputs by where the last sentence of >= 24 actions starts in the output (output order: "A
+    after B" is B first) and by the target's length."""
+    from attnlab.tasks.scan import interpret
+
+    def sentence_starts(*arguments: str) -> subprocess.CompletedProcess:
+        script = REPOSITORY / "scripts" / "scan_sentence_starts.py"
+        return subprocess.run([sys.executable, str(script), *arguments], capture_output=True, text=True)
+
+    commands = {  # command: (the long sentence's start, right in run a, right in run b)
+        "jump around left thrice and walk": (0, 1, 1),
+        "walk thrice and jump around left thrice": (3, 1, 0),
+        "jump around left thrice after walk twice": (2, 1, 0),
+        "walk around right thrice after run": (1, 0, 0),
+        "walk": (None, 1, 1),
+        "run twice": (None, 1, 1),
+        "look thrice and jump": (None, 1, 0),
+        "jump around left thrice": (0, 0, 1),
+        "turn left and look around left thrice": (1, 1, 1),
+        "look opposite right": (None, 0, 0),
+    }
+    for run, column in (("a", 1), ("b", 2)):
+        rows = ["example\tsource\ttarget\tprediction\tseq_acc"]
+        for index, (command, outcome) in enumerate(commands.items()):
+            target = " ".join(interpret(command))
+            prediction = target if outcome[column] else "I_WALK"
+            rows.append(f"{index}\t{command}\t{target}\t{prediction}\t{outcome[column]}")
+        (tmp_path / run / "eval").mkdir(parents=True)
+        (tmp_path / run / "eval" / "test.predictions.tsv").write_text("\n".join(rows) + "\n")
+    result = sentence_starts(str(tmp_path / "a"), str(tmp_path / "b"), "--bin", "16")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "| test commands (test) | a | b |"
+    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1:] for line in lines[2:]}
+    starts = "a sentence of ≥ 24 actions starts at output position"
+    assert rows[f"{starts} 0"] == ["1/2 (50%)", "2/2 (100%) |"]
+    assert rows[f"{starts} 1"] == ["1/2 (50%)", "1/2 (50%) |"]
+    assert rows[f"{starts} 2"] == ["1/1 (100%)", "0/1 (0%) |"]
+    assert rows[f"{starts} 3"] == ["1/1 (100%)", "0/1 (0%) |"]
+    assert rows["no sentence of ≥ 24 actions"] == ["3/4 (75%)", "2/4 (50%) |"]
+    assert rows["target of 0–15 actions"] == ["3/4 (75%)", "2/4 (50%) |"]
+    assert rows["target of 16–31 actions"] == ["4/6 (67%)", "3/6 (50%) |"]
+    missing = sentence_starts(str(tmp_path / "missing"))
+    assert missing.returncode == 2 and "missing/eval/test.predictions.tsv" in missing.stderr
