@@ -1,10 +1,12 @@
 """The Transformer (issue 28) through ``attnlab train`` / ``evaluate``: SCAN and Lookup Tables."""
 
 import json
+import logging
 import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnlab.cli import main
 from attnlab.config import ConfigError, to_dict
@@ -361,3 +363,45 @@ def test_a_run_from_before_a_model_option_existed_resumes_with_its_default(looku
     capsys.readouterr()
     assert train(3, "--resume") != 0
     assert "belongs to another model" in capsys.readouterr().err
+
+
+def test_relative_distances_count_the_added_tokens_and_the_decoder_offset_in_training_only():
+    """The encoder reads the end marker and the source start too; the decoder reads
+    decoder_offset's extra <sos> in training only."""
+    model = TransformerSeq2Seq(
+        10, 12, d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ff_dim=32,
+        positional="relative", end_marker=True, source_start=True, decoder_offset=3,
+    )  # fmt: skip
+    assert model.train().relative_distances(5, 7) == (6, 9)
+    assert model.eval().relative_distances(5, 7) == (6, 6)
+    assert TransformerSeq2Seq(10, 12, d_model=16, heads=2).relative_distances(1, 1) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "warned"),
+    [
+        ({"model.transformer.positional": "relative"}, ["encoder", "decoder"]),
+        ({"model.transformer.positional": "relative", "model.transformer.max_relative_distance": 2}, []),
+        ({"model.transformer.positional": "rope"}, []),
+    ],
+)
+def test_a_relative_clip_past_the_training_lengths_is_warned_of_naming_the_untrained_distances(
+    lookup_files, caplog, overrides, warned
+):
+    """Lookup files: training reads relative distances up to 5 on each side (6 tokens; <sos> and
+    5 outputs); long1 reads 6. At the clip 16 the embedding of 6 is read untrained; at the clip 2
+    every distance past 2 shares a trained embedding; RoPE has no table."""
+    settings = {**TINY, **_lookup_data(lookup_files), **overrides}
+    config = lookup.EXPERIMENT.parse_config(resolve_config("lookup_transformer", _overrides(settings)))
+    data = lookup.EXPERIMENT.training_data(config, torch.device("cpu"))
+    for name, longest in (("train", 6), ("long1", 7)):
+        split = data.encoded[name]
+        assert int(split.source_lengths.max()) == int(split.target_lengths.max()) == longest
+    with caplog.at_level(logging.WARNING, logger="attnlab.experiments.seq2seq_common"):
+        lookup.EXPERIMENT.build_model(config, data)
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == len(warned)
+    for message, side in zip(messages, warned, strict=True):
+        assert message.startswith(f"model.transformer.max_relative_distance=16: the {side}'s self-attention")
+        assert "up to 6 on the test set(s) long1 and at most 5 in training" in message
+        assert "the embedding of distance 6 is never trained" in message and "a clip of at most 5" in message

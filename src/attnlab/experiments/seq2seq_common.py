@@ -7,6 +7,7 @@ evaluation, and the Transformer's model options (:class:`TransformerModelConfig`
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
@@ -33,6 +34,7 @@ from attnlab.training.checkpoint import check_model_spec, load_model_weights, lo
 ModelConfigT = TypeVar("ModelConfigT")
 ModelT = TypeVar("ModelT", bound=torch.nn.Module)
 SplitT = TypeVar("SplitT")
+logger = logging.getLogger(__name__)
 
 
 class Seq2SeqConfig(Protocol):
@@ -305,6 +307,52 @@ def evaluate_with_predictions(
     return metrics
 
 
+def untrained_relative_distances(
+    model: TransformerSeq2Seq,
+    max_relative_distance: int,
+    train: EncodedDataset,
+    tests: dict[str, EncodedDataset],
+) -> list[str]:
+    """What a ``relative`` Transformer's test sets read that its training never does: for the
+    encoder and for the decoder, the relative distances (up to the clip ``max_relative_distance``,
+    past which every distance shares the clip's embedding) that the test sets' longest sources or
+    targets reach beyond the longest ones in training. Their embeddings keep their initialisation
+    (:class:`~attnlab.models.transformer.TransformerSeq2Seq`, ``max_relative_distance``). A
+    message per side that has such distances; none for other schemes."""
+    if model.positional != "relative" or len(train) == 0:
+        return []
+    was_training = model.training
+    model.train()  # with decoder_offset's extra <sos>
+    trained = model.relative_distances(int(train.source_lengths.max()), int(train.target_lengths.max()))
+    model.eval()
+    read = {
+        name: model.relative_distances(int(test.source_lengths.max()), int(test.target_lengths.max()))
+        for name, test in tests.items()
+        if len(test)
+    }
+    model.train(was_training)
+    messages = []
+    for side, side_name in enumerate(("encoder", "decoder")):
+        reaching = {name: min(longest[side], max_relative_distance) for name, longest in read.items()}
+        beyond = [name for name, reached in reaching.items() if reached > trained[side]]
+        if not beyond:
+            continue
+        first, last = trained[side] + 1, max(reaching[name] for name in beyond)
+        untrained = (
+            f"the embedding of distance {first} is never trained and keeps its"
+            if first == last
+            else f"the embeddings of distances {first}–{last} are never trained and keep their"
+        )
+        messages.append(
+            f"model.transformer.max_relative_distance={max_relative_distance}: the {side_name}'s "
+            f"self-attention reads relative distances up to {last} on the test set(s) "
+            f"{', '.join(beyond)} and at most {trained[side]} in training; {untrained} "
+            "initialisation (docs/results.md, issue 28, session 40); a clip of at most "
+            f"{trained[side]} keeps every distance it reads trained"
+        )
+    return messages
+
+
 @dataclass
 class Seq2SeqData(Generic[SplitT]):
     """A seq2seq training run's data: every split, encoded with the run's vocabularies."""
@@ -338,8 +386,26 @@ class Seq2SeqExperiment(
     def test_set_names(self, config: Seq2SeqConfigT) -> list[str]:
         """The names of the run's own test sets."""
 
+    @abstractmethod
+    def encoded_dataset(self, split: SplitT) -> EncodedDataset:
+        """The encoded examples of one of the data's splits."""
+
     def build_model(self, config: Seq2SeqConfigT, data: Seq2SeqData[SplitT]) -> ModelT:
-        return self.build_seq2seq(config.model, data.source, data.target)
+        """The model to train, with a warning for each relative-position embedding that the test
+        sets read and training never trains (:func:`untrained_relative_distances`)."""
+        model = self.build_seq2seq(config.model, data.source, data.target)
+        if isinstance(model, TransformerSeq2Seq):
+            tests = {
+                name: self.encoded_dataset(data.encoded[name])
+                for name in self.test_set_names(config)
+                if name in data.encoded
+            }
+            train = self.encoded_dataset(data.encoded["train"])
+            for message in untrained_relative_distances(
+                model, config.model.transformer.max_relative_distance, train, tests
+            ):
+                logger.warning(message)
+        return model
 
     def model_spec(self, config: Seq2SeqConfigT, data: Seq2SeqData[SplitT]) -> dict[str, Any]:
         return seq2seq_model_spec(self.system, config.model, data.source, data.target)

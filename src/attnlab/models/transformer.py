@@ -529,7 +529,12 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         cross_attention_options: keyword options per attender name, e.g.
             ``{"location": {"fixed_sigma": True}}``.
         max_positions: rows of the ``learned`` table (longer sequences are an error).
-        max_relative_distance: Shaw et al.'s clipping distance ``k`` for ``relative``.
+        max_relative_distance: Shaw et al.'s clipping distance ``k`` for ``relative``. Each
+            distance up to ``k`` has an embedding of its own, trained only where training reads
+            that distance: a ``k`` past the longest training sequence leaves embeddings at their
+            initialisation that longer test sequences read (:meth:`relative_distances`; at SCAN's
+            cut-off 26, clip 64, a test-time clip at 24 took one run from 36.5% to 63.4% exact
+            match; docs/results.md, issue 28, session 40). The experiments warn of it.
         stop_from_attention: ``p(<eos>)`` from the last layer's attention on a learned start
             position and on the source's last token (module docstring); default ``False``:
             ``<eos>`` from the output layer.
@@ -733,6 +738,15 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if self.stop_attention is not None:
             stop_keys = self.stop_attention.keys(_scale_gradient(memory, self.stop_head_gradient))
         return _DecoderState(cross, [None] * len(self.decoder), end_positions, stop_keys=stop_keys)
+
+    def relative_distances(self, source_len: int, target_steps: int) -> tuple[int, int]:
+        """The longest offsets ``(encoder, decoder)`` that the self-attention reads on a source of
+        ``source_len`` tokens and ``target_steps`` decoder steps (``<sos>`` and the target),
+        counting what the model adds: the end marker and the source start on the encoder's side,
+        and in training mode ``decoder_offset``'s extra ``<sos>`` on the decoder's."""
+        source = source_len + int(self.end_marker_id is not None) + int(self.start_marker_id is not None)
+        steps = target_steps + (self.decoder_offset if self.training else 0)
+        return max(source - 1, 0), max(steps - 1, 0)
 
     def _source_columns(self, weights: torch.Tensor) -> torch.Tensor:
         """Attention ``[..., S']`` over the memory → over the source's own tokens (without the start

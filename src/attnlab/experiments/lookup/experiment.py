@@ -253,6 +253,9 @@ class LookupExperiment(Seq2SeqExperiment[LookupExperimentConfig, EncodedDataset,
     def test_set_names(self, config: LookupExperimentConfig) -> list[str]:
         return test_set_names(config.data)
 
+    def encoded_dataset(self, split: EncodedDataset) -> EncodedDataset:
+        return split
+
     def training_task(
         self, config: LookupExperimentConfig, data: LookupData, device: torch.device
     ) -> LookupTrainingTask:

@@ -53,7 +53,7 @@ from attnlab.models.gru_attention import GRUAttentionSeq2Seq
 from attnlab.models.stepwise import StepwiseSeq2Seq, check_stop_threshold
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.tasks import scan
-from attnlab.tasks.batching import batches, bucketed_batches
+from attnlab.tasks.batching import EncodedDataset, batches, bucketed_batches
 from attnlab.tasks.examples import Seq2SeqBatch
 from attnlab.tasks.scan_data import (
     EncodedSplit,
@@ -379,6 +379,9 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
 
     def test_set_names(self, config: ScanExperimentConfig) -> list[str]:
         return test_set_names(config.data)
+
+    def encoded_dataset(self, split: EncodedSplit) -> EncodedDataset:
+        return split.dataset
 
     def training_task(
         self, config: ScanExperimentConfig, data: ScanData, device: torch.device
