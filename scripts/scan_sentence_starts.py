@@ -15,6 +15,7 @@ commands grouped by
 
 Usage: ``python scripts/scan_sentence_starts.py RUN_DIR [RUN_DIR ...] [--test-set test]
 [--min-actions 24] [--bin 8]``; a table with a column per run (markdown), counts as ``right/all``.
+A RUN_DIR may also be the folder of ``attnlab evaluate RUN --out DIR`` (its predictions file at the top).
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def long_sentence_start(command: str, min_actions: int) -> int | None:
 
 def grouped(run: Path, test_set: str, min_actions: int, bin_width: int) -> tuple[Counter, Counter]:
     """``(right, all)`` counts keyed by ``("start", position or "-")`` and ``("length", bin)``."""
-    units = read_prediction_units(run / "eval" / f"{test_set}{PREDICTIONS_SUFFIX}", metric="seq_acc")
+    name = f"{test_set}{PREDICTIONS_SUFFIX}"
+    # an `attnlab evaluate --out` folder holds the file itself, a run in eval/
+    path = run / name if (run / name).is_file() else run / "eval" / name
+    units = read_prediction_units(path, metric="seq_acc")
     right: Counter = Counter()
     total: Counter = Counter()
     for (source, target), correct in zip(units.identity, np.asarray(units.scores.values[:, 0])):
@@ -101,7 +105,7 @@ def table(runs: Sequence[Path], test_set: str, min_actions: int, bin_width: int)
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "runs", nargs="+", type=Path, help="run directories with eval/<test set>.predictions.tsv"
+        "runs", nargs="+", type=Path, help="run directories (or evaluate --out folders) with predictions"
     )
     parser.add_argument("--test-set", default="test")
     parser.add_argument("--min-actions", type=int, default=24, help="what counts as a long sentence")
