@@ -266,5 +266,12 @@ def test_the_sentence_starts_table_groups_exact_match_by_where_the_long_sentence
     assert rows["no sentence of ≥ 24 actions"] == ["3/4 (75%)", "2/4 (50%) |"]
     assert rows["target of 0–15 actions"] == ["3/4 (75%)", "2/4 (50%) |"]
     assert rows["target of 16–31 actions"] == ["4/6 (67%)", "3/6 (50%) |"]
+    evaluated = tmp_path / "evaluated"  # an `attnlab evaluate --out` folder: the file at its top
+    evaluated.mkdir()
+    shutil.copy(tmp_path / "a" / "eval" / "test.predictions.tsv", evaluated)
+    again = sentence_starts(str(evaluated), "--bin", "16")
+    assert again.returncode == 0 and again.stdout.splitlines()[2:] == [
+        line.rsplit(" | ", 1)[0] + " |" for line in lines[2:]
+    ]
     missing = sentence_starts(str(tmp_path / "missing"))
     assert missing.returncode == 2 and "missing/eval/test.predictions.tsv" in missing.stderr
