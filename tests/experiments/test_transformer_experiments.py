@@ -372,9 +372,9 @@ def test_relative_distances_count_the_added_tokens_and_the_decoder_offset_in_tra
         10, 12, d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ff_dim=32,
         positional="relative", end_marker=True, source_start=True, decoder_offset=3,
     )  # fmt: skip
-    assert model.train().relative_distances(5, 7) == (6, 9)
-    assert model.eval().relative_distances(5, 7) == (6, 6)
-    assert TransformerSeq2Seq(10, 12, d_model=16, heads=2).relative_distances(1, 1) == (0, 0)
+    assert model.relative_distances(5, 7, training=True) == (6, 9)
+    assert model.relative_distances(5, 7, training=False) == (6, 6)
+    assert TransformerSeq2Seq(10, 12, d_model=16, heads=2).relative_distances(1, 1, training=True) == (0, 0)
 
 
 @pytest.mark.parametrize(

@@ -321,19 +321,17 @@ def untrained_relative_distances(
     message per side that has such distances; none for other schemes."""
     if model.positional != "relative" or len(train) == 0:
         return []
-    was_training = model.training
-    model.train()  # with decoder_offset's extra <sos>
-    trained = model.relative_distances(int(train.source_lengths.max()), int(train.target_lengths.max()))
-    model.eval()
-    read = {
-        name: model.relative_distances(int(test.source_lengths.max()), int(test.target_lengths.max()))
-        for name, test in tests.items()
-        if len(test)
-    }
-    model.train(was_training)
+
+    def longest(split: EncodedDataset, training: bool) -> tuple[int, int]:
+        return model.relative_distances(
+            int(split.source_lengths.max()), int(split.target_lengths.max()), training=training
+        )
+
+    trained = longest(train, training=True)
+    read = {name: longest(test, training=False) for name, test in tests.items() if len(test)}
     messages = []
     for side, side_name in enumerate(("encoder", "decoder")):
-        reaching = {name: min(longest[side], max_relative_distance) for name, longest in read.items()}
+        reaching = {name: min(distances[side], max_relative_distance) for name, distances in read.items()}
         beyond = [name for name, reached in reaching.items() if reached > trained[side]]
         if not beyond:
             continue

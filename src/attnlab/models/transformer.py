@@ -739,13 +739,13 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             stop_keys = self.stop_attention.keys(_scale_gradient(memory, self.stop_head_gradient))
         return _DecoderState(cross, [None] * len(self.decoder), end_positions, stop_keys=stop_keys)
 
-    def relative_distances(self, source_len: int, target_steps: int) -> tuple[int, int]:
+    def relative_distances(self, source_len: int, target_steps: int, *, training: bool) -> tuple[int, int]:
         """The longest offsets ``(encoder, decoder)`` that the self-attention reads on a source of
         ``source_len`` tokens and ``target_steps`` decoder steps (``<sos>`` and the target),
         counting what the model adds: the end marker and the source start on the encoder's side,
-        and in training mode ``decoder_offset``'s extra ``<sos>`` on the decoder's."""
+        and in training (``training``) ``decoder_offset``'s extra ``<sos>`` on the decoder's."""
         source = source_len + int(self.end_marker_id is not None) + int(self.start_marker_id is not None)
-        steps = target_steps + (self.decoder_offset if self.training else 0)
+        steps = target_steps + (self.decoder_offset if training else 0)
         return max(source - 1, 0), max(steps - 1, 0)
 
     def _source_columns(self, weights: torch.Tensor) -> torch.Tensor:
