@@ -13,6 +13,7 @@ from attnlab.config import ConfigError, to_dict
 from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.scan import experiment as scan
+from attnlab.experiments.scan.plots import decoding_outcome
 from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks.vocab import build_vocabularies
 from attnlab.training.checkpoint import load_checkpoint, save_checkpoint
@@ -63,6 +64,25 @@ def test_scan_transformer_trains_and_evaluates_through_the_cli(scan_files, tmp_p
     metrics = json.loads((run_dir / "eval" / "test.json").read_text())
     assert {"seq_acc", "seq_acc_given_length", "loss"} <= set(metrics)
     assert main(["evaluate", str(run_dir)]) == 0
+    # attnlab plot: the mean heatmap and, beside it, every decoder layer's and head's cross-attention
+    assert main(["plot", str(run_dir), "--index", "0", "--device", "cpu"]) == 0
+    pngs = sorted(path.name for path in (run_dir / "plots").glob("*.png"))
+    assert pngs == ["attention_test_0.png", "attention_test_0_heads.png", "training_curves.png"]
+    assert all((run_dir / "plots" / name).stat().st_size > 1000 for name in pngs)
+
+
+@pytest.mark.parametrize(
+    ("outputs", "outcome"),
+    [
+        (["A", "B", "<eos>"], "right: 2 actions"),
+        (["A", "<eos>"], "wrong: stops after 1 action of 2; first difference at action 2"),
+        (["A", "C", "B", "<eos>"], "wrong: stops after 3 actions of 2; first difference at action 2"),
+        (["A", "B", "B"], "wrong: no <eos> in 3 actions of 2; first difference at action 3"),
+        (["A", "B"], "wrong: no <eos> in 2 actions of 2; first difference at action 3"),
+    ],
+)
+def test_scan_heatmap_titles_say_where_a_decoding_leaves_the_target(outputs, outcome):
+    assert decoding_outcome(outputs, ["A", "B"]) == outcome
 
 
 def test_scan_transformer_trains_with_a_random_decoder_start_and_evaluates_from_its_checkpoint(

@@ -20,6 +20,7 @@ from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation.seq2seq import ExampleOutcomes, decoding_budget
 from attnlab.experiments.base import Evaluation, Experiment
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
+from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.models.transformer import (
     TransformerSeq2Seq,
     check_attender_keys,
@@ -283,6 +284,20 @@ def decoded_attention_samples(
         source_length = int((~batch.source_padding_mask[row]).sum()) + appended
         samples[f"{prefix}_{row}"] = decoded.attention[row, :steps, :source_length]
     return samples
+
+
+def decoded_cross_attention_maps(
+    model: Any, source: torch.Tensor, source_padding_mask: torch.Tensor, decoded: Seq2SeqOutput
+) -> tuple[torch.Tensor, list[list[str]]] | None:
+    """A Transformer's cross-attention ``[B, layers, heads, T, S]`` of a greedy decoding's steps
+    (:meth:`TransformerSeq2Seq.cross_attention_maps` of :meth:`~TransformerSeq2Seq.decoded_input`)
+    and its heads' kinds, for ``attnlab plot``'s grid of layers × heads; ``None`` for other models."""
+    if not isinstance(model, TransformerSeq2Seq):
+        return None
+    assert decoded.tokens is not None
+    with torch.no_grad():
+        maps = model.cross_attention_maps(source, source_padding_mask, model.decoded_input(decoded.tokens))
+    return maps, model.head_names
 
 
 def evaluate_with_predictions(

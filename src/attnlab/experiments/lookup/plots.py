@@ -15,8 +15,8 @@ from attnlab.experiments.driver import load_trained
 from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
+from attnlab.experiments.seq2seq_common import decoded_cross_attention_maps
 from attnlab.models.seq2seq import Seq2SeqOutput
-from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.plotting import (
     plot_attention_heads,
     plot_attention_heatmap,
@@ -46,7 +46,7 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
         batch.source_padding_mask,
         decoding_budget(batch.source.size(1), config.evaluation.max_length),
     )
-    heads = _cross_attention_maps(model, batch.source, batch.source_padding_mask, decoded)
+    heads = decoded_cross_attention_maps(model, batch.source, batch.source_padding_mask, decoded)
     written = []
     for row, (index, example) in enumerate(zip(indices, chosen)):
         written += _plot_example(run, name, index, example, decoded, row, target_vocab, heads)
@@ -71,19 +71,6 @@ def _examples(
 
 def _choose(examples: list[Seq2SeqExample], indices: list[int], name: str) -> list[Seq2SeqExample]:
     return [examples[index] for index in check_plot_indices(indices, len(examples), name)]
-
-
-def _cross_attention_maps(
-    model: torch.nn.Module, source: torch.Tensor, source_padding_mask: torch.Tensor, decoded: Seq2SeqOutput
-) -> tuple[torch.Tensor, list[list[str]]] | None:
-    """A Transformer's cross-attention ``[B, layers, heads, T, S]`` of the greedy decoding's
-    steps and its heads' kinds; ``None`` for other models."""
-    if not isinstance(model, TransformerSeq2Seq):
-        return None
-    assert decoded.tokens is not None
-    with torch.no_grad():
-        maps = model.cross_attention_maps(source, source_padding_mask, model.decoded_input(decoded.tokens))
-    return maps, model.head_names
 
 
 def _plot_example(

@@ -3,7 +3,10 @@ and training curves.
 
 Each attention heatmap is the alignment attention of the greedy decoding of one command (Russin et
 al. 2019, Figure 3): rows are the output actions, columns the command's words. For Syntactic
-Attention ``translations.png`` shows what each word says when attended alone (eq. 1).
+Attention ``translations.png`` shows what each word says when attended alone (eq. 1). For a
+Transformer ``attention_<set>_<i>_heads.png`` beside it shows every decoder layer's and head's
+cross-attention. The heatmaps of a test set's (or ``--data`` file's) commands say in their title
+whether the decoding is right, or where it stops or first leaves the gold actions.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import check_plot_indices
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.scan import experiment
+from attnlab.experiments.seq2seq_common import decoded_cross_attention_maps
 from attnlab.models.stepwise import StepwiseSeq2Seq
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
-from attnlab.plotting import plot_attention_heatmap, plot_run_history
+from attnlab.plotting import plot_attention_heads, plot_attention_heatmap, plot_run_history
 from attnlab.tasks import scan, scan_data
 from attnlab.tasks.batching import collate
 from attnlab.tasks.examples import Seq2SeqExample
-from attnlab.tasks.vocab import Vocabulary
+from attnlab.tasks.vocab import EOS_TOKEN, Vocabulary
 
 END_MARKER_LABEL = "<end>"
 """The heatmap column of the end-of-command position (``model.end_marker: true``)."""
@@ -39,15 +43,18 @@ def plot_attention(
 ) -> list[Path]:
     """Heatmaps of the greedy decoding's attention for each command (words separated by spaces).
 
-    Files go to ``RUN_DIR/plots/attention_<i>.png`` (or ``out_dir``); returns their paths. Words
+    Files go to ``RUN_DIR/plots/attention_<i>.png`` (or ``out_dir``; for a Transformer also
+    ``attention_<i>_heads.png``); returns their paths. Words
     outside the vocabulary are an error (or ``<unk>`` with ``data.unknown_words: unk``).
     """
     run, config, model, vocabularies = _load(run_dir, device_name)
     folder = Path(out_dir) if out_dir is not None else run.plots_dir
-    return [
-        _plot_command(model, vocabularies, config, tuple(command.split()), folder / f"attention_{index}.png")
-        for index, command in enumerate(commands)
-    ]
+    written = []
+    for index, command in enumerate(commands):
+        written += _plot_command(
+            model, vocabularies, config, tuple(command.split()), folder / f"attention_{index}.png"
+        )
+    return written
 
 
 def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
@@ -58,7 +65,8 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     written = []
     for index in check_plot_indices(list(request.indices), len(examples), name):
         path = run.plots_dir / f"attention_{name}_{index}.png"
-        written.append(_plot_command(model, vocabularies, config, examples[index].source, path))
+        example = examples[index]
+        written += _plot_command(model, vocabularies, config, example.source, path, example.target)
     if isinstance(model, SyntacticAttentionSeq2Seq) and model.translates_words_alone:
         written.append(plot_word_translations(model, vocabularies, run.plots_dir / "translations.png"))
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
@@ -121,7 +129,11 @@ def _plot_command(
     config: experiment.ScanExperimentConfig,
     words: tuple[str, ...],
     path: Path,
-) -> Path:
+    target: Sequence[str] | None = None,
+) -> list[Path]:
+    """The heatmap of the greedy decoding of ``words`` at ``path``; for a Transformer also the grid
+    of every decoder layer and head (``<stem>_heads.png``). With the gold ``target``, the titles
+    say whether the decoding is right, or where it leaves the target."""
     source_vocab, target_vocab = vocabularies
     command = " ".join(words)
     example = scan_data.Split([Seq2SeqExample(words, target_vocab.tokens[-1:])], f"command {command!r}")
@@ -135,4 +147,36 @@ def _plot_command(
     outputs = target_vocab.decode(tokens[:steps])
     weights = decoded.attention[0, : len(outputs)].cpu().numpy()
     columns = list(words) + [END_MARKER_LABEL] * (weights.shape[1] - len(words))  # model.end_marker
-    return plot_attention_heatmap(weights, columns, outputs, path, title=command)
+    title = command if target is None else f"{command}\n{decoding_outcome(outputs, target)}"
+    written = [plot_attention_heatmap(weights, columns, outputs, path, title=title)]
+    heads = decoded_cross_attention_maps(model, batch.source, batch.source_padding_mask, decoded)
+    if heads is not None:
+        maps, head_names = heads
+        written.append(
+            plot_attention_heads(
+                maps[0, :, :, : len(outputs), : len(columns)].cpu().numpy(),
+                columns,
+                outputs,
+                path.with_name(f"{path.stem}_heads{path.suffix}"),
+                head_names=head_names,
+                title=f"{title}\ncross-attention of every decoder layer and head",
+            )
+        )
+    return written
+
+
+def decoding_outcome(outputs: Sequence[str], target: Sequence[str]) -> str:
+    """How a decoding (its tokens up to and including ``<eos>``, if any) compares with the gold
+    actions: right, or how many actions it gives, how many the target has, and the first step
+    where they differ."""
+    actions = list(outputs[:-1]) if outputs and outputs[-1] == EOS_TOKEN else list(outputs)
+    ended = len(actions) < len(outputs)
+    if ended and actions == list(target):
+        return f"right: {len(target)} actions"
+    first_difference = next(
+        (step for step, (got, gold) in enumerate(zip(actions, target)) if got != gold),
+        min(len(actions), len(target)),
+    )
+    stop = "stops after" if ended else "no <eos> in"
+    count = f"{len(actions)} action{'' if len(actions) == 1 else 's'}"
+    return f"wrong: {stop} {count} of {len(target)}; first difference at action {first_difference + 1}"
