@@ -403,6 +403,14 @@ def test_relative_distances_count_the_added_tokens_and_the_decoder_offset_in_tra
         ({"model.transformer.positional": "relative"}, ["encoder", "decoder"]),
         ({"model.transformer.positional": "relative", "model.transformer.max_relative_distance": 2}, []),
         ({"model.transformer.positional": "rope"}, []),
+        ({"model.transformer.positional": "relative", "model.transformer.max_relative_distance": "auto"}, []),
+        (
+            {
+                "model.transformer.positional": "relative",
+                "model.transformer.max_relative_distance": "[2, 16]",
+            },
+            ["decoder"],
+        ),
     ],
 )
 def test_a_relative_clip_past_the_training_lengths_is_warned_of_naming_the_untrained_distances(
@@ -422,6 +430,84 @@ def test_a_relative_clip_past_the_training_lengths_is_warned_of_naming_the_untra
     messages = [record.getMessage() for record in caplog.records]
     assert len(messages) == len(warned)
     for message, side in zip(messages, warned, strict=True):
-        assert message.startswith(f"model.transformer.max_relative_distance=16: the {side}'s self-attention")
+        assert message.startswith(
+            f"model.transformer.max_relative_distance: the {side}'s clip 16: its self-attention"
+        )
         assert "up to 6 on the test set(s) long1 and at most 5 in training" in message
         assert "the embedding of distance 6 is never trained" in message and "a clip of at most 5" in message
+        assert "max_relative_distance: auto" in message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "clips"),
+    [
+        ({}, (5, 5)),
+        ({"model.transformer.decoder_offset": 3}, (5, 8)),
+        ({"model.transformer.source_start": "true"}, (6, 5)),
+        ({"model.transformer.stop_from_attention": "true"}, (6, 5)),
+    ],
+)
+def test_an_auto_relative_clip_is_each_stacks_longest_distance_in_training(lookup_files, overrides, clips):
+    """Lookup files: 6 source tokens and <sos> + 5 outputs at most in training (distances 5 and 5);
+    a start position adds one to the encoder's, decoder_offset's extra <sos> to the decoder's."""
+    settings = {
+        **TINY,
+        **_lookup_data(lookup_files),
+        "model.transformer.positional": "relative",
+        "model.transformer.max_relative_distance": "auto",
+        **overrides,
+    }
+    config = lookup.EXPERIMENT.parse_config(resolve_config("lookup_transformer", _overrides(settings)))
+    data = lookup.EXPERIMENT.training_data(config, torch.device("cpu"))
+    model = lookup.EXPERIMENT.build_model(config, data)
+    assert model.max_relative_distance == clips
+    tables = [layer.attention.positions.relative.num_embeddings for layer in model.encoder]
+    tables += [layer.self_attention.positions.relative.num_embeddings for layer in model.decoder]
+    assert tables == [2 * clips[0] + 1] * len(model.encoder) + [2 * clips[1] + 1] * len(model.decoder)
+    assert lookup.EXPERIMENT.model_spec(config, data)["model"]["transformer"][
+        "max_relative_distance"
+    ] == list(clips)
+    assert config.model.transformer.max_relative_distance == "auto"  # the run's config keeps it
+    with pytest.raises(ValueError, match="auto is resolved from the training data"):
+        lookup.build_model(config.model, data.source, data.target)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("0", "max_relative_distance must be >= 1, got 0"),
+        ("[3, 0]", "max_relative_distance must be >= 1, got [3, 0]"),
+        ("[1, 2, 3]", "a pair (encoder, decoder) of ints, got [1, 2, 3]"),
+        ("near", "max_relative_distance"),
+    ],
+)
+def test_a_bad_relative_clip_is_a_config_error_naming_the_key(value, error):
+    with pytest.raises(ConfigError, match="max_relative_distance") as raised:
+        scan.EXPERIMENT.parse_config(
+            resolve_config("scan_transformer", [f"model.transformer.max_relative_distance={value}"])
+        )
+    assert error in str(raised.value)
+
+
+def test_a_scan_run_with_an_auto_clip_keeps_it_in_its_config_and_resumes_and_evaluates(scan_files, tmp_path):
+    run_dir = tmp_path / "run"
+    settings = {
+        **TINY,
+        **_scan_data(scan_files),
+        "model.transformer.positional": "relative",
+        "model.transformer.max_relative_distance": "auto",
+    }
+    assert main(["train", "scan_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    assert "max_relative_distance: auto" in (run_dir / "config.yaml").read_text()
+    spec = load_checkpoint(run_dir / "checkpoints" / "last.pt")["model_spec"]
+    encoder_clip, decoder_clip = spec["model"]["transformer"]["max_relative_distance"]
+    assert 1 <= encoder_clip < decoder_clip  # SCAN: short commands, longer outputs
+    trained = json.loads((run_dir / "eval" / "test.json").read_text())
+    assert main(["evaluate", str(run_dir), "--out", str(tmp_path / "again")]) == 0
+    assert json.loads((tmp_path / "again" / "test.json").read_text()) == trained
+    resumed = {**settings, "training.epochs": 2}
+    assert (
+        main(["train", "scan_transformer", "--run-dir", str(run_dir), "--resume", *_overrides(resumed)]) == 0
+    )
+    epochs = [json.loads(line)["epoch"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -27,6 +27,8 @@ from attnlab.models.transformer import (
     check_cross_attention_options,
     check_decoder_offset,
     cross_attention_heads,
+    longest_relative_distances,
+    relative_clips,
 )
 from attnlab.tasks.batching import EncodedDataset, collate
 from attnlab.tasks.vocab import Vocabulary
@@ -114,7 +116,12 @@ class TransformerModelConfig:
     cross_attention: str | list[Any] = "dot"
     cross_attention_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_positions: int = 256
-    max_relative_distance: int = 16
+    max_relative_distance: int | list[int] | Literal["auto"] = 16
+    """Shaw et al.'s clip ``k`` of ``relative`` positions: an int for both stacks, ``[encoder,
+    decoder]``, or ``auto``: each stack's longest distance in training (the longest source, the
+    longest target with ``<sos>`` and ``decoder_offset``), so that no distance a longer test
+    sequence reads keeps an untrained embedding (:func:`resolve_relative_clips`). Other schemes
+    read no clip."""
     stop_from_attention: bool = False
     """``p(<eos>)`` from the last decoder layer's attention leaving the words: on a learned start
     position or on the source's last token (its end, e.g. Lookup Tables' ``.``); see
@@ -169,6 +176,8 @@ class TransformerModelConfig:
         check_attender_keys(self.attender_keys, head_names)
         check_decoder_offset(self.decoder_offset, head_names)
         check_cross_attention_options(self.cross_attention_options, head_names)
+        if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
+            raise ValueError(f"max_relative_distance must be >= 1, got {self.max_relative_distance!r}")
 
 
 def build_transformer(
@@ -190,7 +199,7 @@ def build_transformer(
         cross_attention=config.cross_attention,
         cross_attention_options=config.cross_attention_options,
         max_positions=config.max_positions,
-        max_relative_distance=config.max_relative_distance,
+        max_relative_distance=_built_clips(config.max_relative_distance),
         stop_from_attention=config.stop_from_attention,
         stop_layers=config.stop_layers,
         stop_gate_scale=config.stop_gate_scale,
@@ -208,6 +217,48 @@ def build_transformer(
         sos_id=target.sos_id,
         eos_id=target.eos_id,
     )
+
+
+def _built_clips(max_relative_distance: int | list[int] | str) -> int | tuple[int, int]:
+    if isinstance(max_relative_distance, str):  # "auto"
+        raise ValueError(
+            "max_relative_distance: auto is resolved from the training data before the model is built "
+            "(resolve_relative_clips); build the model through its experiment"
+        )
+    if isinstance(max_relative_distance, int):
+        return max_relative_distance
+    return relative_clips(max_relative_distance)
+
+
+def resolve_relative_clips(model: ModelConfigT, train: EncodedDataset) -> ModelConfigT:
+    """The model config with a Transformer's ``max_relative_distance: auto`` replaced by
+    ``[encoder, decoder]``: the longest distance each stack's self-attention reads in training,
+    over the longest source (with the positions the model adds: ``end_marker``, the start of
+    ``stop_from_attention`` or ``source_start``) and the longest target (``<sos>`` and the target,
+    with ``decoder_offset``'s extra ``<sos>``), as
+    :meth:`~attnlab.models.transformer.TransformerSeq2Seq.relative_distances` counts them. Every
+    distance up to each clip is then trained, and longer test sequences read the clip's embedding
+    (docs/results.md, issue 28, session 41). Any other model config is returned as it is."""
+    transformer = getattr(model, "transformer", None)
+    if not isinstance(transformer, TransformerModelConfig) or transformer.max_relative_distance != "auto":
+        return model
+    has_start = transformer.stop_from_attention or transformer.source_start
+    longest = longest_relative_distances(
+        int(train.source_lengths.max()) + int(transformer.end_marker) + int(has_start) if len(train) else 0,
+        int(train.target_lengths.max()) + transformer.decoder_offset if len(train) else 0,
+    )
+    clips = [max(distance, 1) for distance in longest]
+    return replace(model, transformer=replace(transformer, max_relative_distance=clips))  # type: ignore[type-var]
+
+
+def _with_clips_of(expected: ModelConfigT, found: ModelConfigT) -> ModelConfigT:
+    """``expected`` with its ``max_relative_distance: auto`` (if any) read as the clips that
+    ``found`` (a checkpoint's model config) resolved it to."""
+    transformer = getattr(expected, "transformer", None)
+    if not isinstance(transformer, TransformerModelConfig) or transformer.max_relative_distance != "auto":
+        return expected
+    clips = found.transformer.max_relative_distance  # type: ignore[attr-defined]
+    return replace(expected, transformer=replace(transformer, max_relative_distance=clips))  # type: ignore[type-var]
 
 
 def seq2seq_model_spec(system: str, model: Any, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
@@ -242,6 +293,7 @@ def seq2seq_from_checkpoint(
     checkpoint, spec = load_system_checkpoint(path, system, description, None, device)
     model_config = from_dict(config_type, spec["model"], f"{path}: model")
     if expected is not None:
+        expected = _with_clips_of(expected, model_config)
         check_model_spec(path, {"model_spec": to_dict(model_config)}, to_dict(expected))
     source = Vocabulary.from_dict(spec["vocabularies"]["source"])
     target = Vocabulary.from_dict(spec["vocabularies"]["target"])
@@ -323,17 +375,15 @@ def evaluate_with_predictions(
 
 
 def untrained_relative_distances(
-    model: TransformerSeq2Seq,
-    max_relative_distance: int,
-    train: EncodedDataset,
-    tests: dict[str, EncodedDataset],
+    model: TransformerSeq2Seq, train: EncodedDataset, tests: dict[str, EncodedDataset]
 ) -> list[str]:
     """What a ``relative`` Transformer's test sets read that its training never does: for the
-    encoder and for the decoder, the relative distances (up to the clip ``max_relative_distance``,
-    past which every distance shares the clip's embedding) that the test sets' longest sources or
-    targets reach beyond the longest ones in training. Their embeddings keep their initialisation
-    (:class:`~attnlab.models.transformer.TransformerSeq2Seq`, ``max_relative_distance``). A
-    message per side that has such distances; none for other schemes."""
+    encoder and for the decoder, the relative distances (up to the stack's clip, its
+    ``max_relative_distance``, past which every distance shares the clip's embedding) that the
+    test sets' longest sources or targets reach beyond the longest ones in training. Their
+    embeddings keep their initialisation (:class:`~attnlab.models.transformer.TransformerSeq2Seq`,
+    ``max_relative_distance``). A message per side that has such distances; none for other
+    schemes."""
     if model.positional != "relative" or len(train) == 0:
         return []
 
@@ -346,7 +396,8 @@ def untrained_relative_distances(
     read = {name: longest(test, training=False) for name, test in tests.items() if len(test)}
     messages = []
     for side, side_name in enumerate(("encoder", "decoder")):
-        reaching = {name: min(distances[side], max_relative_distance) for name, distances in read.items()}
+        clip = model.max_relative_distance[side]
+        reaching = {name: min(distances[side], clip) for name, distances in read.items()}
         beyond = [name for name, reached in reaching.items() if reached > trained[side]]
         if not beyond:
             continue
@@ -357,11 +408,12 @@ def untrained_relative_distances(
             else f"the embeddings of distances {first}–{last} are never trained and keep their"
         )
         messages.append(
-            f"model.transformer.max_relative_distance={max_relative_distance}: the {side_name}'s "
+            f"model.transformer.max_relative_distance: the {side_name}'s clip {clip}: its "
             f"self-attention reads relative distances up to {last} on the test set(s) "
             f"{', '.join(beyond)} and at most {trained[side]} in training; {untrained} "
             "initialisation (docs/results.md, issue 28, session 40); a clip of at most "
-            f"{trained[side]} keeps every distance it reads trained"
+            f"{trained[side]} keeps every distance it reads trained (max_relative_distance: auto "
+            "sets each stack's clip to its longest distance in training)"
         )
     return messages
 
@@ -403,25 +455,40 @@ class Seq2SeqExperiment(
     def encoded_dataset(self, split: SplitT) -> EncodedDataset:
         """The encoded examples of one of the data's splits."""
 
+    def trained_model_config(self, config: Seq2SeqConfigT, data: Seq2SeqData[SplitT]) -> Any:
+        """The ``model`` section the run trains, with what depends on the training data resolved
+        (:func:`resolve_relative_clips`): what :meth:`build_model` builds and the checkpoint's
+        spec holds."""
+        return resolve_relative_clips(config.model, self.encoded_dataset(data.encoded["train"]))
+
     def build_model(self, config: Seq2SeqConfigT, data: Seq2SeqData[SplitT]) -> ModelT:
         """The model to train, with a warning for each relative-position embedding that the test
         sets read and training never trains (:func:`untrained_relative_distances`)."""
-        model = self.build_seq2seq(config.model, data.source, data.target)
+        model_config = self.trained_model_config(config, data)
+        model = self.build_seq2seq(model_config, data.source, data.target)
         if isinstance(model, TransformerSeq2Seq):
+            transformer = model_config.transformer
+            resolved = config.model.transformer.max_relative_distance == "auto"
+            if resolved and transformer.positional == "relative":
+                logger.info(
+                    "model.transformer.max_relative_distance: auto → %s (encoder, decoder: the longest "
+                    "distances in training)",
+                    transformer.max_relative_distance,
+                )
             tests = {
                 name: self.encoded_dataset(data.encoded[name])
                 for name in self.test_set_names(config)
                 if name in data.encoded
             }
             train = self.encoded_dataset(data.encoded["train"])
-            for message in untrained_relative_distances(
-                model, config.model.transformer.max_relative_distance, train, tests
-            ):
+            for message in untrained_relative_distances(model, train, tests):
                 logger.warning(message)
         return model
 
     def model_spec(self, config: Seq2SeqConfigT, data: Seq2SeqData[SplitT]) -> dict[str, Any]:
-        return seq2seq_model_spec(self.system, config.model, data.source, data.target)
+        return seq2seq_model_spec(
+            self.system, self.trained_model_config(config, data), data.source, data.target
+        )
 
     def read_model_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
         """The spec with its model config read through :attr:`model_config_type`: options added

@@ -529,12 +529,16 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         cross_attention_options: keyword options per attender name, e.g.
             ``{"location": {"fixed_sigma": True}}``.
         max_positions: rows of the ``learned`` table (longer sequences are an error).
-        max_relative_distance: Shaw et al.'s clipping distance ``k`` for ``relative``. Each
-            distance up to ``k`` has an embedding of its own, trained only where training reads
-            that distance: a ``k`` past the longest training sequence leaves embeddings at their
-            initialisation that longer test sequences read (:meth:`relative_distances`; at SCAN's
-            cut-off 26, clip 64, a test-time clip at 24 took one run from 36.5% to 63.4% exact
-            match; docs/results.md, issue 28, session 40). The experiments warn of it.
+        max_relative_distance: Shaw et al.'s clipping distance ``k`` for ``relative``: one for
+            both stacks, or ``(encoder, decoder)``, each stack's self-attention its own (the
+            paper has one ``k``; an encoder reading short commands and a decoder writing long
+            outputs read different distances). Each distance up to ``k`` has an embedding of its
+            own, trained only where training reads that distance: a ``k`` past the longest
+            training sequence leaves embeddings at their initialisation that longer test sequences
+            read (:meth:`relative_distances`; at SCAN's cut-off 26, clip 64, a test-time clip at
+            24 took one run from 36.5% to 63.4% exact match; docs/results.md, issue 28, session
+            40). The experiments warn of it, and their ``max_relative_distance: auto`` sets each
+            stack's ``k`` to the longest distance its training reads.
         stop_from_attention: ``p(<eos>)`` from the last layer's attention on a learned start
             position and on the source's last token (module docstring); default ``False``:
             ``<eos>`` from the output layer.
@@ -600,7 +604,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         cross_attention: CrossAttentionSpec = DOT,
         cross_attention_options: dict[str, dict[str, Any]] | None = None,
         max_positions: int = 256,
-        max_relative_distance: int = 16,
+        max_relative_distance: int | tuple[int, int] = 16,
         stop_from_attention: bool = False,
         stop_layers: str = "last",
         stop_gate_scale: float = 1.0,
@@ -646,6 +650,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
         self.d_model, self.positional, self.norm = d_model, positional, norm
+        self.max_relative_distance = relative_clips(max_relative_distance)
+        encoder_clip, decoder_clip = self.max_relative_distance
         self.embedding_scale = math.sqrt(d_model) if embedding_init == "scaled" else 1.0
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
         check_attender_keys(attender_keys, self.head_names)
@@ -667,7 +673,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.encoder = nn.ModuleList(
-            EncoderLayer(d_model, heads, ff_dim, dropout, positional, max_relative_distance, norm)
+            EncoderLayer(d_model, heads, ff_dim, dropout, positional, encoder_clip, norm)
             for _ in range(encoder_layers)
         )
         self.decoder = nn.ModuleList(
@@ -677,7 +683,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 ff_dim,
                 dropout,
                 positional,
-                max_relative_distance,
+                decoder_clip,
                 options,
                 attender_keys,
                 norm,
@@ -744,9 +750,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         ``source_len`` tokens and ``target_steps`` decoder steps (``<sos>`` and the target),
         counting what the model adds: the end marker and the source start on the encoder's side,
         and in training (``training``) ``decoder_offset``'s extra ``<sos>`` on the decoder's."""
-        source = source_len + int(self.end_marker_id is not None) + int(self.start_marker_id is not None)
-        steps = target_steps + (self.decoder_offset if training else 0)
-        return max(source - 1, 0), max(steps - 1, 0)
+        return longest_relative_distances(
+            source_len + int(self.end_marker_id is not None) + int(self.start_marker_id is not None),
+            target_steps + (self.decoder_offset if training else 0),
+        )
 
     def _source_columns(self, weights: torch.Tensor) -> torch.Tensor:
         """Attention ``[..., S']`` over the memory → over the source's own tokens (without the start
@@ -879,6 +886,28 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         sequence's ``<eos>`` is the one decoding computed; later steps read padding."""
         start = tokens.new_full((tokens.size(0), 1), self.sos_id)
         return torch.cat([start, tokens[:, :-1]], dim=1)
+
+
+def longest_relative_distances(source_positions: int, decoder_positions: int) -> tuple[int, int]:
+    """The longest offsets ``(encoder, decoder)`` that self-attention reads over sequences of these
+    many positions (0 for an empty one)."""
+    return max(source_positions - 1, 0), max(decoder_positions - 1, 0)
+
+
+def relative_clips(max_relative_distance: int | tuple[int, int] | list[int]) -> tuple[int, int]:
+    """``max_relative_distance`` as ``(encoder, decoder)`` clips."""
+    if isinstance(max_relative_distance, int) and not isinstance(max_relative_distance, bool):
+        return max_relative_distance, max_relative_distance
+    if (
+        isinstance(max_relative_distance, (tuple, list))
+        and len(max_relative_distance) == 2
+        and all(isinstance(clip, int) and not isinstance(clip, bool) for clip in max_relative_distance)
+    ):
+        return max_relative_distance[0], max_relative_distance[1]
+    raise ValueError(
+        "max_relative_distance must be an int (both stacks) or a pair (encoder, decoder) of ints, "
+        f"got {max_relative_distance!r}"
+    )
 
 
 def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None:
