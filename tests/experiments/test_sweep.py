@@ -160,6 +160,11 @@ def test_every_builtin_spec_expands_into_valid_runs():
         for run in expand(load_spec("scan_transformer_length_cutoffs"))
     ]
     assert all(data.split == "length" and data.generate for data in cutoffs)
+    clips = {
+        scan.EXPERIMENT.parse_config(run.config).model.transformer.max_relative_distance
+        for run in expand(load_spec("scan_transformer_length_cutoffs"))
+    }
+    assert clips == {"auto"}  # each stack's longest distance in training, at every cut-off
     assert sorted({data.max_train_actions for data in cutoffs}) == [
         22,
         24,
