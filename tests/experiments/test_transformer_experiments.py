@@ -52,15 +52,19 @@ def _scan_data(files: dict[str, Path]) -> dict[str, object]:
     }
 
 
+def _train_scan(run_dir: Path, files: dict[str, Path], options: dict[str, object], *flags: str) -> int:
+    """``attnlab train scan_transformer`` of the TINY model on the small ``scan_files``."""
+    settings = {**TINY, **_scan_data(files), **options}
+    return main(["train", "scan_transformer", "--run-dir", str(run_dir), *flags, *_overrides(settings)])
+
+
 def test_scan_transformer_trains_and_evaluates_through_the_cli(scan_files, tmp_path):
     run_dir = tmp_path / "run"
-    settings = {
-        **TINY,
-        **_scan_data(scan_files),
+    options = {
         "model.transformer.positional": "rope",
         "model.transformer.cross_attention": "[dot, [dot, location]]",
     }
-    assert main(["train", "scan_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    assert _train_scan(run_dir, scan_files, options) == 0
     metrics = json.loads((run_dir / "eval" / "test.json").read_text())
     assert {"seq_acc", "seq_acc_given_length", "loss"} <= set(metrics)
     assert main(["evaluate", str(run_dir)]) == 0
@@ -89,8 +93,7 @@ def test_scan_transformer_trains_with_a_random_decoder_start_and_evaluates_from_
     scan_files, tmp_path
 ):
     run_dir = tmp_path / "run"
-    settings = {**TINY, **_scan_data(scan_files), "model.transformer.decoder_offset": 4}
-    assert main(["train", "scan_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    assert _train_scan(run_dir, scan_files, {"model.transformer.decoder_offset": 4}) == 0
     assert "decoder_offset: 4" in (run_dir / "config.yaml").read_text()
     trained = json.loads((run_dir / "eval" / "test.json").read_text())
     assert main(["evaluate", str(run_dir), "--out", str(tmp_path / "again")]) == 0
@@ -491,13 +494,8 @@ def test_a_bad_relative_clip_is_a_config_error_naming_the_key(value, error):
 
 def test_a_scan_run_with_an_auto_clip_keeps_it_in_its_config_and_resumes_and_evaluates(scan_files, tmp_path):
     run_dir = tmp_path / "run"
-    settings = {
-        **TINY,
-        **_scan_data(scan_files),
-        "model.transformer.positional": "relative",
-        "model.transformer.max_relative_distance": "auto",
-    }
-    assert main(["train", "scan_transformer", "--run-dir", str(run_dir), *_overrides(settings)]) == 0
+    options = {"model.transformer.positional": "relative", "model.transformer.max_relative_distance": "auto"}
+    assert _train_scan(run_dir, scan_files, options) == 0
     assert "max_relative_distance: auto" in (run_dir / "config.yaml").read_text()
     spec = load_checkpoint(run_dir / "checkpoints" / "last.pt")["model_spec"]
     encoder_clip, decoder_clip = spec["model"]["transformer"]["max_relative_distance"]
@@ -505,9 +503,6 @@ def test_a_scan_run_with_an_auto_clip_keeps_it_in_its_config_and_resumes_and_eva
     trained = json.loads((run_dir / "eval" / "test.json").read_text())
     assert main(["evaluate", str(run_dir), "--out", str(tmp_path / "again")]) == 0
     assert json.loads((tmp_path / "again" / "test.json").read_text()) == trained
-    resumed = {**settings, "training.epochs": 2}
-    assert (
-        main(["train", "scan_transformer", "--run-dir", str(run_dir), "--resume", *_overrides(resumed)]) == 0
-    )
+    assert _train_scan(run_dir, scan_files, {**options, "training.epochs": 2}, "--resume") == 0
     epochs = [json.loads(line)["epoch"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert epochs == [1, 2]
