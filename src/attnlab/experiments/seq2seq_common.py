@@ -23,6 +23,7 @@ from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, w
 from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.models.transformer import (
     TransformerSeq2Seq,
+    added_source_positions,
     check_attender_keys,
     check_cross_attention_options,
     check_decoder_offset,
@@ -242,9 +243,13 @@ def resolve_relative_clips(model: ModelConfigT, train: EncodedDataset) -> ModelC
     transformer = getattr(model, "transformer", None)
     if not isinstance(transformer, TransformerModelConfig) or transformer.max_relative_distance != "auto":
         return model
-    has_start = transformer.stop_from_attention or transformer.source_start
+    added = added_source_positions(
+        end_marker=transformer.end_marker,
+        stop_from_attention=transformer.stop_from_attention,
+        source_start=transformer.source_start,
+    )
     longest = longest_relative_distances(
-        int(train.source_lengths.max()) + int(transformer.end_marker) + int(has_start) if len(train) else 0,
+        int(train.source_lengths.max()) + added if len(train) else 0,
         int(train.target_lengths.max()) + transformer.decoder_offset if len(train) else 0,
     )
     clips = [max(distance, 1) for distance in longest]

@@ -661,6 +661,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         options = dict(cross_attention_options or {})
         check_cross_attention_options(options, self.head_names)
         has_start = stop_from_attention or source_start
+        self.added_source_positions = added_source_positions(
+            end_marker=end_marker, stop_from_attention=stop_from_attention, source_start=source_start
+        )
         self.start_marker_id = source_vocab_size if has_start else None
         self.end_marker_id = source_vocab_size + int(has_start) if end_marker else None
         self.source_embedding = nn.Embedding(
@@ -751,8 +754,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         counting what the model adds: the end marker and the source start on the encoder's side,
         and in training (``training``) ``decoder_offset``'s extra ``<sos>`` on the decoder's."""
         return longest_relative_distances(
-            source_len + int(self.end_marker_id is not None) + int(self.start_marker_id is not None),
-            target_steps + (self.decoder_offset if training else 0),
+            source_len + self.added_source_positions, target_steps + (self.decoder_offset if training else 0)
         )
 
     def _source_columns(self, weights: torch.Tensor) -> torch.Tensor:
@@ -886,6 +888,12 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         sequence's ``<eos>`` is the one decoding computed; later steps read padding."""
         start = tokens.new_full((tokens.size(0), 1), self.sos_id)
         return torch.cat([start, tokens[:, :-1]], dim=1)
+
+
+def added_source_positions(*, end_marker: bool, stop_from_attention: bool, source_start: bool) -> int:
+    """How many positions the model adds to every source: the end marker, and one start position
+    for ``stop_from_attention`` or ``source_start`` (they share it)."""
+    return int(end_marker) + int(stop_from_attention or source_start)
 
 
 def longest_relative_distances(source_positions: int, decoder_positions: int) -> tuple[int, int]:
