@@ -226,8 +226,6 @@ def _built_clips(max_relative_distance: int | list[int] | str) -> int | tuple[in
             "max_relative_distance: auto is resolved from the training data before the model is built "
             "(resolve_relative_clips); build the model through its experiment"
         )
-    if isinstance(max_relative_distance, int):
-        return max_relative_distance
     return relative_clips(max_relative_distance)
 
 
@@ -240,8 +238,8 @@ def resolve_relative_clips(model: ModelConfigT, train: EncodedDataset) -> ModelC
     :meth:`~attnlab.models.transformer.TransformerSeq2Seq.relative_distances` counts them. Every
     distance up to each clip is then trained, and longer test sequences read the clip's embedding
     (docs/results.md, issue 28, session 41). Any other model config is returned as it is."""
-    transformer = getattr(model, "transformer", None)
-    if not isinstance(transformer, TransformerModelConfig) or transformer.max_relative_distance != "auto":
+    transformer = _auto_clipped(model)
+    if transformer is None:
         return model
     added = added_source_positions(
         end_marker=transformer.end_marker,
@@ -252,18 +250,28 @@ def resolve_relative_clips(model: ModelConfigT, train: EncodedDataset) -> ModelC
         int(train.source_lengths.max()) + added if len(train) else 0,
         int(train.target_lengths.max()) + transformer.decoder_offset if len(train) else 0,
     )
-    clips = [max(distance, 1) for distance in longest]
-    return replace(model, transformer=replace(transformer, max_relative_distance=clips))  # type: ignore[type-var]
+    return _with_clips(model, transformer, [max(distance, 1) for distance in longest])
 
 
 def _with_clips_of(expected: ModelConfigT, found: ModelConfigT) -> ModelConfigT:
     """``expected`` with its ``max_relative_distance: auto`` (if any) read as the clips that
     ``found`` (a checkpoint's model config) resolved it to."""
-    transformer = getattr(expected, "transformer", None)
-    if not isinstance(transformer, TransformerModelConfig) or transformer.max_relative_distance != "auto":
+    transformer = _auto_clipped(expected)
+    if transformer is None:
         return expected
-    clips = found.transformer.max_relative_distance  # type: ignore[attr-defined]
-    return replace(expected, transformer=replace(transformer, max_relative_distance=clips))  # type: ignore[type-var]
+    return _with_clips(expected, transformer, found.transformer.max_relative_distance)  # type: ignore[attr-defined]
+
+
+def _auto_clipped(model: Any) -> TransformerModelConfig | None:
+    """A model config's Transformer options if their ``max_relative_distance`` is ``auto``."""
+    transformer = getattr(model, "transformer", None)
+    if isinstance(transformer, TransformerModelConfig) and transformer.max_relative_distance == "auto":
+        return transformer
+    return None
+
+
+def _with_clips(model: ModelConfigT, transformer: TransformerModelConfig, clips: list[int]) -> ModelConfigT:
+    return replace(model, transformer=replace(transformer, max_relative_distance=clips))  # type: ignore[type-var]
 
 
 def seq2seq_model_spec(system: str, model: Any, source: Vocabulary, target: Vocabulary) -> dict[str, Any]:
@@ -473,8 +481,7 @@ class Seq2SeqExperiment(
         model = self.build_seq2seq(model_config, data.source, data.target)
         if isinstance(model, TransformerSeq2Seq):
             transformer = model_config.transformer
-            resolved = config.model.transformer.max_relative_distance == "auto"
-            if resolved and transformer.positional == "relative":
+            if _auto_clipped(config.model) is not None and transformer.positional == "relative":
                 logger.info(
                     "model.transformer.max_relative_distance: auto → %s (encoder, decoder: the longest "
                     "distances in training)",
