@@ -89,12 +89,17 @@ def test_scan_heatmap_titles_say_where_a_decoding_leaves_the_target(outputs, out
     assert decoding_outcome(outputs, ["A", "B"]) == outcome
 
 
-def test_scan_transformer_trains_with_a_random_decoder_start_and_evaluates_from_its_checkpoint(
-    scan_files, tmp_path
+@pytest.mark.parametrize(
+    "option, saved",
+    [("decoder_offset=4", "decoder_offset: 4"), ("decoder_hides_start=true", "decoder_hides_start: true")],
+)
+def test_scan_transformer_trains_with_a_random_or_hidden_decoder_start_and_evaluates_from_its_checkpoint(
+    scan_files, tmp_path, option, saved
 ):
     run_dir = tmp_path / "run"
-    assert _train_scan(run_dir, scan_files, {"model.transformer.decoder_offset": 4}) == 0
-    assert "decoder_offset: 4" in (run_dir / "config.yaml").read_text()
+    key, value = option.split("=")
+    assert _train_scan(run_dir, scan_files, {f"model.transformer.{key}": value}) == 0
+    assert saved in (run_dir / "config.yaml").read_text()
     trained = json.loads((run_dir / "eval" / "test.json").read_text())
     assert main(["evaluate", str(run_dir), "--out", str(tmp_path / "again")]) == 0
     assert json.loads((tmp_path / "again" / "test.json").read_text()) == trained
@@ -257,6 +262,12 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
             "lookup_transformer",
             ["model.transformer.decoder_offset=-1"],
             "decoder_offset must be >= 0",
+        ),
+        (
+            scan,
+            "scan_transformer",
+            ["model.transformer.decoder_offset=4", "model.transformer.decoder_hides_start=true"],
+            "decoder_offset adds <sos> tokens and decoder_hides_start hides the first one",
         ),
         # options the architecture would ignore, named
         (

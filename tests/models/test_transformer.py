@@ -822,3 +822,35 @@ def test_a_decoder_offset_needs_dot_heads_and_is_not_negative():
         ValueError, match="decoder_offset needs dot-product cross-attention heads; shift would"
     ):
         build(cross_attention=["dot", "shift"], decoder_offset=4)
+
+
+# ------------------------------------------------------------------------- hiding the decoder's start
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_a_decoder_that_hides_its_start_reads_sos_at_the_first_step_only(positional):
+    """With ``decoder_hides_start`` the logits of every step after the first are the same whatever
+    token stands at position 0, in every layer's self-attention; without it they change; cached
+    decoding equals teacher forcing."""
+    source, mask = padded_batch(SOURCES)
+    other_start = TARGET_INPUT.clone()
+    other_start[:, 0] = 7
+    hiding, plain = build(positional, decoder_hides_start=True), build(positional)
+    with torch.no_grad():
+        hidden = hiding(source, mask, TARGET_INPUT).logits
+        moved = hiding(source, mask, other_start).logits
+        torch.testing.assert_close(hidden[:, 1:], moved[:, 1:], rtol=0, atol=0)
+        assert not torch.allclose(hidden[:, 0], moved[:, 0])
+        seen = plain(source, mask, TARGET_INPUT).logits
+        assert not torch.allclose(seen[:, 1:], plain(source, mask, other_start).logits[:, 1:])
+        # the same weights as the plain model: only the mask differs, so step 0 is the same
+        torch.testing.assert_close(hidden[:, 0], seen[:, 0])
+        state = hiding.start(source, mask)
+        for t in range(TARGET_INPUT.size(1)):
+            logits, _, state = hiding.step(state, TARGET_INPUT[:, t])
+            torch.testing.assert_close(logits, hidden[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_hiding_the_decoder_start_and_a_decoder_offset_exclude_each_other():
+    with pytest.raises(ValueError, match="decoder_offset adds <sos> tokens and decoder_hides_start hides"):
+        build(decoder_offset=2, decoder_hides_start=True)

@@ -164,6 +164,10 @@ class TransformerModelConfig:
     """In training, up to this many extra ``<sos>`` tokens (uniform, per example) before each
     target's decoder input, so the decoder cannot tell from its position where outputs end
     (:mod:`attnlab.models.transformer`); 0: none."""
+    decoder_hides_start: bool = False
+    """The decoder's self-attention never reads ``<sos>`` from a later step, so under relative
+    positions, RoPE, ALiBi and none no step can time itself by that token
+    (:mod:`attnlab.models.transformer`); not with ``decoder_offset``."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -175,7 +179,7 @@ class TransformerModelConfig:
                 )
         head_names = cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
         check_attender_keys(self.attender_keys, head_names)
-        check_decoder_offset(self.decoder_offset, head_names)
+        check_decoder_offset(self.decoder_offset, head_names, self.decoder_hides_start)
         check_cross_attention_options(self.cross_attention_options, head_names)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
             raise ValueError(f"max_relative_distance must be >= 1, got {self.max_relative_distance!r}")
@@ -214,6 +218,7 @@ def build_transformer(
         embedding_init=config.embedding_init,
         tied_output=config.tied_output,
         decoder_offset=config.decoder_offset,
+        decoder_hides_start=config.decoder_hides_start,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

@@ -114,6 +114,15 @@ clip at 16 it removes the early stops at 24–26 and puts nothing in their place
 or go wrong); with the clip at 64 it gives 74.6% against 71.8% without. So it is an option, not a
 default.
 
+Hiding the start (an attnlab option, issue 28). ``decoder_hides_start=True`` removes the token those
+readings of the step share, instead of moving it: the decoder's self-attention never reads
+``<sos>`` (position 0) from a later step, at any layer, so an output's steps from the first on see
+only the outputs so far. Every step still knows where it is under absolute schemes; under relative
+ones, RoPE, ALiBi and none it loses the one key whose distance (or share of a uniform attention)
+is the step's position, and the causal mask gives the first step a single key, itself. The
+outputs, not ``<sos>``, are then what a stop can read. Not with ``decoder_offset`` (whose extra
+``<sos>`` it would partly hide).
+
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`:
 ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step` decode one token at a
 time with cached self-attention keys and values per layer, so greedy and given-length decoding are
@@ -242,13 +251,23 @@ class _SelfCache:
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with a positional scheme; causal or with key padding."""
+    """Multi-head self-attention with a positional scheme; causal or with key padding.
+
+    ``hide_start``: a causal step after position 0 does not read position 0 (the decoder's
+    ``<sos>``; ``decoder_hides_start`` of :class:`TransformerSeq2Seq`)."""
 
     def __init__(
-        self, d_model: int, heads: int, scheme: str, dropout: float, max_relative_distance: int
+        self,
+        d_model: int,
+        heads: int,
+        scheme: str,
+        dropout: float,
+        max_relative_distance: int,
+        hide_start: bool = False,
     ) -> None:
         super().__init__()
         self.heads, self.head_dim = heads, d_model // heads
+        self.hide_start = hide_start
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.positions = SelfAttentionPositions(scheme, heads, self.head_dim, max_relative_distance)
@@ -280,6 +299,8 @@ class SelfAttention(nn.Module):
             scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
         if causal:
             future = key_positions.unsqueeze(1) > positions.unsqueeze(2)  # [B, T, K]
+            if self.hide_start:  # position 0 is read by itself only
+                future = future | ((key_positions == 0).unsqueeze(1) & (positions > 0).unsqueeze(2))
             scores = scores.masked_fill(future.unsqueeze(1), float("-inf"))
         weights = self.dropout(torch.softmax(scores, dim=-1))
         return self.out(_merge_heads(weights @ values)), _SelfCache(keys, values, key_positions)
@@ -449,10 +470,11 @@ class DecoderLayer(_Block):
         options: dict[str, dict[str, Any]],
         attender_keys: str = "memory",
         norm: str = "pre",
+        hide_start: bool = False,
     ):
         super().__init__(dropout, norm)
         self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
-        self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance)
+        self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance, hide_start)
         self.cross_attention = CrossAttention(d_model, heads, options, dropout, attender_keys)
         self.ff = FeedForward(d_model, ff_dim, dropout)
 
@@ -585,6 +607,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             tokens before it, ``r`` uniform in ``{0, …, decoder_offset}`` per example, so the
             decoder cannot learn where the output ends from how far it is into it (module
             docstring); default 0: none. Needs dot-product cross-attention heads.
+        decoder_hides_start: the decoder's self-attention never reads ``<sos>`` from a later
+            step (module docstring); default ``False``. Not with ``decoder_offset``.
         tied_output: the output layer's weights are the target embeddings (with a bias of its
             own; Press & Wolf 2017; Csordás et al. 2021's default); default ``False``.
     """
@@ -618,6 +642,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         embedding_init: str = "scaled",
         tied_output: bool = False,
         decoder_offset: int = 0,
+        decoder_hides_start: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -655,7 +680,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.embedding_scale = math.sqrt(d_model) if embedding_init == "scaled" else 1.0
         self.head_names = cross_attention_heads(cross_attention, decoder_layers, heads)
         check_attender_keys(attender_keys, self.head_names)
-        check_decoder_offset(decoder_offset, self.head_names)
+        check_decoder_offset(decoder_offset, self.head_names, decoder_hides_start)
         self.decoder_offset = decoder_offset
         self.attender_keys = attender_keys
         options = dict(cross_attention_options or {})
@@ -690,6 +715,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 options,
                 attender_keys,
                 norm,
+                decoder_hides_start,
             )
             for names in self.head_names
         )
@@ -929,12 +955,18 @@ def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None
         )
 
 
-def check_decoder_offset(decoder_offset: int, head_names: list[list[str]]) -> None:
+def check_decoder_offset(
+    decoder_offset: int, head_names: list[list[str]], decoder_hides_start: bool = False
+) -> None:
     """A ``ValueError`` unless ``decoder_offset`` is ``>= 0`` and, if not 0, every cross-attention
-    head (``head_names``: per decoder layer) is a dot-product head: an attender head would step
-    through the extra ``<sos>``."""
+    head (``head_names``: per decoder layer) is a dot-product head (an attender head would step
+    through the extra ``<sos>``) and ``decoder_hides_start`` is off (it would hide one of them)."""
     if decoder_offset < 0:
         raise ValueError(f"decoder_offset must be >= 0, got {decoder_offset}")
+    if decoder_offset and decoder_hides_start:
+        raise ValueError(
+            "decoder_offset adds <sos> tokens and decoder_hides_start hides the first one: use one of them"
+        )
     attenders = sorted({name for names in head_names for name in names} - {DOT})
     if decoder_offset and attenders:
         raise ValueError(
