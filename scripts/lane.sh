@@ -11,7 +11,8 @@
 # polled every minute, so commands can be added while the lane runs. Recipes and sweeps skip
 # finished runs and resume interrupted ones, so a lane started again puts the command it was
 # running when it stopped (the log's last START without an END) back at the head of its queue
-# and runs it first (a REQUEUED line says so). LANE_THREADS sets OMP_NUM_THREADS
+# and runs it first (a REQUEUED line says so); an `attnlab train ... --run-dir DIR` whose DIR holds
+# a run (its config.yaml) is requeued with --resume, which `attnlab train` needs to go on with it. LANE_THREADS sets OMP_NUM_THREADS
 # (default 1: on a 2-core machine, two lanes at most). Both lanes may queue the same sweep or recipe:
 # each run is locked while it trains, so the lanes share its runs.
 # A lane already running is not started twice (lane_<lane>.lock). --preempt COMMAND stops the
@@ -53,6 +54,13 @@ export OMP_NUM_THREADS=${LANE_THREADS:-1}
 last=$(grep -E '^[0-9-]+ [0-9:]+ (START|END) ' "$log" | tail -n 1)
 if [[ $last == *" START "* ]]; then
     unfinished=${last#* START }
+    # `attnlab train` refuses a run directory that holds a run unless told to resume it; only a
+    # command that ends with its `attnlab train` gets --resume (at the end)
+    training=${unfinished##*attnlab train }
+    if [[ $unfinished == *"attnlab train "* && $training != *[\;\&\|]* && $training != *" --resume"* \
+        && $training =~ --run-dir[[:space:]]+([^[:space:]]+) && -f ${BASH_REMATCH[1]}/config.yaml ]]; then
+        unfinished="$unfinished --resume"
+    fi
     { echo "$unfinished"; cat "$queue"; } >"$queue.tmp" && mv "$queue.tmp" "$queue"
     echo "$(date '+%F %T') REQUEUED $unfinished" >>"$log"
 fi

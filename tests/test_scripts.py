@@ -134,6 +134,41 @@ def test_a_lane_started_again_first_reruns_the_command_it_was_stopped_in(tmp_pat
     assert (tmp_path / "queue_T.txt").read_text() == ""
 
 
+@needs_bash
+@pytest.mark.parametrize(
+    "command, added",
+    [
+        ("false && attnlab train scan_transformer training.seed=2 --run-dir {started}", " --resume"),
+        ("cd /tmp && false && attnlab train scan_transformer --run-dir {started}", " --resume"),
+        ("false && attnlab train scan_transformer --run-dir {empty}", ""),
+        ("false && attnlab train {started}/config.yaml --run-dir {started} --resume", ""),
+        ("false && attnlab train scan_transformer --run-dir {started} && echo done", ""),
+    ],
+)
+def test_a_lane_requeues_an_unfinished_training_into_a_run_directory_with_resume(tmp_path, command, added):
+    """An interrupted ``attnlab train ... --run-dir DIR`` whose DIR holds a run (``config.yaml``) comes
+    back with ``--resume`` (without it ``attnlab train`` refuses the directory); one whose DIR holds
+    nothing yet, one already resuming, and one followed by another command come back as they were.
+    (Each command starts with ``false &&``, so that nothing is trained.)"""
+    started = tmp_path / "started"
+    started.mkdir()
+    (started / "config.yaml").write_text("experiment: scan\n")
+    command = command.format(started=started, empty=tmp_path / "empty")
+    log_file = tmp_path / "lane_R.log"
+    log_file.write_text(f"2026-11-29 08:00:00 START {command}\n")
+    lane = subprocess.Popen(
+        ["bash", str(REPOSITORY / "scripts" / "lane.sh"), "R"],
+        env={"LANES": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        start_new_session=True,
+    )
+    try:
+        assert _wait_for(lambda: _logged_last(log_file, f"END rc=1 {command}{added}"))
+    finally:
+        os.killpg(lane.pid, signal.SIGTERM)
+        lane.wait(timeout=10)
+    assert log_file.read_text().splitlines()[1].endswith(f" REQUEUED {command}{added}")
+
+
 def _wait_for(predicate, seconds=20.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and not predicate():
