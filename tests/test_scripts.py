@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnlab.cli import main
 
@@ -310,3 +311,50 @@ def test_the_sentence_starts_table_groups_exact_match_by_where_the_long_sentence
     ]
     missing = sentence_starts(str(tmp_path / "missing"))
     assert missing.returncode == 2 and "missing/eval/test.predictions.tsv" in missing.stderr
+
+
+def test_relative_distances_read_at_evaluates_a_copy_whose_tables_read_far_distances_as_k(
+    tmp_path, make_scan_files
+):
+    """scripts/relative_distances_read_at.py: the copy's decoder tables read every distance past K
+    as K (both signs), the encoder's and the run's own are unchanged, and the copy is evaluated."""
+    from attnlab.cli import main as attnlab
+    from attnlab.training.checkpoint import load_checkpoint
+
+    files = make_scan_files("read_at", 60, 20)
+    run, copy = tmp_path / "run", tmp_path / "copy"
+    settings = [
+        "data.split=files",
+        f"data.train_file={files['train']}",
+        f"data.test_files={{test: {files['test']}}}",
+        "model.transformer.positional=relative",
+        "model.transformer.max_relative_distance=4",
+        "model.transformer.d_model=16",
+        "model.transformer.heads=2",
+        "model.transformer.ff_dim=32",
+        "training.epochs=1",
+        "training.progress=false",
+    ]
+    assert attnlab(["train", "scan_transformer", "--run-dir", str(run), *settings]) == 0
+    summary = (run / "eval" / "summary.json").read_text()
+    script = REPOSITORY / "scripts" / "relative_distances_read_at.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(run), str(copy), "--at", "2"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    original = load_checkpoint(run / "checkpoints" / "best.pt")["model"]
+    read = load_checkpoint(copy / "checkpoints" / "best.pt")["model"]
+    for name, table in read.items():
+        if not name.endswith("positions.relative.weight"):
+            torch.testing.assert_close(table, original[name], rtol=0, atol=0)
+        elif name.startswith("encoder."):
+            torch.testing.assert_close(table, original[name], rtol=0, atol=0)
+        else:  # rows 0..8 are the distances -4..4
+            expected = original[name][[2, 2, 2, 3, 4, 5, 6, 6, 6]]
+            torch.testing.assert_close(table, expected, rtol=0, atol=0)
+    assert json.loads((copy / "eval" / "summary.json").read_text())["test"]["examples"] == 20
+    assert (run / "eval" / "summary.json").read_text() == summary  # the run's own evaluation stays
+    again = subprocess.run(
+        [sys.executable, str(script), str(run), str(copy), "--at", "2"], capture_output=True, text=True
+    )
+    assert again.returncode == 2 and "exists: give a new folder" in again.stderr

@@ -1,0 +1,75 @@
+"""Evaluate a trained Transformer run with every relative distance past ``K`` read as ``K``.
+
+Under ``positional: relative`` each self-attention layer has one embedding row per distance up to
+its clip (Shaw et al. 2018); a test output longer than any training output reads rows (or, at the
+clip, a row) that training read rarely or never. This copies ``RUN_DIR`` to ``OUT_DIR`` (its config,
+history and ``checkpoints/best.pt``; not its evaluation, ``last.pt`` or predictions), sets in the
+copy's ``best.pt`` the rows of the distances ``d > K`` to the row of ``K`` and those of ``d < -K``
+to the row of ``-K`` (in the decoder's self-attention, with ``--stack`` also or only the encoder's),
+and evaluates the copy with ``attnlab evaluate OUT_DIR`` (its ``eval/`` as any run's). The run
+itself is not touched. The tables of docs/results.md on reading the clip-64 runs at 24 (issue 28,
+session 40) and the clip-26 runs at 24 and 25 (session 42) come from this.
+
+Usage: ``python scripts/relative_distances_read_at.py RUN_DIR OUT_DIR --at K [--stack decoder]``
+(a SCAN length-split evaluation takes about half a minute on one CPU thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from attnlab.cli import main as attnlab
+from attnlab.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+STACKS = {"decoder": ("decoder.",), "encoder": ("encoder.",), "both": ("decoder.", "encoder.")}
+TABLE_SUFFIX = "positions.relative.weight"
+
+
+def read_at(state: dict, distance: int, prefixes: tuple[str, ...]) -> list[str]:
+    """Set, in place, each relative table of ``state`` under ``prefixes`` to read every distance past
+    ``distance`` as ``distance`` (both signs); returns the tables' names."""
+    changed = []
+    for name, table in state.items():
+        if name.startswith(prefixes) and name.endswith(TABLE_SUFFIX):
+            clip = (table.size(0) - 1) // 2
+            if not 0 <= distance <= clip:
+                raise SystemExit(f"--at {distance}: {name} has distances 0..{clip}")
+            table[clip + distance + 1 :] = table[clip + distance]
+            table[: clip - distance] = table[clip - distance]
+            changed.append(name)
+    return changed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--at", type=int, required=True, help="the distance K that every longer one reads")
+    parser.add_argument("--stack", choices=sorted(STACKS), default="decoder")
+    args = parser.parse_args()
+    best = args.run_dir / "checkpoints" / "best.pt"
+    if not best.is_file():
+        parser.error(f"{best} is missing: not a trained run")
+    if args.out_dir.exists():
+        parser.error(f"{args.out_dir} exists: give a new folder")
+    try:
+        checkpoint = load_checkpoint(best)
+    except CheckpointError as error:
+        parser.error(str(error))
+    changed = read_at(checkpoint["model"], args.at, STACKS[args.stack])
+    if not changed:
+        parser.error(
+            f"{args.run_dir} has no {args.stack} relative-position tables (not positional: relative)"
+        )
+    shutil.copytree(args.run_dir, args.out_dir, ignore=shutil.ignore_patterns("eval", "last.pt", "*.tsv"))
+    checkpoint.pop("format", None)
+    save_checkpoint(args.out_dir / "checkpoints" / "best.pt", checkpoint)
+    print(f"{args.out_dir}: {', '.join(changed)} read every distance past {args.at} as {args.at}", flush=True)
+    sys.exit(attnlab(["evaluate", str(args.out_dir)]))
+
+
+if __name__ == "__main__":
+    main()
