@@ -12,8 +12,8 @@
 # finished runs and resume interrupted ones, so a lane started again puts the command it was
 # running when it stopped (the log's last START without an END) back at the head of its queue
 # and runs it first (a REQUEUED line says so); an `attnlab train ... --run-dir DIR` whose DIR holds
-# a run (its config.yaml) is requeued with --resume, which `attnlab train` needs to go on with it. LANE_THREADS sets OMP_NUM_THREADS
-# (default 1: on a 2-core machine, two lanes at most). Both lanes may queue the same sweep or recipe:
+# a run (its checkpoints/last.pt) is requeued with --resume, which `attnlab train` needs to go on
+# with it. LANE_THREADS sets OMP_NUM_THREADS (default 1: on a 2-core machine, two lanes at most). Both lanes may queue the same sweep or recipe:
 # each run is locked while it trains, so the lanes share its runs.
 # A lane already running is not started twice (lane_<lane>.lock). --preempt COMMAND stops the
 # lane's running instance (its process group: start lanes with setsid) and takes its place, with
@@ -58,7 +58,7 @@ if [[ $last == *" START "* ]]; then
     # command that ends with its `attnlab train` gets --resume (at the end)
     training=${unfinished##*attnlab train }
     if [[ $unfinished == *"attnlab train "* && $training != *[\;\&\|]* && $training != *" --resume"* \
-        && $training =~ --run-dir[[:space:]]+([^[:space:]]+) && -f ${BASH_REMATCH[1]}/config.yaml ]]; then
+        && $training =~ --run-dir[[:space:]]+([^[:space:]]+) && -f ${BASH_REMATCH[1]}/checkpoints/last.pt ]]; then
         unfinished="$unfinished --resume"
     fi
     { echo "$unfinished"; cat "$queue"; } >"$queue.tmp" && mv "$queue.tmp" "$queue"

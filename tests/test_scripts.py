@@ -147,13 +147,13 @@ def test_a_lane_started_again_first_reruns_the_command_it_was_stopped_in(tmp_pat
     ],
 )
 def test_a_lane_requeues_an_unfinished_training_into_a_run_directory_with_resume(tmp_path, command, added):
-    """An interrupted ``attnlab train ... --run-dir DIR`` whose DIR holds a run (``config.yaml``) comes
+    """An interrupted ``attnlab train ... --run-dir DIR`` whose DIR holds a run (``last.pt``) comes
     back with ``--resume`` (without it ``attnlab train`` refuses the directory); one whose DIR holds
     nothing yet, one already resuming, and one followed by another command come back as they were.
     (Each command starts with ``false &&``, so that nothing is trained.)"""
     started = tmp_path / "started"
-    started.mkdir()
-    (started / "config.yaml").write_text("experiment: scan\n")
+    (started / "checkpoints").mkdir(parents=True)
+    (started / "checkpoints" / "last.pt").write_bytes(b"")
     command = command.format(started=started, empty=tmp_path / "empty")
     log_file = tmp_path / "lane_R.log"
     log_file.write_text(f"2026-11-29 08:00:00 START {command}\n")
