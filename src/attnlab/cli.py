@@ -171,6 +171,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
 
     spec = sweep.load_spec(args.spec)
     out_dir = Path(args.out) if args.out else Path("runs") / Path(args.spec).stem
+    if args.status:
+        print(sweep.progress_markdown(sweep.sweep_progress(spec, out_dir, args.only)))
+        return 0
     if args.report_only:
         summary = sweep.report_only(spec, out_dir)
         if args.metric:

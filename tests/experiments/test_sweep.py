@@ -511,3 +511,57 @@ def test_a_relative_data_path_matches_the_absolute_path_a_run_stored(tmp_path, m
         "other",
         stored["data"]["corpus"],
     )
+
+
+def _epochs(run_dir: Path, *seconds: float) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    records = [{"epoch": epoch, "train/loss": 1.0, "seconds": s} for epoch, s in enumerate(seconds, start=1)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+def test_status_reads_each_runs_state_and_estimates_the_time_left_without_writing(
+    tmp_path, capsys, make_spec
+):
+    """``--status``: done (evaluated), training (its lock held now), interrupted (epochs, no lock),
+    failed (error.txt), not started; epochs and training time from metrics.jsonl; the time left at
+    the done runs' mean less what the open runs already trained; ``--only`` narrows it."""
+    path = make_spec({"model.pooling": ["attention", "mean"]}, seeds=[0, 1, 2])
+    out = tmp_path / "out"
+    attention, mean = out / "model.pooling=attention", out / "model.pooling=mean"
+    _epochs(attention / "seed0", 60, 60)
+    (attention / "seed0" / "eval").mkdir()
+    (attention / "seed0" / "eval" / "summary.json").write_text("{}")
+    _epochs(attention / "seed1", 30)
+    (attention / "seed1" / runner.ERROR_FILE).write_text("Traceback ...\nValueError: boom\n")
+    _epochs(attention / "seed2", 100)
+    _epochs(mean / "seed0", 60)
+    _epochs(mean / "seed1", 120, 120, 120)
+    (mean / "seed1" / "eval").mkdir()
+    (mean / "seed1" / "eval" / "summary.json").write_text("{}")
+    files_before = sorted(p for p in out.rglob("*") if p.name != runner.LOCK_FILE)
+    with runner.training_lock(mean / "seed0"):
+        assert _cli([str(path), "--out", str(out), "--status"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:2] == ["| run | state | epochs | training time |", "|---|---|---|---|"]
+    assert printed[2:8] == [
+        "| model.pooling=attention/seed0 | done | 2 | 2 min |",
+        "| model.pooling=attention/seed1 | failed | 1 | 0 min |",
+        "| model.pooling=attention/seed2 | interrupted | 1 | 2 min |",
+        "| model.pooling=mean/seed0 | training | 1 | 1 min |",
+        "| model.pooling=mean/seed1 | done | 3 | 6 min |",
+        "| model.pooling=mean/seed2 | not started | 0 | 0 min |",
+    ]
+    # mean of the done runs: (120 + 360) / 2 = 240 s; 3 open runs: 3 * 240 - (100 + 60) = 560 s
+    assert printed[-1] == (
+        "6 runs: 2 done, 1 training, 1 interrupted, 1 failed, 1 not started; 11 min of training so far. "
+        "At the done runs' mean (4 min of training each), the 3 runs not done need about 9 min of one "
+        "process more."
+    )
+    assert sorted(p for p in out.rglob("*") if p.name != runner.LOCK_FILE) == files_before
+    assert _cli([str(path), "--out", str(out), "--status", "--only", "model.pooling=mean"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2 + 3 + 2 and printed[-1].startswith("3 runs: 1 done, 0 training, 1 interrupted")
+
+    (mean / "seed1" / "metrics.jsonl").write_text('{"epoch": 1, "seconds": 5}\nnot json\n')
+    assert _cli([str(path), "--out", str(out), "--status"]) == 2
+    assert f"{mean / 'seed1' / 'metrics.jsonl'}, line 2: expected a JSON object" in capsys.readouterr().err

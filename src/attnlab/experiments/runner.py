@@ -89,6 +89,22 @@ def run_status(run_dir: Path) -> Status:
     return "missing"
 
 
+def is_being_trained(run_dir: Path) -> bool:
+    """Whether some process holds ``run_dir``'s training lock (:func:`training_lock`) now: a sweep,
+    a recipe or ``attnlab train`` is training it. Always ``False`` where nothing is locked."""
+    lock = Path(run_dir) / LOCK_FILE
+    if fcntl is None or not lock.is_file():
+        return False
+    descriptor = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)  # refused while an exclusive lock is held
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)  # and with it the shared lock, if taken
+    return False
+
+
 class RunBusy(RunnerError):
     """Another process is training this run directory."""
 

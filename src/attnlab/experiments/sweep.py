@@ -19,9 +19,11 @@ A run's status is read from its directory alone: *done* (``eval/summary.json`` e
 interrupted: it resumes from its last checkpoint). Runs start seed by seed: every cell's first
 seed before any cell's second (:func:`execution_order`). Starting a sweep again runs only what is
 missing, so killing a sweep loses no finished run; failed runs are rerun with ``retry_failed`` or
-by naming them with ``only``. The results are aggregated per cell (mean, std, median, min, max over
-seeds) into ``OUT/<cell>/aggregate.{json,csv,md}`` and over the whole grid into
-``OUT/aggregate.{json,csv,md}``; failures are listed in ``OUT/failures.json``.
+by naming them with ``only``. :func:`sweep_progress` (``attnlab sweep SPEC --status``) tells the
+states apart further — training now, interrupted, not started — with each run's epochs and training
+time, and :func:`progress_markdown` estimates the time left. The results are aggregated per cell
+(mean, std, median, min, max over seeds) into ``OUT/<cell>/aggregate.{json,csv,md}`` and over the
+whole grid into ``OUT/aggregate.{json,csv,md}``; failures are listed in ``OUT/failures.json``.
 
 The runs are executed by :mod:`attnlab.experiments.runner` (local processes or Ray); this module
 holds what is a sweep's own: the spec, its expansion into runs, the selection of what to run, and
@@ -43,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -58,12 +60,13 @@ from attnlab.experiments.runner import (
     RunnerError,
     RunTask,
     Status,
+    is_being_trained,
     run_status,
     run_tasks,
 )
 from attnlab.io import atomic_write_json, atomic_write_text
 from attnlab.metric_names import read_summary
-from attnlab.reporting.tables import format_table, stats_text
+from attnlab.reporting.tables import format_table, markdown_table, stats_text
 
 logger = logging.getLogger(__name__)
 
@@ -548,6 +551,101 @@ def report_only(spec: SweepSpec, out_dir: str | Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------
+# Progress: what a sweep has done and what is left (``attnlab sweep SPEC --status``)
+
+RunState = Literal["done", "training", "interrupted", "failed", "not started"]
+RUN_STATES: tuple[RunState, ...] = ("done", "training", "interrupted", "failed", "not started")
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A run's state, and its finished epochs with their training time (``metrics.jsonl``).
+
+    ``training``: a process holds its lock now; ``interrupted``: it trained some epochs (or left a
+    ``last.pt``) and nothing trains it now, so the next sweep resumes it; ``failed``: its last
+    attempt raised (``error.txt``); ``done``: it was evaluated."""
+
+    name: str
+    state: RunState
+    epochs: int
+    seconds: float
+
+
+def sweep_progress(
+    spec: SweepSpec, out_dir: str | Path, only: Iterable[str] | None = None
+) -> list[RunProgress]:
+    """Every run of ``spec`` (or of ``only``) under ``out_dir``, in the sweep's order, read from its
+    directory alone; nothing is written."""
+    by_name = {run.name: run for run in expand(spec)}
+    return [_run_progress(name, by_name[name].run_dir(Path(out_dir))) for name in _select(by_name, only)]
+
+
+def _run_progress(name: str, run_dir: Path) -> RunProgress:
+    epochs, seconds = _trained_epochs(run_dir / "metrics.jsonl")
+    status = run_status(run_dir)
+    state: RunState
+    if status == "done":
+        state = "done"
+    elif is_being_trained(run_dir):
+        state = "training"
+    elif status == "failed":
+        state = "failed"
+    elif epochs or (run_dir / "checkpoints" / "last.pt").is_file():
+        state = "interrupted"
+    else:
+        state = "not started"
+    return RunProgress(name, state, epochs, seconds)
+
+
+def _trained_epochs(metrics_file: Path) -> tuple[int, float]:
+    """The number of epoch records in ``metrics_file`` and the sum of their ``seconds``."""
+    if not metrics_file.is_file():
+        return 0, 0.0
+    epochs, seconds = 0, 0.0
+    for number, line in enumerate(metrics_file.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            seconds += float(record.get("seconds", 0.0))
+        except (ValueError, TypeError, AttributeError):
+            raise SweepError(
+                f"{metrics_file}, line {number}: expected a JSON object with a number 'seconds', "
+                f"got {line[:80]!r}"
+            ) from None
+        epochs += 1
+    return epochs, seconds
+
+
+def progress_markdown(progress: Sequence[RunProgress]) -> str:
+    """A table of the runs (state, epochs, training time) and a line of totals with the time left
+    at the done runs' mean training time (failed runs not counted)."""
+    rows = [[run.name, run.state, str(run.epochs), _hours(run.seconds)] for run in progress]
+    table = markdown_table(["run", "state", "epochs", "training time"], rows)
+    counts = {state: sum(run.state == state for run in progress) for state in RUN_STATES}
+    spent = sum(run.seconds for run in progress)
+    totals = f"{len(progress)} runs: " + ", ".join(f"{counts[state]} {state}" for state in RUN_STATES)
+    totals += f"; {_hours(spent)} of training so far."
+    done = [run.seconds for run in progress if run.state == "done"]
+    open_runs = [run for run in progress if run.state in ("training", "interrupted", "not started")]
+    if not open_runs:
+        return f"{table}\n\n{totals}"
+    if not done:
+        return f"{table}\n\n{totals} No run is done yet, so no estimate of the time left."
+    mean = sum(done) / len(done)
+    left = max(0.0, mean * len(open_runs) - sum(run.seconds for run in open_runs))
+    return (
+        f"{table}\n\n{totals} At the done runs' mean ({_hours(mean)} of training each), the "
+        f"{len(open_runs)} runs not done need about {_hours(left)} of one process more."
+    )
+
+
+def _hours(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+# --------------------------------------------------------------------------------------------------
 # Command line: ``attnlab sweep SPEC``
 
 
@@ -572,6 +670,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only these runs (CELL/seedN) or cells (CELL), failed or not",
     )
     parser.add_argument("--report-only", action="store_true", help="only rebuild aggregate.* from the runs")
+    parser.add_argument(
+        "--status",
+        action="store_true",
+        help="print each run's state (done, training, interrupted, failed, not started), its epochs and "
+        "training time, and the time left at the done runs' mean; trains and writes nothing",
+    )
     parser.add_argument(
         "--metric",
         help="print this metric as a grid (cells x test sets) instead of every metric, and write it to "
