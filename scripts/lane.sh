@@ -13,8 +13,9 @@
 # running when it stopped (the log's last START without an END) back at the head of its queue
 # and runs it first (a REQUEUED line says so); an `attnlab train ... --run-dir DIR` whose DIR holds
 # a run (its checkpoints/last.pt) is requeued with --resume, which `attnlab train` needs to go on
-# with it. LANE_THREADS sets OMP_NUM_THREADS (default 1: on a 2-core machine, two lanes at most). Both lanes may queue the same sweep or recipe:
-# each run is locked while it trains, so the lanes share its runs.
+# with it. LANE_THREADS sets OMP_NUM_THREADS (default 1: on a 2-core machine, two lanes at most).
+# Both lanes may queue the same sweep or recipe: each run is locked while it trains, so the lanes
+# share its runs.
 # A lane already running is not started twice (lane_<lane>.lock). --preempt COMMAND stops the
 # lane's running instance (its process group: start lanes with setsid) and takes its place, with
 # COMMAND at the head of the queue before the command it stopped (a PREEMPTED line says so); a

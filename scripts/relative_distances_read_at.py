@@ -7,8 +7,9 @@ history and ``checkpoints/best.pt``; not its evaluation, ``last.pt`` or predicti
 copy's ``best.pt`` the rows of the distances ``d > K`` to the row of ``K`` and those of ``d < -K``
 to the row of ``-K`` (in the decoder's self-attention, with ``--stack`` also or only the encoder's),
 and evaluates the copy with ``attnlab evaluate OUT_DIR`` (its ``eval/`` as any run's). The run
-itself is not touched. The tables of docs/results.md on reading the clip-64 runs at 24 (issue 28,
-session 40) and the clip-26 runs at 24 and 25 (session 42) come from this.
+itself is not touched. The table of docs/results.md on reading the clip-26 runs at 24 and 25
+(issue 28, session 42) comes from this (session 40 read the clip-64 runs at 24 the same way, by
+hand).
 
 Usage: ``python scripts/relative_distances_read_at.py RUN_DIR OUT_DIR --at K [--stack decoder]``
 (a SCAN length-split evaluation takes about half a minute on one CPU thread).
@@ -36,7 +37,7 @@ def read_at(state: dict, distance: int, prefixes: tuple[str, ...]) -> list[str]:
         if name.startswith(prefixes) and name.endswith(TABLE_SUFFIX):
             clip = (table.size(0) - 1) // 2
             if not 0 <= distance <= clip:
-                raise SystemExit(f"--at {distance}: {name} has distances 0..{clip}")
+                raise ValueError(f"--at {distance}: {name} has the distances 0..{clip}")
             table[clip + distance + 1 :] = table[clip + distance]
             table[: clip - distance] = table[clip - distance]
             changed.append(name)
@@ -59,7 +60,10 @@ def main() -> None:
         checkpoint = load_checkpoint(best)
     except CheckpointError as error:
         parser.error(str(error))
-    changed = read_at(checkpoint["model"], args.at, STACKS[args.stack])
+    try:
+        changed = read_at(checkpoint["model"], args.at, STACKS[args.stack])
+    except ValueError as error:
+        parser.error(str(error))
     if not changed:
         parser.error(
             f"{args.run_dir} has no {args.stack} relative-position tables (not positional: relative)"

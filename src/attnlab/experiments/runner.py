@@ -91,7 +91,9 @@ def run_status(run_dir: Path) -> Status:
 
 def is_being_trained(run_dir: Path) -> bool:
     """Whether some process holds ``run_dir``'s training lock (:func:`training_lock`) now: a sweep,
-    a recipe or ``attnlab train`` is training it. Always ``False`` where nothing is locked."""
+    a recipe or ``attnlab train`` is training it. Always ``False`` where nothing is locked. The
+    probe holds a shared lock for an instant: a training that starts in that instant is refused
+    as busy (:class:`RunBusy`), as beside any other process, and left for the next sweep."""
     lock = Path(run_dir) / LOCK_FILE
     if fcntl is None or not lock.is_file():
         return False
