@@ -322,6 +322,8 @@ def _recipe_handler(
                 f"earlier 'attnlab reproduce {paper} --out DIR' trained there"
             )
         report = run(args)
+        if getattr(args, "status", False):  # a recipe's --status reads, and writes nothing
+            return report
         out = Path(args.out).resolve()
         tables = sorted(path.name for path in out.glob("*.md"))
         figures = sorted(out.glob("*.png"))

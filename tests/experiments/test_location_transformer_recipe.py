@@ -133,6 +133,46 @@ def test_reproduce_trains_the_chosen_parts_into_their_folders(tmp_path, monkeypa
         recipe.spec_of("lookups")
 
 
+def test_status_counts_each_parts_runs_and_writes_nothing(tmp_path, capsys):
+    """``attnlab reproduce location_transformer --status``: one line per part asked for, with the
+    runs in each state; no report, no file written."""
+    from attnlab.cli import main
+
+    _finish(
+        tmp_path,
+        "scan_simple",
+        {"model.transformer.positional": "rope", "model.transformer.cross_attention": "shift"},
+        0,
+        {"test": {"seq_acc": 99.0}},
+    )
+    before = sorted(tmp_path.rglob("*"))
+    assert (
+        main(
+            [
+                "reproduce",
+                "location_transformer",
+                "--out",
+                str(tmp_path),
+                "--status",
+                "--parts",
+                "scan_simple",
+                "lookup",
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[0] == f"# location_transformer: progress in {tmp_path}"
+    assert printed[2].startswith(
+        "- scan_simple (`attnlab sweep scan_transformer_simple`): 14 runs: 1 done, 0 training"
+    )
+    assert (
+        printed[3].startswith("- lookup (`attnlab sweep lookup_transformer`): 126 runs: 0 done")
+        and len(printed) == 4
+    )
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 def test_failure_plots_show_the_first_wrong_example_of_each_cell(scan_files, tmp_path):
     """A trained (tiny) SCAN run in its sweep cell gets its first wrong test example plotted and
     linked; a cell whose examples are all right and one without predictions say so."""

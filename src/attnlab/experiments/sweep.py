@@ -618,10 +618,15 @@ def _trained_epochs(metrics_file: Path) -> tuple[int, float]:
 
 
 def progress_markdown(progress: Sequence[RunProgress]) -> str:
-    """A table of the runs (state, epochs, training time) and a line of totals with the time left
-    at the done runs' mean training time (failed runs not counted)."""
+    """A table of the runs (state, epochs, training time) and :func:`progress_totals`."""
     rows = [[run.name, run.state, str(run.epochs), _hours(run.seconds)] for run in progress]
     table = markdown_table(["run", "state", "epochs", "training time"], rows)
+    return f"{table}\n\n{progress_totals(progress)}"
+
+
+def progress_totals(progress: Sequence[RunProgress]) -> str:
+    """One line: the runs in each state, the training time so far, and the time left at the done
+    runs' mean training time (failed runs not counted)."""
     counts = {state: sum(run.state == state for run in progress) for state in RUN_STATES}
     spent = sum(run.seconds for run in progress)
     totals = f"{len(progress)} runs: " + ", ".join(f"{counts[state]} {state}" for state in RUN_STATES)
@@ -629,13 +634,13 @@ def progress_markdown(progress: Sequence[RunProgress]) -> str:
     done = [run.seconds for run in progress if run.state == "done"]
     open_runs = [run for run in progress if run.state in ("training", "interrupted", "not started")]
     if not open_runs:
-        return f"{table}\n\n{totals}"
+        return totals
     if not done:
-        return f"{table}\n\n{totals} No run is done yet, so no estimate of the time left."
+        return f"{totals} No run is done yet, so no estimate of the time left."
     mean = sum(done) / len(done)
     left = max(0.0, mean * len(open_runs) - sum(run.seconds for run in open_runs))
     return (
-        f"{table}\n\n{totals} At the done runs' mean ({_hours(mean)} of training each), the "
+        f"{totals} At the done runs' mean ({_hours(mean)} of training each), the "
         f"{len(open_runs)} runs not done need about {_hours(left)} of one process more."
     )
 

@@ -193,6 +193,17 @@ def reproduce(
     return report(out_dir, failure_plots=failure_plots)
 
 
+def status(out_dir: Path, parts: Sequence[str]) -> str:
+    """Each part's progress under ``out_dir/<part>`` (:func:`sweep.progress_totals`: the runs in
+    each state, training time, the time left), read from the run directories; nothing is trained
+    or written."""
+    lines = [f"# {PAPER}: progress in {out_dir}", ""]
+    for part in parts:
+        progress = sweep.sweep_progress(spec_of(part), out_dir / part)
+        lines.append(f"- {part} (`attnlab sweep {PARTS[part]}`): {sweep.progress_totals(progress)}")
+    return "\n".join(lines)
+
+
 def collect(out_dir: Path) -> dict[str, dict[str, Any]]:
     """Part → the cells of its aggregate (rebuilt from its run directories), for the parts with at
     least one finished run."""
@@ -560,6 +571,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_parallel_arguments(parser, "runs")
     parser.add_argument("--report-only", action="store_true", help="rebuild the tables from finished runs")
     parser.add_argument(
+        "--status",
+        action="store_true",
+        help="each part's runs by state (attnlab sweep --status) and the time left; trains nothing",
+    )
+    parser.add_argument(
         "--failure-plots",
         action="store_true",
         help="also plot the attention of each cell's first wrong test example (first seed with one)",
@@ -576,6 +592,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> str:
     """The recipe's command: train what is missing (unless ``--report-only``); return the report."""
     out = Path(args.out)
+    if args.status:
+        return status(out, args.parts)
     if args.report_only:
         return report(out, failure_plots=args.failure_plots)
     return reproduce(
