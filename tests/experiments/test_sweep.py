@@ -551,16 +551,27 @@ def test_status_reads_each_runs_state_and_estimates_the_time_left_without_writin
         "| model.pooling=mean/seed1 | done | 3 | 6 min |",
         "| model.pooling=mean/seed2 | not started | 0 | 0 min |",
     ]
-    # mean of the done runs: (120 + 360) / 2 = 240 s; 3 open runs: 3 * 240 - (100 + 60) = 560 s
+    # each open run at its cell's done seed: attention 120 - 100, mean 360 - 60 and 360: 680 s
     assert printed[-1] == (
         "6 runs: 2 done, 1 training, 1 interrupted, 1 failed, 1 not started; 11 min of training so far. "
-        "At the done runs' mean (4 min of training each), the 3 runs not done need about 9 min of one "
-        "process more."
+        "The 3 runs not done need about 11 min of one process more (each at its cell's done seeds' "
+        "mean, else at all done runs' mean: 4 min)."
     )
     assert sorted(p for p in out.rglob("*") if p.name != runner.LOCK_FILE) == files_before
     assert _cli([str(path), "--out", str(out), "--status", "--only", "model.pooling=mean"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 2 + 3 + 2 and printed[-1].startswith("3 runs: 1 done, 0 training, 1 interrupted")
+    (mean / "seed1" / "eval" / "summary.json").unlink()  # no done seed in the cell: all done runs' mean
+    assert _cli([str(path), "--out", str(out), "--status"]) == 0
+    # attention 120 - 100; mean/seed0 (interrupted now) 120 - 60; mean/seed1 120 - 360 -> 0; seed2 120
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .endswith(
+            "The 4 runs not done need about 3 min of one process more (each at its cell's done seeds' mean, "
+            "else at all done runs' mean: 2 min)."
+        )
+    )
 
     (mean / "seed1" / "metrics.jsonl").write_text('{"epoch": 1, "seconds": 5}\nnot json\n')
     assert _cli([str(path), "--out", str(out), "--status"]) == 2

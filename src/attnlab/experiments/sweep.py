@@ -21,7 +21,7 @@ seed before any cell's second (:func:`execution_order`). Starting a sweep again 
 missing, so killing a sweep loses no finished run; failed runs are rerun with ``retry_failed`` or
 by naming them with ``only``. :func:`sweep_progress` (``attnlab sweep SPEC --status``) tells the
 states apart further — training now, interrupted, not started — with each run's epochs and training
-time, and :func:`progress_markdown` estimates the time left. The results are aggregated per cell
+time, and :func:`progress_totals` estimates the time left. The results are aggregated per cell
 (mean, std, median, min, max over seeds) into ``OUT/<cell>/aggregate.{json,csv,md}`` and over the
 whole grid into ``OUT/aggregate.{json,csv,md}``; failures are listed in ``OUT/failures.json``.
 
@@ -625,24 +625,36 @@ def progress_markdown(progress: Sequence[RunProgress]) -> str:
 
 
 def progress_totals(progress: Sequence[RunProgress]) -> str:
-    """One line: the runs in each state, the training time so far, and the time left at the done
-    runs' mean training time (failed runs not counted)."""
+    """One line: the runs in each state, the training time so far, and the time left: each run not
+    done (failed runs not counted) takes the mean training time of its cell's done seeds, or of all
+    done runs where its cell has none, less what it has trained already."""
     counts = {state: sum(run.state == state for run in progress) for state in RUN_STATES}
     spent = sum(run.seconds for run in progress)
     totals = f"{len(progress)} runs: " + ", ".join(f"{counts[state]} {state}" for state in RUN_STATES)
     totals += f"; {_hours(spent)} of training so far."
-    done = [run.seconds for run in progress if run.state == "done"]
+    done = [run for run in progress if run.state == "done"]
     open_runs = [run for run in progress if run.state in ("training", "interrupted", "not started")]
     if not open_runs:
         return totals
     if not done:
         return f"{totals} No run is done yet, so no estimate of the time left."
-    mean = sum(done) / len(done)
-    left = max(0.0, mean * len(open_runs) - sum(run.seconds for run in open_runs))
+    overall = sum(run.seconds for run in done) / len(done)
+    by_cell: dict[str, list[float]] = {}
+    for run in done:
+        by_cell.setdefault(_cell_of(run.name), []).append(run.seconds)
+    left = 0.0
+    for run in open_runs:
+        cell = by_cell.get(_cell_of(run.name))
+        left += max(0.0, (sum(cell) / len(cell) if cell else overall) - run.seconds)
     return (
-        f"{totals} At the done runs' mean ({_hours(mean)} of training each), the "
-        f"{len(open_runs)} runs not done need about {_hours(left)} of one process more."
+        f"{totals} The {len(open_runs)} runs not done need about {_hours(left)} of one process more "
+        f"(each at its cell's done seeds' mean, else at all done runs' mean: {_hours(overall)})."
     )
+
+
+def _cell_of(run_name: str) -> str:
+    """``CELL/seedN`` → ``CELL``."""
+    return run_name.rsplit("/", 1)[0]
 
 
 def _hours(seconds: float) -> str:
@@ -679,7 +691,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--status",
         action="store_true",
         help="print each run's state (done, training, interrupted, failed, not started), its epochs and "
-        "training time, and the time left at the done runs' mean; trains and writes nothing",
+        "training time, and the time left (at the mean of the cell's done seeds); trains and writes nothing",
     )
     parser.add_argument(
         "--metric",
