@@ -575,4 +575,4 @@ def test_status_reads_each_runs_state_and_estimates_the_time_left_without_writin
 
     (mean / "seed1" / "metrics.jsonl").write_text('{"epoch": 1, "seconds": 5}\nnot json\n')
     assert _cli([str(path), "--out", str(out), "--status"]) == 2
-    assert f"{mean / 'seed1' / 'metrics.jsonl'}, line 2: expected a JSON object" in capsys.readouterr().err
+    assert f"{mean / 'seed1' / 'metrics.jsonl'} line 2: not a metrics record" in capsys.readouterr().err

@@ -64,8 +64,9 @@ from attnlab.experiments.runner import (
     run_status,
     run_tasks,
 )
+from attnlab.experiments.runs import RunDirectory
 from attnlab.io import atomic_write_json, atomic_write_text
-from attnlab.metric_names import read_summary
+from attnlab.metric_names import read_metrics, read_summary
 from attnlab.reporting.tables import format_table, markdown_table, stats_text
 
 logger = logging.getLogger(__name__)
@@ -566,6 +567,7 @@ class RunProgress:
     attempt raised (``error.txt``); ``done``: it was evaluated."""
 
     name: str
+    cell: str
     state: RunState
     epochs: int
     seconds: float
@@ -577,44 +579,35 @@ def sweep_progress(
     """Every run of ``spec`` (or of ``only``) under ``out_dir``, in the sweep's order, read from its
     directory alone; nothing is written."""
     by_name = {run.name: run for run in expand(spec)}
-    return [_run_progress(name, by_name[name].run_dir(Path(out_dir))) for name in _select(by_name, only)]
+    return [_run_progress(by_name[name], Path(out_dir)) for name in _select(by_name, only)]
 
 
-def _run_progress(name: str, run_dir: Path) -> RunProgress:
-    epochs, seconds = _trained_epochs(run_dir / "metrics.jsonl")
-    status = run_status(run_dir)
+def _run_progress(run: SweepRun, out_dir: Path) -> RunProgress:
+    run_dir = RunDirectory(run.run_dir(out_dir))
+    epochs, seconds = _trained_epochs(run_dir.metrics_file)
+    status = run_status(run_dir.path)
     state: RunState
     if status == "done":
         state = "done"
-    elif is_being_trained(run_dir):
+    elif is_being_trained(run_dir.path):
         state = "training"
     elif status == "failed":
         state = "failed"
-    elif epochs or (run_dir / "checkpoints" / "last.pt").is_file():
+    elif epochs or run_dir.checkpoint("last").is_file():
         state = "interrupted"
     else:
         state = "not started"
-    return RunProgress(name, state, epochs, seconds)
+    return RunProgress(run.name, run.cell, state, epochs, seconds)
 
 
 def _trained_epochs(metrics_file: Path) -> tuple[int, float]:
-    """The number of epoch records in ``metrics_file`` and the sum of their ``seconds``."""
-    if not metrics_file.is_file():
-        return 0, 0.0
-    epochs, seconds = 0, 0.0
-    for number, line in enumerate(metrics_file.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            seconds += float(record.get("seconds", 0.0))
-        except (ValueError, TypeError, AttributeError):
-            raise SweepError(
-                f"{metrics_file}, line {number}: expected a JSON object with a number 'seconds', "
-                f"got {line[:80]!r}"
-            ) from None
-        epochs += 1
-    return epochs, seconds
+    """The number of epoch records in ``metrics_file`` (:func:`read_metrics`) and the sum of their
+    ``seconds``."""
+    records = read_metrics(metrics_file)
+    try:
+        return len(records), sum(float(record.get("seconds", 0.0)) for record in records)
+    except (TypeError, ValueError):
+        raise SweepError(f"{metrics_file}: an epoch record whose 'seconds' is not a number") from None
 
 
 def progress_markdown(progress: Sequence[RunProgress]) -> str:
@@ -641,20 +634,15 @@ def progress_totals(progress: Sequence[RunProgress]) -> str:
     overall = sum(run.seconds for run in done) / len(done)
     by_cell: dict[str, list[float]] = {}
     for run in done:
-        by_cell.setdefault(_cell_of(run.name), []).append(run.seconds)
+        by_cell.setdefault(run.cell, []).append(run.seconds)
     left = 0.0
     for run in open_runs:
-        cell = by_cell.get(_cell_of(run.name))
+        cell = by_cell.get(run.cell)
         left += max(0.0, (sum(cell) / len(cell) if cell else overall) - run.seconds)
     return (
         f"{totals} The {len(open_runs)} runs not done need about {_hours(left)} of one process more "
         f"(each at its cell's done seeds' mean, else at all done runs' mean: {_hours(overall)})."
     )
-
-
-def _cell_of(run_name: str) -> str:
-    """``CELL/seedN`` → ``CELL``."""
-    return run_name.rsplit("/", 1)[0]
 
 
 def _hours(seconds: float) -> str:
