@@ -15,6 +15,12 @@ Usage::
 Overrides after the options apply to every variant. A variant is ``NAME: key=value key=value``.
 ``--compiled NAME`` runs that variant's model through ``torch.compile(model, dynamic=True)``; its
 warm-up is then a whole round, so that compiling (for every batch shape) is not timed.
+``--shift-heads-apart NAME`` runs that variant's Transformer Shift Attender heads one call per head
+(as before session 43) instead of together (:func:`attnlab.attention.shift.attend_heads`), e.g.::
+
+    .venv/bin/python benchmarks/bench_training_step.py --config scan_transformer \
+        --variant "together: model.transformer.cross_attention=shift" \
+        --variant "apart: model.transformer.cross_attention=shift" --shift-heads-apart apart data.split=length
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 import torch
 
 from attnlab.experiments.registry import experiment_for, resolve_config
+from attnlab.models.transformer import CrossAttention
 from attnlab.training.trainer import make_optimizer
 
 
@@ -77,6 +84,16 @@ def one_round(variant: Variant) -> float:
     return (time.process_time() - start) / len(variant.batches)
 
 
+def run_shift_heads_apart(model: torch.nn.Module) -> None:
+    """Make every Transformer cross-attention layer of ``model`` call its Shift Attender heads one
+    by one (each head's own ``forward``, the same numbers) instead of together."""
+    layers = [module for module in model.modules() if isinstance(module, CrossAttention)]
+    if not any(layer.shift_heads for layer in layers):
+        raise SystemExit("--shift-heads-apart: the variant's model runs no Shift Attender heads together")
+    for layer in layers:
+        layer.call_heads_one_by_one()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", required=True)
@@ -86,6 +103,12 @@ def main() -> None:
     parser.add_argument(
         "--compiled", action="append", default=[], help="a variant NAME to run through torch.compile"
     )
+    parser.add_argument(
+        "--shift-heads-apart",
+        action="append",
+        default=[],
+        help="a variant NAME whose Transformer Shift Attender heads run one call per head",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value for every variant")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -93,9 +116,13 @@ def main() -> None:
     for spec in args.variant:
         name, _, rest = spec.partition(":")
         variants.append(build(name.strip(), args.config, args.overrides + shlex.split(rest), args.updates))
-    unknown = sorted(set(args.compiled) - {variant.name for variant in variants})
-    if unknown:
-        parser.error(f"--compiled names no variant: {', '.join(unknown)}")
+    for option, names in (("--compiled", args.compiled), ("--shift-heads-apart", args.shift_heads_apart)):
+        unknown = sorted(set(names) - {variant.name for variant in variants})
+        if unknown:
+            parser.error(f"{option} names no variant: {', '.join(unknown)}")
+    for variant in variants:
+        if variant.name in args.shift_heads_apart:
+            run_shift_heads_apart(variant.model)
     for variant in variants:  # warm-up: first calls allocate and pick kernels (and compile)
         if variant.name in args.compiled:
             variant.model = torch.compile(variant.model, dynamic=True)  # type: ignore[assignment]

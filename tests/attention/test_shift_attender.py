@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from attnlab.attention import build_attender
-from attnlab.attention.shift import MOVES, ShiftAttender, move_stride, shift_targets
+from attnlab.attention.shift import (
+    MOVES,
+    ShiftAttender,
+    attend_heads,
+    can_attend_together,
+    heads_initial_state,
+    move_stride,
+    shift_targets,
+)
 
 QUERY_DIM = KEY_DIM = 6
 VALUE_DIM = 5
@@ -561,3 +569,90 @@ def test_gumbel_moves_sampled_all_steps_at_once_are_those_sampled_step_by_step(s
         state = one.state
         torch.testing.assert_close(one.weights, whole.weights[:, step])
     assert torch.equal(state["content_used"], whole.state["content_used"])
+
+
+# ------------------------------------------------------------------ heads run together (issue 28)
+
+HEAD_OPTIONS = [
+    {},
+    {"moves": ("content", "stay", "forward", "backward"), "content_steps": 2, "content_once": True},
+    {"content": "additive", "moves": ("content", "stay", "forward", "end")},
+    {"moves": ("content", "last_match", "stay", "forward2", "backward"), "content_strength": 5.0},
+    {"choice": "softmax"},
+]
+
+
+@pytest.mark.parametrize("options", HEAD_OPTIONS)
+@pytest.mark.parametrize("training", [True, False])
+def test_heads_together_give_each_head_its_own_call(source, make_queries, options, training):
+    """attend_heads == one call per head (weights, glimpses, state, Gumbel draws and gradients),
+    over two calls (several steps, then one more)."""
+    heads = 3
+    torch.manual_seed(0)
+    attenders = [
+        ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, **options).double().train(training) for _ in range(heads)
+    ]
+    assert can_attend_together(attenders)
+    batch = len(source.lengths)
+    generator = torch.Generator().manual_seed(1)
+    keys = torch.randn(batch, heads, source.keys.size(1), KEY_DIM, generator=generator, dtype=torch.float64)
+    values = torch.randn(
+        batch, heads, source.keys.size(1), VALUE_DIM, generator=generator, dtype=torch.float64
+    )
+    queries = [make_queries(batch, steps).unsqueeze(1).repeat(1, heads, 1, 1) for steps in (5, 1)]
+    queries = [
+        (q + torch.randn(q.shape, generator=generator, dtype=q.dtype)).requires_grad_() for q in queries
+    ]
+
+    def own_calls() -> list[torch.Tensor]:
+        states = [a.initial_state(keys[:, h], source.mask) for h, a in enumerate(attenders)]
+        outputs = []
+        for query in queries:
+            step = []
+            for h, attender in enumerate(attenders):
+                out = attender(query[:, h], keys[:, h], values[:, h], source.mask, states[h])
+                states[h] = out.state
+                step.append((out.glimpse, out.weights, out.state["previous_attention"]))
+            outputs.append([torch.stack(parts, dim=1) for parts in zip(*step)])
+        return [x for step in outputs for x in step]
+
+    def together() -> list[torch.Tensor]:
+        state = heads_initial_state(attenders, keys, source.mask)
+        outputs = []
+        for query in queries:
+            out = attend_heads(attenders, query, keys, values, source.mask, state)
+            state = out.state
+            previous = state["previous_attention"].view(heads, batch, -1).transpose(0, 1)
+            outputs += [out.glimpse, out.weights, previous]
+        return outputs
+
+    results = []
+    for run in (own_calls, together):
+        torch.manual_seed(2)
+        outputs = run()
+        loss = sum((x * torch.linspace(-1, 1, x.numel(), dtype=x.dtype).view_as(x)).sum() for x in outputs)
+        for attender in attenders:
+            attender.zero_grad()
+        for query in queries:
+            query.grad = None
+        loss.backward()
+        grads = [q.grad.clone() for q in queries if q.grad is not None]
+        grads += [p.grad.clone() for a in attenders for p in a.parameters() if p.grad is not None]
+        results.append((outputs, grads))
+    (own, own_grads), (joint, joint_grads) = results
+    for a, b in zip(own, joint, strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-12)
+    for a, b in zip(own_grads, joint_grads, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+    if training and options.get("choice", "gumbel") == "gumbel":  # the draws differ between heads
+        assert not torch.equal(joint[1][:, 0], joint[1][:, 1])
+
+
+def test_heads_that_choose_or_walk_otherwise_do_not_run_together():
+    first = ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM)
+    assert can_attend_together([first, ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, hidden_dim=3)])
+    assert not can_attend_together([first, ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, choice="softmax")])
+    assert not can_attend_together(
+        [first, ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, moves=("stay", "forward"))]
+    )
+    assert not can_attend_together([first, build_attender("location", QUERY_DIM, KEY_DIM, VALUE_DIM)])

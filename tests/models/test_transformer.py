@@ -331,6 +331,45 @@ def test_location_attenders_as_cross_attention(attender):
     assert any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in head.parameters())
 
 
+@pytest.mark.parametrize(
+    ("cross_attention", "together"),
+    [
+        ("shift", [[0, 1], [0, 1]]),
+        ([["shift", "shift"], ["shift", "location"]], [[0, 1], []]),
+        (["dot", ["shift", "dot"]], [[], []]),
+    ],
+)
+def test_shift_heads_run_together_with_each_heads_numbers(cross_attention, together):
+    """A layer's Shift Attender heads run as one batch (attention.shift.attend_heads): the same
+    logits, gradients, Gumbel draws and step-by-step decoding as one call per head."""
+    options = {"location": {"resize_dim": 8}} if "location" in str(cross_attention) else {}
+    source, mask = padded_batch(SOURCES)
+    results = []
+    for grouped in (True, False):
+        model = build("rope", cross_attention=cross_attention, cross_attention_options=options).train()
+        layers = [layer.cross_attention for layer in model.decoder]
+        assert [layer.shift_heads for layer in layers] == together
+        if not grouped:  # the reference: every attender head on its own
+            for layer in layers:
+                layer.call_heads_one_by_one()
+        torch.manual_seed(3)
+        logits = model(source, mask, TARGET_INPUT).logits
+        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
+        model.eval()
+        state, steps = model.start(source, mask), []
+        for t in range(TARGET_INPUT.size(1)):
+            step_logits, _, state = model.step(state, TARGET_INPUT[:, t])
+            steps.append(step_logits)
+        results.append((logits, [p.grad for p in model.parameters()], torch.stack(steps, 1)))
+    (logits, grads, steps), (own_logits, own_grads, own_steps) = results
+    torch.testing.assert_close(logits, own_logits, rtol=0, atol=1e-6)
+    for grad, own in zip(grads, own_grads, strict=True):
+        assert (grad is None) == (own is None)
+        if grad is not None:
+            torch.testing.assert_close(grad, own, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(steps, own_steps, rtol=0, atol=1e-6)
+
+
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """``(source, target_input, target_output)`` of a toy task."""
 

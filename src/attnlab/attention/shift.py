@@ -84,6 +84,7 @@ through either move sharpens both (docs/results.md, session 16).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -111,7 +112,16 @@ from attnlab.attention.content import (
 from attnlab.attention.location import straight_through_one_hot
 from attnlab.attention.positional import source_positions
 
-__all__ = ["CONTENT_MOVES", "MOVES", "ShiftAttender", "move_stride", "shift_targets"]
+__all__ = [
+    "CONTENT_MOVES",
+    "MOVES",
+    "ShiftAttender",
+    "attend_heads",
+    "can_attend_together",
+    "heads_initial_state",
+    "move_stride",
+    "shift_targets",
+]
 
 MOVES = ("content", "stay", "forward", "backward", "start", "end")
 """The default moves; ``moves`` may also name ``"last_match"`` and stride moves ``forward<k>`` /
@@ -369,20 +379,45 @@ class ShiftAttender(Attender):
         key_padding_mask: torch.Tensor | None,
         state: AttentionState,
     ) -> AttentionOutput:
-        logits = self.move_layer(F.relu(self.move_hidden(query)))  # [B, T, K]
+        logits, found = self._scored_moves(query, keys, key_padding_mask, unprefixed_state("content", state))
+        return self._moved(logits, found, values, state)
+
+    def _scored_moves(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        content_state: AttentionState,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """What a step reads from this attender's parameters, all steps at once: the moves'
+        logits ``[batch, steps, moves]`` and the content-type moves' attentions
+        ``[batch, steps, source_len]`` by move."""
+        logits = self.move_layer(F.relu(self.move_hidden(query)))
+        found: dict[str, torch.Tensor] = {}
+        if self.content is not None:
+            found["content"] = self._content_attention(query, keys, key_padding_mask, content_state)
+        if "last_match" in self.moves:
+            found["last_match"] = self._last_match(query, keys, key_padding_mask)
+        return logits, found
+
+    def _moved(
+        self,
+        logits: torch.Tensor,
+        found: dict[str, torch.Tensor],
+        values: torch.Tensor,
+        state: AttentionState,
+        heads: int = 1,
+    ) -> AttentionOutput:
+        """The rest of a step, which reads no parameter: the choice of moves from ``logits``, the
+        walk, the glimpse and the next state. With ``heads`` > 1 the batch holds that many heads'
+        rows, head by head (:func:`attend_heads`)."""
         if self.content_steps is not None:
             logits = self._mask_content_moves(logits, state["step"])
         updates: AttentionState = {}
         if self.content_once:
-            pis, updates["content_used"] = self._choose_content_once(logits, state["content_used"])
+            pis, updates["content_used"] = self._choose_content_once(logits, state["content_used"], heads)
         else:
-            pis = self._choose(logits)
-        found: dict[str, torch.Tensor] = {}  # the content-type moves' attentions, all steps at once
-        if self.content is not None:
-            content_state = unprefixed_state("content", state)
-            found["content"] = self._content_attention(query, keys, key_padding_mask, content_state)
-        if "last_match" in self.moves:
-            found["last_match"] = self._last_match(query, keys, key_padding_mask)
+            pis = self._choose(logits, heads)
         attention = self._walk(pis, state, found)
         previous = attention[:, -1]
         variables = {f"move_{move}": pis[..., k] for k, move in enumerate(self.moves)}
@@ -391,7 +426,7 @@ class ShiftAttender(Attender):
         return AttentionOutput(
             glimpse=weighted_sum(attention, values),
             weights=attention,
-            state=advance_state(state, query.size(1), previous_attention=previous, **updates),
+            state=advance_state(state, logits.size(1), previous_attention=previous, **updates),
             variables=variables,
         )
 
@@ -444,7 +479,7 @@ class ShiftAttender(Attender):
         return torch.tensor([move in CONTENT_MOVES for move in self.moves], dtype=torch.bool, device=device)
 
     def _choose_content_once(
-        self, logits: torch.Tensor, used: torch.Tensor
+        self, logits: torch.Tensor, used: torch.Tensor, heads: int = 1
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``pi`` ``[batch, steps, moves]`` with the content-type moves masked in the rows that have
         already taken one (``used`` ``[batch]`` bool); returns ``pi`` and the new ``used``.
@@ -455,27 +490,29 @@ class ShiftAttender(Attender):
         the Gumbel noise for all steps.
         """
         content_type = self._content_type(logits.device)
-        scores = self._perturbed(logits)
+        scores = self._perturbed(logits, heads)
         open_scores = scores.masked_fill(used.view(-1, 1, 1) & content_type, float("-inf"))
         took = content_type[open_scores.argmax(-1)]  # [B, T]: a content-type move, before any mask
         taken_before = used.unsqueeze(1) | (took.cumsum(1) - took.long() > 0)  # [B, T]
         pis = self._weights(scores.masked_fill(taken_before.unsqueeze(-1) & content_type, float("-inf")))
         return pis, used | took.any(1)
 
-    def _choose(self, logits: torch.Tensor) -> torch.Tensor:
+    def _choose(self, logits: torch.Tensor, heads: int = 1) -> torch.Tensor:
         """The weights ``pi`` of the moves from their logits ``[batch, steps, moves]``."""
-        return self._weights(self._perturbed(logits))
+        return self._weights(self._perturbed(logits, heads))
 
-    def _perturbed(self, logits: torch.Tensor) -> torch.Tensor:
+    def _perturbed(self, logits: torch.Tensor, heads: int = 1) -> torch.Tensor:
         """``logits`` ``[batch, steps, moves]`` plus Gumbel noise with ``choice="gumbel"`` in
         training (straight-through Gumbel-softmax, Jang et al. 2017: a sampled move, so training
         explores moves other than the current best), else ``logits``. The noise is drawn step by
         step (``[steps, batch, moves]`` in memory), so a call with all steps draws what a call per
-        step would."""
+        step would; with ``heads`` > 1 (a batch of that many heads' rows, head by head), head by
+        head and in each step by step, so the heads draw what one call per head would."""
         if self.choice != "gumbel" or not self.training:
             return logits
-        noise = torch.empty(logits.transpose(0, 1).shape, dtype=logits.dtype, device=logits.device)
-        return logits - noise.exponential_().log().transpose(0, 1)
+        batch, steps, moves = logits.shape
+        noise = torch.empty(heads, steps, batch // heads, moves, dtype=logits.dtype, device=logits.device)
+        return logits - noise.exponential_().log().transpose(1, 2).reshape(batch, steps, moves)
 
     def _weights(self, scores: torch.Tensor) -> torch.Tensor:
         """``pi`` from (perturbed) logits: their softmax with ``choice="softmax"``, else the
@@ -538,3 +575,98 @@ class ShiftAttender(Attender):
             row = torch.baddbmm(offset, pi, moved)
             finals.append(row)
         return torch.cat(finals, dim=1)
+
+
+def can_attend_together(attenders: Sequence[Attender]) -> bool:
+    """Whether ``attenders`` (heads of one layer) are Shift Attenders that choose and walk alike
+    (the same moves, choice and content options), so that :func:`attend_heads` runs them as one
+    batch. Their parameters may differ: those are read head by head."""
+    if not attenders or not all(isinstance(attender, ShiftAttender) for attender in attenders):
+        return False
+    walks = {
+        (a.moves, a.choice, a.content_steps, a.content_once, type(a.content))
+        for a in attenders
+        if isinstance(a, ShiftAttender)
+    }
+    return len(walks) == 1
+
+
+def heads_initial_state(
+    attenders: Sequence[ShiftAttender], keys: torch.Tensor, key_padding_mask: torch.Tensor | None
+) -> AttentionState:
+    """The initial state of ``attenders`` (:func:`can_attend_together`), one per head of ``keys``
+    ``[batch, heads, source_len, key_dim]``, as one state whose batch holds the heads' rows head
+    by head (row ``h * batch + b``). Each head's content attender starts its own part."""
+    batch, heads = keys.shape[:2]
+    merged_mask = None if key_padding_mask is None else key_padding_mask.repeat(heads, 1)
+    state = attenders[0].initial_state(_heads_as_batch(keys), merged_mask)
+    contents = [attender.content for attender in attenders]
+    if contents[0] is not None:
+        lengths = state["source_lengths"][:batch]
+        own = [
+            content._init_state(keys[:, h], key_padding_mask, lengths)
+            for h, content in enumerate(contents)
+            if content is not None
+        ]
+        for name in own[0]:
+            state[f"content.{name}"] = torch.cat([part[name] for part in own])
+    return state
+
+
+def attend_heads(
+    attenders: Sequence[ShiftAttender],
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    key_padding_mask: torch.Tensor | None,
+    state: AttentionState,
+) -> AttentionOutput:
+    """Steps of several Shift Attender heads at once: what calling each head's attender on its
+    slice would give (the same weights, glimpses and Gumbel draws), in one batch.
+
+    ``query`` ``[batch, heads, steps, query_dim]``, ``keys`` / ``values`` ``[batch, heads,
+    source_len, dim]``, ``state`` from :func:`heads_initial_state` (or this function). Each head's
+    parameters (the moves' logits, the content-type moves) are applied head by head; the choice
+    of moves, the walk and the glimpse, which read none, run once on all heads' rows, so a
+    teacher-forced step costs one walk instead of one per head (the walk is a product per decoder
+    step). Returns the glimpse ``[batch, heads, steps, value_dim]``, the weights ``[batch, heads,
+    steps, source_len]``, the variables ``[batch, heads, steps, ...]`` and the next state (still
+    head by head in its batch).
+    """
+    batch, heads = query.shape[:2]
+    content_state = unprefixed_state("content", state)
+    scored = [
+        attender._scored_moves(
+            query[:, h],
+            keys[:, h],
+            key_padding_mask,
+            {name: _head_rows(value, h, batch, heads) for name, value in content_state.items()},
+        )
+        for h, attender in enumerate(attenders)
+    ]
+    logits = torch.cat([head_logits for head_logits, _ in scored])
+    found = {name: torch.cat([head_found[name] for _, head_found in scored]) for name in scored[0][1]}
+    output = attenders[0]._moved(logits, found, _heads_as_batch(values), state, heads)
+    return AttentionOutput(
+        glimpse=_batch_as_heads(output.glimpse, heads),
+        weights=_batch_as_heads(output.weights, heads),
+        state=output.state,
+        variables={name: _batch_as_heads(value, heads) for name, value in output.variables.items()},
+    )
+
+
+def _heads_as_batch(x: torch.Tensor) -> torch.Tensor:
+    """``[batch, heads, ...]`` → ``[heads * batch, ...]``, head by head."""
+    return x.transpose(0, 1).reshape(x.size(0) * x.size(1), *x.shape[2:])
+
+
+def _batch_as_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """``[heads * batch, ...]`` (head by head) → ``[batch, heads, ...]``."""
+    return x.view(heads, x.size(0) // heads, *x.shape[1:]).transpose(0, 1)
+
+
+def _head_rows(value: Any, head: int, batch: int, heads: int) -> Any:
+    """Head ``head``'s rows of a state entry whose batch holds ``heads`` heads (others as they are)."""
+    if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == heads * batch:
+        return value[head * batch : (head + 1) * batch]
+    return value

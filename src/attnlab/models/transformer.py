@@ -156,6 +156,7 @@ from attnlab.attention.positions import (
     SelfAttentionPositions,
     check_scheme,
 )
+from attnlab.attention.shift import ShiftAttender, attend_heads, can_attend_together, heads_initial_state
 from attnlab.models.dropout import Dropout
 from attnlab.models.seq2seq import LocalEncoder, Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
@@ -319,6 +320,7 @@ class _CrossState:
     padding_mask: torch.Tensor  # [B, S]
     attender_keys: torch.Tensor  # [B, H, S, D]: the keys the attender heads read
     attender_states: dict[int, AttentionState] = field(default_factory=dict)
+    shift_state: AttentionState | None = None  # the Shift Attender heads run together, if any
 
 
 class CrossAttention(nn.Module):
@@ -356,6 +358,12 @@ class CrossAttention(nn.Module):
                 if kind != DOT
             }
         )
+        # Shift Attender heads that walk alike run as one batch (shift.attend_heads: the same
+        # numbers, one walk instead of one per head); the other attender heads run one by one.
+        shift_heads = [h for h, kind in enumerate(heads) if kind == "shift"]
+        together = len(shift_heads) > 1 and can_attend_together([self._attender(h) for h in shift_heads])
+        self.shift_heads = shift_heads if together else []
+        self.single_heads = [int(name) for name in self.attenders if int(name) not in self.shift_heads]
 
     def start(
         self, memory: torch.Tensor, padding_mask: torch.Tensor, embedded: torch.Tensor | None = None
@@ -373,16 +381,30 @@ class CrossAttention(nn.Module):
         else:
             assert self.embedding_key is not None
             attender_keys = _split_heads(self.embedding_key(embedded), self.heads)
-        states = {}
-        for name in self.attenders:
-            h = int(name)
-            states[h] = self._attender(h).initial_state(attender_keys[:, h], padding_mask)
-        return _CrossState(keys, values, padding_mask, attender_keys, states)
+        states = {
+            h: self._attender(h).initial_state(attender_keys[:, h], padding_mask) for h in self.single_heads
+        }
+        shift_state = None
+        if self.shift_heads:
+            shift_state = heads_initial_state(
+                self._shift_attenders(), attender_keys[:, self.shift_heads], padding_mask
+            )
+        return _CrossState(keys, values, padding_mask, attender_keys, states, shift_state)
 
     def _attender(self, head: int) -> Attender:
         attender = self.attenders[str(head)]
         assert isinstance(attender, Attender)
         return attender
+
+    def call_heads_one_by_one(self) -> None:
+        """From now on, call every attender head on its own, the Shift Attender heads too: the same
+        numbers, slower (what running them together is tested against and timed beside)."""
+        self.shift_heads, self.single_heads = [], sorted(int(name) for name in self.attenders)
+
+    def _shift_attenders(self) -> list[ShiftAttender]:
+        attenders = [self._attender(h) for h in self.shift_heads]
+        assert all(isinstance(attender, ShiftAttender) for attender in attenders)
+        return attenders  # type: ignore[return-value]
 
     def forward(self, x: torch.Tensor, state: _CrossState) -> tuple[torch.Tensor, torch.Tensor, _CrossState]:
         """``x [B, T, D]`` → output ``[B, T, D]``, weights ``[B, H, T, S]`` and the next state."""
@@ -396,8 +418,22 @@ class CrossAttention(nn.Module):
             for i, h in enumerate(index):
                 glimpses[h], weights[h] = dot_glimpses[:, i], dot_weights[:, i]
         next_states = dict(state.attender_states)
-        for name in self.attenders:
-            h = int(name)
+        shift_state = state.shift_state
+        if self.shift_heads:
+            assert shift_state is not None
+            index = self.shift_heads
+            together = attend_heads(
+                self._shift_attenders(),
+                query[:, index],
+                state.attender_keys[:, index],
+                state.values[:, index],
+                state.padding_mask,
+                shift_state,
+            )
+            for i, h in enumerate(index):
+                glimpses[h], weights[h] = together.glimpse[:, i], together.weights[:, i]
+            shift_state = together.state
+        for h in self.single_heads:
             attended = self._attender(h)(
                 query[:, h],
                 state.attender_keys[:, h],
@@ -411,7 +447,9 @@ class CrossAttention(nn.Module):
         return (
             output,
             all_weights,
-            _CrossState(state.keys, state.values, state.padding_mask, state.attender_keys, next_states),
+            _CrossState(
+                state.keys, state.values, state.padding_mask, state.attender_keys, next_states, shift_state
+            ),
         )
 
 
