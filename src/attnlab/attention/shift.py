@@ -579,8 +579,9 @@ class ShiftAttender(Attender):
 
 def can_attend_together(attenders: Sequence[Attender]) -> bool:
     """Whether ``attenders`` (heads of one layer) are Shift Attenders that choose and walk alike
-    (the same moves, choice and content options), so that :func:`attend_heads` runs them as one
-    batch. Their parameters may differ: those are read head by head."""
+    (the same moves, choice, ``content_steps``, ``content_once`` and kind of content attender), so
+    that :func:`attend_heads` runs them as one batch. Their parameters and the options that only
+    shape their own scores (``hidden_dim``, ``content_strength``, ...) may differ."""
     if not attenders or not all(isinstance(attender, ShiftAttender) for attender in attenders):
         return False
     walks = {
