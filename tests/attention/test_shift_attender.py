@@ -583,11 +583,12 @@ HEAD_OPTIONS = [
 
 
 @pytest.mark.parametrize("options", HEAD_OPTIONS)
-@pytest.mark.parametrize("training", [True, False])
-def test_heads_together_give_each_head_its_own_call(source, make_queries, options, training):
+@pytest.mark.parametrize(("training", "padded"), [(True, True), (False, True), (True, False)])
+def test_heads_together_give_each_head_its_own_call(source, make_queries, options, training, padded):
     """attend_heads == one call per head (weights, glimpses, state, Gumbel draws and gradients),
-    over two calls (several steps, then one more)."""
+    over two calls (several steps, then one more), with a padding mask or none."""
     heads = 3
+    mask = source.mask if padded else None
     torch.manual_seed(0)
     attenders = [
         ShiftAttender(QUERY_DIM, KEY_DIM, VALUE_DIM, **options).double().train(training) for _ in range(heads)
@@ -605,22 +606,22 @@ def test_heads_together_give_each_head_its_own_call(source, make_queries, option
     ]
 
     def own_calls() -> list[torch.Tensor]:
-        states = [a.initial_state(keys[:, h], source.mask) for h, a in enumerate(attenders)]
+        states = [a.initial_state(keys[:, h], mask) for h, a in enumerate(attenders)]
         outputs = []
         for query in queries:
             step = []
             for h, attender in enumerate(attenders):
-                out = attender(query[:, h], keys[:, h], values[:, h], source.mask, states[h])
+                out = attender(query[:, h], keys[:, h], values[:, h], mask, states[h])
                 states[h] = out.state
                 step.append((out.glimpse, out.weights, out.state["previous_attention"]))
             outputs.append([torch.stack(parts, dim=1) for parts in zip(*step)])
         return [x for step in outputs for x in step]
 
     def together() -> list[torch.Tensor]:
-        state = heads_initial_state(attenders, keys, source.mask)
+        state = heads_initial_state(attenders, keys, mask)
         outputs = []
         for query in queries:
-            out = attend_heads(attenders, query, keys, values, source.mask, state)
+            out = attend_heads(attenders, query, keys, values, mask, state)
             state = out.state
             previous = state["previous_attention"].view(heads, batch, -1).transpose(0, 1)
             outputs += [out.glimpse, out.weights, previous]
