@@ -21,6 +21,10 @@ warm-up is then a whole round, so that compiling (for every batch shape) is not 
     .venv/bin/python benchmarks/bench_training_step.py --config scan_transformer \
         --variant "together: model.transformer.cross_attention=shift" \
         --variant "apart: model.transformer.cross_attention=shift" --shift-heads-apart apart data.split=length
+
+``--relative-per-pair NAME`` gives that variant's relative (Shaw) self-attention the bias as it was
+computed before session 43, from a ``[B, Q, K, D]`` tensor of each pair's distance embedding,
+instead of each query's scores against the table of distances.
 """
 
 from __future__ import annotations
@@ -28,14 +32,17 @@ from __future__ import annotations
 import argparse
 import shlex
 import time
+import types
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from attnlab.attention.positions import SelfAttentionPositions
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.models.transformer import CrossAttention
 from attnlab.training.trainer import make_optimizer
+from bench_relative_bias import per_pair_relative_bias
 
 
 @dataclass
@@ -94,6 +101,15 @@ def run_shift_heads_apart(model: torch.nn.Module) -> None:
         layer.call_heads_one_by_one()
 
 
+def use_per_pair_relative_bias(model: torch.nn.Module) -> None:
+    """Give every relative (Shaw) self-attention layer of ``model`` :func:`per_pair_relative_bias`."""
+    layers = [m for m in model.modules() if isinstance(m, SelfAttentionPositions) and m.relative is not None]
+    if not layers:
+        raise SystemExit("--relative-per-pair: the variant's model has no relative self-attention")
+    for layer in layers:
+        layer._relative_bias = types.MethodType(per_pair_relative_bias, layer)  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", required=True)
@@ -109,6 +125,12 @@ def main() -> None:
         default=[],
         help="a variant NAME whose Transformer Shift Attender heads run one call per head",
     )
+    parser.add_argument(
+        "--relative-per-pair",
+        action="append",
+        default=[],
+        help="a variant NAME whose relative self-attention builds each pair's distance embedding",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value for every variant")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -116,13 +138,19 @@ def main() -> None:
     for spec in args.variant:
         name, _, rest = spec.partition(":")
         variants.append(build(name.strip(), args.config, args.overrides + shlex.split(rest), args.updates))
-    for option, names in (("--compiled", args.compiled), ("--shift-heads-apart", args.shift_heads_apart)):
+    for option, names in (
+        ("--compiled", args.compiled),
+        ("--shift-heads-apart", args.shift_heads_apart),
+        ("--relative-per-pair", args.relative_per_pair),
+    ):
         unknown = sorted(set(names) - {variant.name for variant in variants})
         if unknown:
             parser.error(f"{option} names no variant: {', '.join(unknown)}")
     for variant in variants:
         if variant.name in args.shift_heads_apart:
             run_shift_heads_apart(variant.model)
+        if variant.name in args.relative_per_pair:
+            use_per_pair_relative_bias(variant.model)
     for variant in variants:  # warm-up: first calls allocate and pick kernels (and compile)
         if variant.name in args.compiled:
             variant.model = torch.compile(variant.model, dynamic=True)  # type: ignore[assignment]

@@ -87,6 +87,32 @@ def test_relative_scores_are_translation_invariant_and_clipped():
     torch.testing.assert_close(far, scheme.score_bias(query, positions, keys_at + 60))
 
 
+def test_relative_scores_are_shaws_formula_for_every_pair():
+    """Each pair's bias is q_i . a_clip(j - i) / sqrt(d) (Shaw et al. 2018, eq. 4's second term),
+    and the distance embeddings get that formula's gradient, with padding-like gaps in the
+    positions and offsets beyond the clip on both sides."""
+    torch.manual_seed(0)
+    scheme = SelfAttentionPositions("relative", heads=3, head_dim=8, max_relative_distance=4).double()
+    query = torch.randn(2, 3, 5, 8, dtype=torch.float64, requires_grad=True)
+    query_positions = torch.tensor([[0.0, 1, 2, 3, 4], [2, 3, 9, 10, 11]])
+    key_positions = torch.tensor([[0.0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 12, 13, 20]])
+    bias = scheme.score_bias(query, query_positions, key_positions)
+    table = scheme.relative.weight
+    expected = torch.empty_like(bias)
+    for b in range(2):
+        for i in range(5):
+            for j in range(7):
+                offset = int(key_positions[b, j] - query_positions[b, i])
+                embedding = table[max(-4, min(4, offset)) + 4]
+                expected[b, :, i, j] = query[b, :, i] @ embedding / math.sqrt(8)
+    torch.testing.assert_close(bias, expected, rtol=0, atol=1e-12)
+    weights = torch.randn(bias.shape, dtype=torch.float64)
+    grads = torch.autograd.grad((bias * weights).sum(), (query, table))
+    expected_grads = torch.autograd.grad((expected * weights).sum(), (query, table))
+    for grad, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, want, rtol=0, atol=1e-12)
+
+
 def test_relative_model_is_translation_invariant_in_positions():
     """Shifting every position of a relative / Transformer-XL / RoPE / ALiBi / NoPE encoder layer
     changes nothing (Transformer-XL with non-zero biases u, v)."""
