@@ -188,8 +188,7 @@ class SelfAttentionPositions(nn.Module):
         index = offsets.long().clamp(-self.max_distance, self.max_distance) + self.max_distance
         assert self.relative is not None
         by_distance = query @ self.relative.weight.T  # [B, H, Q, 2 * max_distance + 1]
-        pairs = by_distance.gather(-1, index.unsqueeze(1).expand(-1, query.size(1), -1, -1))
-        return pairs / math.sqrt(self.head_dim)
+        return _pair_scores(by_distance, index) / math.sqrt(self.head_dim)
 
     def _transformer_xl_bias(
         self,
@@ -219,5 +218,11 @@ class SelfAttentionPositions(nn.Module):
         weight = self.position_layer.weight.view(heads, dim, self.encoding_dim)
         z = torch.einsum("bhqd,hde->bhqe", query + self.position_bias.unsqueeze(1), weight)
         by_offset = z @ encodings.T  # [B, H, Q, N]
-        position = by_offset.gather(-1, index.unsqueeze(1).expand(-1, heads, -1, -1))  # [B, H, Q, K]
+        position = _pair_scores(by_offset, index)
         return (content + position) / math.sqrt(dim)
+
+
+def _pair_scores(by_row: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``[B, H, Q, K]``: each query–key pair's score, taken from the queries' scores against a table
+    ``by_row [B, H, Q, N]`` at the pair's row ``index [B, Q, K]`` (the same for every head)."""
+    return by_row.gather(-1, index.unsqueeze(1).expand(-1, by_row.size(1), -1, -1))
