@@ -3,10 +3,12 @@ import torch
 
 from attnlab.evaluation.metrics import (
     ERROR_KINDS,
+    WORD_ERROR_KINDS,
     attention_squared_errors,
     error_kind,
     sequence_correct,
     sequence_correct_before_eos,
+    word_error_kind,
 )
 
 PAD, EOS = 0, 2
@@ -94,3 +96,29 @@ def test_attention_loss_ignores_steps_without_gold():
 def test_error_kind_separates_the_stop_from_the_words(prediction, kind):
     assert error_kind("a b c".split(), prediction.split()) == kind
     assert kind is None or kind in ERROR_KINDS
+
+
+@pytest.mark.parametrize(
+    ("prediction", "kind"),
+    [
+        ("J t J t r", None),  # right
+        ("J t J", None),  # stops early
+        ("J t J t r r", None),  # stops late
+        ("R t R t r", "one target word wrong"),  # every J read as R
+        ("R t L t r", "one target word wrong"),  # J's places, by other words
+        ("R t J t r", "one target word wrong"),  # one of J's places
+        ("J t J t J", "one target word wrong"),  # the one r read as J
+        ("R x J t r", None),  # the places of J and t
+        ("t t r", "one target word left out"),  # every J
+        ("J J r", "one target word left out"),  # every t
+        ("t J t r", None),  # one J of two left out
+        ("t t", None),  # J and r left out
+        ("R t R t r r", None),  # wrong words and longer
+    ],
+)
+def test_word_error_kind_finds_wrong_words_that_all_concern_one_target_word(prediction, kind):
+    target = "J t J t r".split()
+    assert word_error_kind(target, prediction.split()) == kind
+    if kind is not None:
+        assert kind in WORD_ERROR_KINDS
+        assert error_kind(target, prediction.split()) in ERROR_KINDS[2:]

@@ -68,18 +68,26 @@ def test_the_archive_keeps_what_reports_read_and_nothing_else(tmp_path, capsys):
 
 def test_the_archive_counts_wrong_outputs_where_evaluation_left_only_predictions(tmp_path):
     """A run evaluated before evaluation wrote errors files gets one in the archive, counted from its
-    predictions; a run that has one keeps it as it is."""
+    predictions, and so does one whose errors file predates the one-word counts; a run with a
+    current one keeps it as it is."""
     source, archive = tmp_path / "runs", tmp_path / "results"
     _campaign(source)
     old, new = sorted(source.rglob("eval/test.predictions.tsv"))
-    own = {"examples": 9, "wrong": 0, "stops early": 0, "stops late": 0}
-    own |= {"wrong words, right length": 0, "wrong words, other length": 0}
+    before_words = {"examples": 9, "wrong": 0, "stops early": 0, "stops late": 0}
+    before_words |= {"wrong words, right length": 0, "wrong words, other length": 0}
+    own = before_words | {"one target word wrong": 0, "one target word left out": 0}
     (new.parent / "test.errors.json").write_text(json.dumps(own))
     main(["archive", str(source), str(archive)])
     counted = archive / old.relative_to(source).with_name("test.errors.json")
     assert json.loads(counted.read_text()) == {**own, "examples": 2, "wrong": 1, "stops early": 1}
-    assert json.loads((archive / new.relative_to(source).with_name("test.errors.json")).read_text()) == own
+    archived_new = archive / new.relative_to(source).with_name("test.errors.json")
+    assert json.loads(archived_new.read_text()) == own
     assert not (source / old.relative_to(source).with_name("test.errors.json")).exists()  # source untouched
+
+    (new.parent / "test.errors.json").write_text(json.dumps(before_words))
+    main(["archive", str(source), str(archive)])
+    assert json.loads(archived_new.read_text()) == json.loads(counted.read_text())  # the same predictions
+    assert json.loads((new.parent / "test.errors.json").read_text()) == before_words  # source untouched
 
 
 def test_a_malformed_predictions_file_stops_the_archive_before_it_writes(tmp_path, capsys):

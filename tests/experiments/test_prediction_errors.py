@@ -38,16 +38,20 @@ def test_a_predictions_file_counts_each_kind_of_wrong_output(tmp_path):
                 ("a b", "b a"),
                 ("a b", "a c d"),
                 ("a", "a"),
+                ("a b a b", "a c a d"),  # wrong only where the target has b
+                ("a b c b", "a c"),  # the target without b
             ]
         )
     )
     assert read_prediction_errors(path) == {
-        "examples": 6,
-        "wrong": 4,
+        "examples": 8,
+        "wrong": 6,
         "stops early": 1,
         "stops late": 1,
-        "wrong words, right length": 1,
-        "wrong words, other length": 1,
+        "wrong words, right length": 2,
+        "wrong words, other length": 2,
+        "one target word wrong": 1,
+        "one target word left out": 1,
     }
 
 
@@ -77,13 +81,19 @@ def test_the_source_and_target_of_a_predictions_files_first_rows(tmp_path):
 def test_a_test_sets_errors_come_from_its_errors_file_else_its_predictions(tmp_path):
     (tmp_path / "long1.predictions.tsv").write_text(_predictions([("a b", "a")]))
     (tmp_path / "long5.predictions.tsv").write_text(_predictions([("a b", "a b")]))
-    counts = {"examples": 7, "wrong": 2, "stops early": 0, "stops late": 2}
-    counts |= {"wrong words, right length": 0, "wrong words, other length": 0}
+    (tmp_path / "long4.predictions.tsv").write_text(_predictions([("a b", "a c")]))
+    before_words = {"examples": 7, "wrong": 2, "stops early": 0, "stops late": 2}
+    before_words |= {"wrong words, right length": 0, "wrong words, other length": 0}
+    counts = before_words | {"one target word wrong": 0, "one target word left out": 0}
     (tmp_path / "long5.errors.json").write_text(json.dumps(counts))
-    (tmp_path / "long2.errors.json").write_text(json.dumps(counts))
-    assert error_test_sets(tmp_path) == ["long1", "long2", "long5"]
+    (tmp_path / "long2.errors.json").write_text(json.dumps(before_words))
+    (tmp_path / "long4.errors.json").write_text(json.dumps(before_words))
+    assert error_test_sets(tmp_path) == ["long1", "long2", "long4", "long5"]
     assert read_test_set_errors(tmp_path, "long5") == counts  # the file, not the predictions' one example
-    assert read_test_set_errors(tmp_path, "long2") == counts
+    # a file from before the one-word counts: as it is without predictions, else the predictions' counts
+    assert read_test_set_errors(tmp_path, "long2") == before_words
+    recounted = read_prediction_errors(tmp_path / "long4.predictions.tsv")
+    assert read_test_set_errors(tmp_path, "long4") == recounted and recounted["one target word wrong"] == 1
     counted = read_prediction_errors(tmp_path / "long1.predictions.tsv")
     assert read_test_set_errors(tmp_path, "long1") == counted
     assert read_test_set_errors(tmp_path, "long1")["stops early"] == 1
@@ -122,9 +132,10 @@ def test_a_malformed_errors_file_is_an_error_naming_it(tmp_path, text, message):
     assert str(error.value).startswith(str(path))
 
 
-@pytest.mark.parametrize("kept", ["predictions", "errors"])
+@pytest.mark.parametrize("kept", ["predictions", "errors", "errors before words"])
 def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(tmp_path, kept):
-    """From each run's predictions file, or from its errors file alone (an archived run)."""
+    """From each run's predictions file, or from its errors file alone (an archived run), which
+    lacks the one-word counts if written before them."""
     cell = {"data.variant": "noisy", "model.transformer.positional": "rope"}
     predictions = {
         0: [("a b c", "a b"), ("a b", "a b")],  # one early stop
@@ -141,19 +152,23 @@ def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(t
         (eval_dir / "summary.json").write_text(json.dumps({"long5": {"seq_acc": 50.0}}))
         predictions_file = eval_dir / "long5.predictions.tsv"
         predictions_file.write_text(_predictions(pairs))
-        if kept == "errors":
-            (eval_dir / "long5.errors.json").write_text(json.dumps(read_prediction_errors(predictions_file)))
+        if kept != "predictions":
+            counts = read_prediction_errors(predictions_file)
+            if kept == "errors before words":
+                del counts["one target word wrong"], counts["one target word left out"]
+            (eval_dir / "long5.errors.json").write_text(json.dumps(counts))
             predictions_file.unlink()
 
     text = recipe.report(tmp_path)
 
     errors = text.split("How the wrong outputs are wrong")[1].split("###")[0]
     assert (
-        "| wrong | stops early | stops late | wrong words, right length | wrong words, other length |"
-        in errors
+        "| wrong | stops early | stops late | wrong words, right length | wrong words, other length "
+        "| one target word wrong | one target word left out |" in errors
     )
     row = next(line for line in errors.splitlines() if "| lookup_stop · noisy, rope |" in line)
-    assert row.endswith("| long5 | 2 | 3 / 4 | 1 | 1 | 1 | 0 |")
+    words = "| – | – |" if kept == "errors before words" else "| 1 | 0 |"  # "a c" for "a b": b's place
+    assert row.endswith("| long5 | 2 | 3 / 4 | 1 | 1 | 1 | 0 " + words)
 
     # a seed archived before evaluation wrote errors files is finished, and not counted: the row says so
     seed0 = (
@@ -163,7 +178,7 @@ def test_the_recipe_reports_how_each_cells_outputs_are_wrong_summed_over_seeds(t
         path.unlink()
     errors = recipe.report(tmp_path).split("How the wrong outputs are wrong")[1].split("###")[0]
     row = next(line for line in errors.splitlines() if "| lookup_stop · noisy, rope |" in line)
-    assert row.endswith("| long5 | 1 of 2 | 2 / 2 | 0 | 1 | 1 | 0 |")
+    assert row.endswith("| long5 | 1 of 2 | 2 / 2 | 0 | 1 | 1 | 0 " + words)
 
 
 def test_failure_plots_go_to_the_first_seed_with_a_wrong_example(tmp_path):

@@ -25,7 +25,8 @@ accuracies):
   over the examples that have at least one such step.
 
 :func:`error_kind` says how a wrong output is wrong — where it stops, or which words — from its
-tokens (the failure anatomy of a predictions file, issue 28).
+tokens, and :func:`word_error_kind` whether its wrong words are those of one target word (the
+failure anatomy of a predictions file, issue 28).
 """
 
 from __future__ import annotations
@@ -58,6 +59,38 @@ def error_kind(target: Sequence[str], prediction: Sequence[str]) -> str | None:
     if len(prediction) > len(target) and prediction[: len(target)] == target:
         return ERROR_KINDS[1]
     return ERROR_KINDS[2] if len(prediction) == len(target) else ERROR_KINDS[3]
+
+
+WORD_ERROR_KINDS = ("one target word wrong", "one target word left out")
+"""Outputs with wrong words whose errors all concern one word of the target
+(:func:`word_error_kind`), in the order reports list them."""
+
+
+def word_error_kind(target: Sequence[str], prediction: Sequence[str]) -> str | None:
+    """Whether the wrong words of ``prediction`` (tokens as for :func:`error_kind`) all concern one
+    word of ``target``: one of :data:`WORD_ERROR_KINDS`, else ``None`` (also when it is right or
+    only stops early or late).
+
+    * ``one target word wrong``: as long as the target, and every wrong token stands where the
+      target has one and the same word (at some or all of that word's places, by any other words);
+      a case of ``wrong words, right length``;
+    * ``one target word left out``: the target with every occurrence of one of its words removed;
+      a case of ``wrong words, other length``.
+
+    Both keep the output's structure and lose one word's meaning: the failure that SCAN's
+    add-primitive splits probe (Lake & Baroni 2018), where the primitive seen only alone in training
+    ("jump" → ``I_JUMP``) must be composed. Which word it is, the predictions file shows.
+    """
+    kind = error_kind(target, prediction)
+    target, prediction = list(target), list(prediction)
+    if kind == ERROR_KINDS[2]:
+        wrong = {gold for gold, output in zip(target, prediction) if gold != output}
+        return WORD_ERROR_KINDS[0] if len(wrong) == 1 else None
+    if kind == ERROR_KINDS[3] and len(prediction) < len(target):
+        for word in set(target) - set(prediction):
+            if [gold for gold in target if gold != word] == prediction:
+                return WORD_ERROR_KINDS[1]
+    return None
 
 
 def output_lengths(predicted: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -46,7 +46,12 @@ import torch
 
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
 from attnlab.experiments.runner import SUMMARY_FILE, run_status
-from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, errors_path, read_prediction_errors
+from attnlab.experiments.unit_scores import (
+    PREDICTIONS_SUFFIX,
+    errors_file_counts_words,
+    errors_path,
+    read_prediction_errors,
+)
 from attnlab.io import atomic_append_jsonl, atomic_write_json
 from attnlab.metric_names import VALID_LOSS, current_history
 from attnlab.training.checkpoint import load_checkpoint
@@ -353,9 +358,10 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     learning-rate race resumes the rates it keeps with more epochs, and their summaries are those of
     the last round); the archived ``last.pt`` of a run that has since finished is deleted. Nothing
     else is deleted. A predictions file without its errors file beside it (evaluated before
-    evaluation wrote one) gets one in the archive, counted from it
-    (:func:`~attnlab.experiments.unit_scores.read_prediction_errors`), so that the report of the
-    archive says how the outputs are wrong as the one of the runs does."""
+    evaluation wrote one), or with one written before errors files counted the wrong outputs of one
+    target word (:func:`~attnlab.experiments.unit_scores.errors_file_counts_words`), gets a new one
+    in the archive, counted from it (:func:`~attnlab.experiments.unit_scores.read_prediction_errors`),
+    so that the report of the archive says how the outputs are wrong as the one of the runs does."""
     source, destination = Path(source), Path(destination)
     if not source.is_dir():
         raise ConfigError(f"{source}: not a directory (expected a run tree to archive)")
@@ -370,7 +376,9 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
             elif last.is_file():
                 kept.add(last)
     counted = [
-        path for path in source.rglob(f"eval/*{PREDICTIONS_SUFFIX}") if not errors_path(path).is_file()
+        path
+        for path in source.rglob(f"eval/*{PREDICTIONS_SUFFIX}")
+        if not errors_file_counts_words(errors_path(path))
     ]
     errors = {path: read_prediction_errors(path) for path in counted}  # all read before anything is written
     for path in sorted(kept):

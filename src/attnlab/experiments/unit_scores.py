@@ -8,8 +8,9 @@
   the target and prediction columns → BLEU (``bleu``: each sentence's n-gram statistics, summed
   over a test set to corpus BLEU, :mod:`attnlab.evaluation.bleu`), and how the wrong outputs are
   wrong (:func:`read_prediction_errors`);
-* ``eval/<test set>.errors.json`` beside it: those counts of wrong outputs by kind. Evaluation
-  writes it with the predictions, and ``attnlab archive`` keeps it (not the predictions, which are
+* ``eval/<test set>.errors.json`` beside it: those counts of wrong outputs by kind (and, since
+  session 44, of those whose wrong words all concern one target word). Evaluation writes it with
+  the predictions, and ``attnlab archive`` keeps it (not the predictions, which are
   large): reports read it (:func:`read_test_set_errors`), so a run tree rebuilt from the archive still
   says how each run's outputs are wrong.
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from attnlab.config import ConfigError
 from attnlab.evaluation.bleu import BLEU_STATISTIC, sentence_statistics
-from attnlab.evaluation.metrics import ERROR_KINDS, error_kind
+from attnlab.evaluation.metrics import ERROR_KINDS, WORD_ERROR_KINDS, error_kind, word_error_kind
 from attnlab.evaluation.seq2seq import ExampleOutcomes
 from attnlab.evaluation.significance import ACCURACY, PERPLEXITY, Statistic, UnitScores
 from attnlab.io import atomic_write_json, atomic_write_text
@@ -45,7 +46,10 @@ PREDICTIONS_SUFFIX = ".predictions.tsv"
 PREDICTION_COLUMNS = ("example", "source", "target", "prediction")
 ERRORS_SUFFIX = ".errors.json"
 ERROR_COUNTS = ("examples", "wrong", *ERROR_KINDS)
-"""The keys of an errors file (:func:`count_errors`)."""
+"""The keys every errors file has (:func:`count_errors`)."""
+WORD_ERROR_COUNTS = WORD_ERROR_KINDS
+"""The keys of an errors file written since session 44 (2026-11-29) besides :data:`ERROR_COUNTS`:
+files written before lack them (:func:`read_test_set_errors`)."""
 BLEU = "bleu"
 """The metric of a predictions file's target and prediction columns (not a column of its own)."""
 MIN_UNITS = 10
@@ -192,21 +196,41 @@ def read_prediction_errors(path: Path) -> dict[str, int]:
 
 
 def count_errors(pairs: Iterable[tuple[Sequence[str], Sequence[str]]]) -> dict[str, int]:
-    """``examples``, ``wrong`` and the count of each :data:`~attnlab.evaluation.metrics.ERROR_KINDS`
-    (:func:`~attnlab.evaluation.metrics.error_kind`) over (target, prediction) token sequences."""
-    counts = dict.fromkeys(ERROR_COUNTS, 0)
+    """``examples``, ``wrong``, the count of each :data:`~attnlab.evaluation.metrics.ERROR_KINDS`
+    (:func:`~attnlab.evaluation.metrics.error_kind`) and of each
+    :data:`~attnlab.evaluation.metrics.WORD_ERROR_KINDS`
+    (:func:`~attnlab.evaluation.metrics.word_error_kind`) over (target, prediction) token sequences."""
+    counts = dict.fromkeys((*ERROR_COUNTS, *WORD_ERROR_COUNTS), 0)
     for target, prediction in pairs:
         counts["examples"] += 1
         kind = error_kind(target, prediction)
         if kind is not None:
             counts["wrong"] += 1
             counts[kind] += 1
+            word_kind = word_error_kind(target, prediction)
+            if word_kind is not None:
+                counts[word_kind] += 1
     return counts
+
+
+def counts_words(counts: dict[str, int]) -> bool:
+    """Whether an errors file's counts include :data:`WORD_ERROR_COUNTS` (written since session 44)."""
+    return all(name in counts for name in WORD_ERROR_COUNTS)
 
 
 def errors_path(predictions: Path) -> Path:
     """The errors file beside a predictions file: ``<test set>.errors.json``."""
     return predictions.with_name(predictions.name.removesuffix(PREDICTIONS_SUFFIX) + ERRORS_SUFFIX)
+
+
+def errors_file_counts_words(path: Path) -> bool:
+    """Whether ``path`` is an errors file with :data:`WORD_ERROR_COUNTS` (one written since session
+    44); ``False`` for a missing, older or unreadable one, which its predictions file can replace."""
+    try:
+        counts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(counts, dict) and counts_words(counts)
 
 
 def error_test_sets(eval_dir: Path) -> list[str]:
@@ -219,7 +243,9 @@ def error_test_sets(eval_dir: Path) -> list[str]:
 def read_test_set_errors(eval_dir: Path, test_set: str) -> dict[str, int] | None:
     """How the outputs of a run's test set are wrong (:func:`count_errors`): from its errors file,
     else (runs evaluated before evaluation wrote one) from its predictions file; ``None`` when it
-    has neither. A malformed file is a :class:`DataFormatError` naming it."""
+    has neither. An errors file written before session 44 lacks :data:`WORD_ERROR_COUNTS`: the
+    predictions file then counts them all if it is there, else the counts lack those keys
+    (:func:`counts_words`). A malformed file is a :class:`DataFormatError` naming it."""
     predictions = eval_dir / f"{test_set}{PREDICTIONS_SUFFIX}"
     path = errors_path(predictions)
     if not path.is_file():
@@ -230,11 +256,16 @@ def read_test_set_errors(eval_dir: Path, test_set: str) -> dict[str, int] | None
         raise DataFormatError(path, error.lineno, f"not JSON: {error.msg}") from None
     if (
         not isinstance(counts, dict)
-        or set(counts) != set(ERROR_COUNTS)
+        or set(counts) not in ({*ERROR_COUNTS}, {*ERROR_COUNTS, *WORD_ERROR_COUNTS})
         or not all(type(count) is int and count >= 0 for count in counts.values())
     ):
-        expected = f"expected an object of counts (integers ≥ 0) named {list(ERROR_COUNTS)}"
+        expected = (
+            f"expected an object of counts (integers ≥ 0) named {list(ERROR_COUNTS)}, "
+            f"with or without {list(WORD_ERROR_COUNTS)}"
+        )
         raise DataFormatError(path, None, expected)
+    if not counts_words(counts) and predictions.is_file():
+        return read_prediction_errors(predictions)
     return counts
 
 

@@ -317,14 +317,21 @@ def _run_details(runs_dir: Path, run_dir: Path, curve: bool, percent_metrics: fr
 def _errors_html(run_dir: Path) -> str:
     """How the run's wrong outputs are wrong, one row per test set with an errors or a predictions
     file (:func:`~attnlab.experiments.unit_scores.read_test_set_errors`); a file that cannot be read
-    says why in its row. Empty for runs without them (language models, memory problems)."""
-    from attnlab.experiments.unit_scores import ERROR_COUNTS, error_test_sets, read_test_set_errors
+    says why in its row; the one-word columns read "–" for an errors file written before them whose
+    predictions file is gone. Empty for runs without them (language models, memory problems)."""
+    from attnlab.experiments.unit_scores import (
+        ERROR_COUNTS,
+        WORD_ERROR_COUNTS,
+        error_test_sets,
+        read_test_set_errors,
+    )
 
     eval_dir = run_dir / "eval"
     test_sets = error_test_sets(eval_dir)
     if not test_sets:
         return ""
-    head = "".join(f"<th>{_escape(column)}</th>" for column in ("test set", *ERROR_COUNTS))
+    columns = (*ERROR_COUNTS, *WORD_ERROR_COUNTS)
+    head = "".join(f"<th>{_escape(column)}</th>" for column in ("test set", *columns))
     rows = []
     for test_set in test_sets:
         name = _escape(test_set)
@@ -332,10 +339,12 @@ def _errors_html(run_dir: Path) -> str:
             counts = read_test_set_errors(eval_dir, test_set)
         except (OSError, ValueError) as error:  # DataFormatError is a ValueError
             why = _escape(str(error))
-            rows.append(f"<tr><td>{name}</td><td colspan='{len(ERROR_COUNTS)}'>{why}</td></tr>")
+            rows.append(f"<tr><td>{name}</td><td colspan='{len(columns)}'>{why}</td></tr>")
             continue
         assert counts is not None  # error_test_sets lists test sets with a file
-        cells = "".join(f"<td>{counts[column]:,}</td>" for column in ERROR_COUNTS)
+        cells = "".join(
+            f"<td>{counts[column]:,}</td>" if column in counts else "<td>–</td>" for column in columns
+        )
         rows.append(f"<tr><td>{name}</td>{cells}</tr>")
     return (
         "<table class='errors'><caption>how the wrong outputs are wrong</caption>"

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.config import ConfigError
-from attnlab.evaluation.metrics import ERROR_KINDS
+from attnlab.evaluation.metrics import ERROR_KINDS, WORD_ERROR_KINDS
 from attnlab.experiments import sweep
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.registry import experiment_for
@@ -67,6 +67,8 @@ from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import (
     ERROR_COUNTS,
     PREDICTIONS_SUFFIX,
+    WORD_ERROR_COUNTS,
+    counts_words,
     read_prediction_units,
     read_test_set_errors,
 )
@@ -473,20 +475,23 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per finished cell: how many outputs of its headline test set
     (:data:`HEADLINE_TEST_SETS`) are wrong, summed over its finished seeds, and how
     (:func:`~attnlab.evaluation.metrics.error_kind`: a stop too early or too late with every word
-    right, or wrong words), read from each run's ``eval/<set>.errors.json`` (what the archive keeps)
-    or its predictions file (:func:`~attnlab.experiments.unit_scores.read_test_set_errors`). Runs
-    archived before evaluation wrote errors files have neither; the ``seeds`` column then says how
-    many of the cell's finished seeds were counted ("1 of 3")."""
+    right, or wrong words; :func:`~attnlab.evaluation.metrics.word_error_kind`: of the wrong words,
+    those all of one target word), read from each run's ``eval/<set>.errors.json`` (what the archive
+    keeps) or its predictions file (:func:`~attnlab.experiments.unit_scores.read_test_set_errors`).
+    Runs archived before evaluation wrote errors files have neither; the ``seeds`` column then says
+    how many of the cell's finished seeds were counted ("1 of 3"). The one-word columns read "–"
+    where a counted seed's errors file predates them and its predictions file is gone."""
     rows = {}
     for part, cells in found.items():
         test_set = HEADLINE_TEST_SETS[part]
         for cell, entry in cells.items():
-            totals, counted = dict.fromkeys(ERROR_COUNTS, 0), 0
+            totals, counted, words_counted = dict.fromkeys((*ERROR_COUNTS, *WORD_ERROR_COUNTS), 0), 0, True
             for seed in entry["seeds"]:
                 run = RunDirectory(out_dir / part / cell / f"seed{seed}")
                 counts = read_test_set_errors(run.eval_dir, test_set)
                 if counts is not None:
                     counted += 1
+                    words_counted &= counts_words(counts)
                     for name, count in counts.items():
                         totals[name] += count
             if counted:
@@ -494,12 +499,12 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
                 seeds = str(counted) if counted == finished else f"{counted} of {finished}"
                 row = {"test set": test_set, "seeds": seeds}
                 row["wrong"] = f"{totals['wrong']:,} / {totals['examples']:,}"
-                rows[cell_label(part, entry["params"])] = row | {
-                    kind: f"{totals[kind]:,}" for kind in ERROR_KINDS
-                }
+                row |= {kind: f"{totals[kind]:,}" for kind in ERROR_KINDS}
+                row |= {kind: f"{totals[kind]:,}" if words_counted else "–" for kind in WORD_ERROR_KINDS}
+                rows[cell_label(part, entry["params"])] = row
     if not rows:
         return "(no errors or predictions files)"
-    return format_table(rows, ["test set", "seeds", "wrong", *ERROR_KINDS], markdown=True)
+    return format_table(rows, ["test set", "seeds", "wrong", *ERROR_KINDS, *WORD_ERROR_KINDS], markdown=True)
 
 
 def failure_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
