@@ -14,6 +14,7 @@ from attnlab.attention.positions import (
     alibi_slopes,
     apply_rope,
 )
+from attnlab.models.stepwise import append_end_marker
 from attnlab.models.transformer import NORMS, STOP_FLOOR, TransformerSeq2Seq, cross_attention_heads
 
 SOURCE_VOCAB, TARGET_VOCAB = 12, 9
@@ -919,3 +920,49 @@ def test_a_decoder_that_hides_its_start_reads_sos_at_the_first_step_only(positio
 def test_hiding_the_decoder_start_and_a_decoder_offset_exclude_each_other():
     with pytest.raises(ValueError, match="decoder_offset adds <sos> tokens and decoder_hides_start hides"):
         build(decoder_offset=2, decoder_hides_start=True)
+
+
+# ---------------------------------------------------------------------- output from the attended words
+
+
+@pytest.mark.parametrize("cross_attention", ["dot", "shift"])
+def test_semantic_output_logits_are_linear_in_the_attended_words_embeddings(cross_attention):
+    """Russin et al. 2019's ``y_t = W Σ_j α_tj m_j``: the logits are the output layer applied to the
+    last layer's cross-attention output, each head's glimpse its attention over the values projected
+    from the source's token embeddings (with the end marker's)."""
+    model = build("sinusoidal", cross_attention=cross_attention, end_marker=True, semantic_output=True)
+    source, mask = padded_batch(SOURCES)
+    logits = model(source, mask, TARGET_INPUT).logits
+    attention = model.cross_attention_maps(source, mask, TARGET_INPUT)[:, -1]  # [B, H, T, S + 1]
+    marked, _, _ = append_end_marker(source, mask, model.end_marker_id, PAD)
+    cross = model.decoder[-1].cross_attention
+    heads = TINY["heads"]
+    values = cross.embedding_value(model._embed_source(marked))  # [B, S + 1, D]
+    values = values.view(*values.shape[:2], heads, -1).transpose(1, 2)  # [B, H, S + 1, D / H]
+    glimpses = (attention @ values).transpose(1, 2).flatten(2)  # [B, T, D]
+    torch.testing.assert_close(logits, model.output(cross.out(glimpses)), rtol=1e-5, atol=1e-5)
+
+
+def test_semantic_output_reads_no_context_in_its_values_and_keeps_padding_and_decoding_exact():
+    """The same word gives the same value wherever it stands; padding is never read, and decoding
+    step by step gives the teacher-forced logits."""
+    model = build("sinusoidal", cross_attention="shift", end_marker=True, semantic_output=True)
+    source, mask = padded_batch([[3, 4, 5, 3, 6]])
+    values = model.start(source, mask).cross[-1].values[0]  # [H, S + 1, D / H]
+    torch.testing.assert_close(values[:, 0], values[:, 3], rtol=0, atol=0)
+    keys = model.start(source, mask).cross[-1].keys[0]
+    assert not torch.allclose(keys[:, 0], keys[:, 3], atol=1e-4)  # the keys keep the context
+    source, mask = padded_batch(SOURCES, width=7)
+    output = model(source, mask, TARGET_INPUT)
+    other = model(source.masked_fill(mask, 5), mask, TARGET_INPUT)
+    torch.testing.assert_close(other.logits, output.logits, rtol=0, atol=0)
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        logits, _, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(logits, output.logits[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_semantic_output_needs_a_source_position_for_eos():
+    with pytest.raises(ValueError, match="semantic_output .* needs end_marker"):
+        build("sinusoidal", semantic_output=True)
+    build("sinusoidal", semantic_output=True, stop_from_attention=True)  # the stop reads the attention

@@ -27,6 +27,7 @@ from attnlab.models.transformer import (
     check_attender_keys,
     check_cross_attention_options,
     check_decoder_offset,
+    check_semantic_output,
     cross_attention_heads,
     longest_relative_distances,
     relative_clips,
@@ -168,6 +169,10 @@ class TransformerModelConfig:
     """The decoder's self-attention never reads ``<sos>`` from a later step, so under relative
     positions, RoPE, ALiBi and none no step can time itself by that token
     (:mod:`attnlab.models.transformer`); not with ``decoder_offset``."""
+    semantic_output: bool = False
+    """The logits are a linear function of the words the last decoder layer's cross-attention
+    attends (values from the token embeddings: Russin et al. 2019's semantics), not of the residual
+    stream (:mod:`attnlab.models.transformer`); needs ``end_marker`` or ``stop_from_attention``."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -180,6 +185,9 @@ class TransformerModelConfig:
         head_names = cross_attention_heads(self.cross_attention, self.decoder_layers, self.heads)
         check_attender_keys(self.attender_keys, head_names)
         check_decoder_offset(self.decoder_offset, head_names, self.decoder_hides_start)
+        check_semantic_output(
+            self.semantic_output, end_marker=self.end_marker, stop_from_attention=self.stop_from_attention
+        )
         check_cross_attention_options(self.cross_attention_options, head_names)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
             raise ValueError(f"max_relative_distance must be >= 1, got {self.max_relative_distance!r}")
@@ -219,6 +227,7 @@ def build_transformer(
         tied_output=config.tied_output,
         decoder_offset=config.decoder_offset,
         decoder_hides_start=config.decoder_hides_start,
+        semantic_output=config.semantic_output,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

@@ -127,6 +127,22 @@ sentence ("walk thrice" runs on as ``I_WALK`` past three), validation exact matc
 (99.5% with ``<sos>`` seen) and test exact match falls to 23.7% (76.5%). So ``<sos>`` is also where the first
 sentence is counted from; an option, not a default.
 
+Output from the attended words (an attnlab option, issue 28). On SCAN's add-jump split the
+Transformer's outputs have the right structure and the wrong meaning for "jump": 39–71% of its
+test outputs are right but at ``I_JUMP``'s places, where heads that attend "jump" still emit another
+action (docs/results.md, issue 28, session 44). Russin et al. (2019, Syntactic Attention, §3)
+separate the two: the attention (syntax) is computed from context, and the output is a linear
+function of the attended word embeddings alone (semantics), ``y_t = W Σ_j α_tj m_j``.
+``semantic_output=True`` does that in the Transformer: the last decoder layer's cross-attention
+reads values projected from the source's token embeddings (scaled, before positions: no position,
+no context), and the logits are the output layer applied to that cross-attention's output (its
+heads' glimpses through its output projection), not to the residual stream. So the logits are
+linear in the attended words' embeddings, as Russin et al.'s, while where the heads look depends on
+everything before. Earlier decoder layers, the queries and the keys are unchanged; the last layer's
+feed-forward block then feeds only a stop read from separate heads. ``<eos>`` is a word too: it
+comes from attending a source position, so the model needs ``end_marker`` (or ``stop_from_attention``,
+whose stop reads the attention; the end marker is then also a word the output layer reads).
+
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`:
 ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step` decode one token at a
 time with cached self-attention keys and values per layer, so greedy and given-length decoding are
@@ -167,6 +183,7 @@ __all__ = [
     "TransformerSeq2Seq",
     "check_attender_keys",
     "check_decoder_offset",
+    "check_semantic_output",
     "cross_attention_heads",
 ]
 
@@ -329,7 +346,9 @@ class CrossAttention(nn.Module):
     ``attender_keys="embeddings"`` gives the attender heads keys projected from the source's token
     embeddings (no position, no context) instead of from the encoder's output; ``"local"`` keys
     from a window of three token embeddings (:class:`~attnlab.models.seq2seq.LocalEncoder`: the
-    word and its neighbours, no position).
+    word and its neighbours, no position). ``embedding_values`` projects every head's values from
+    the source's token embeddings (no position, no context) instead of from the encoder's output:
+    the last layer's values under ``semantic_output`` (module docstring).
     """
 
     def __init__(
@@ -339,6 +358,7 @@ class CrossAttention(nn.Module):
         options: dict[str, dict[str, Any]],
         dropout: float,
         attender_keys: str = "memory",
+        embedding_values: bool = False,
     ) -> None:
         super().__init__()
         self.heads, self.head_dim = len(heads), d_model // len(heads)
@@ -347,6 +367,7 @@ class CrossAttention(nn.Module):
         self.key_value = nn.Linear(d_model, 2 * d_model)
         self.embedding_key = nn.Linear(d_model, d_model) if attender_keys == "embeddings" else None
         self.local_key = LocalEncoder(d_model, d_model, window=3) if attender_keys == "local" else None
+        self.embedding_value = nn.Linear(d_model, d_model) if embedding_values else None
         self.out = nn.Linear(d_model, d_model)
         self.dropout = Dropout(dropout)
         dim = self.head_dim
@@ -370,17 +391,19 @@ class CrossAttention(nn.Module):
     ) -> _CrossState:
         """The projected ``memory [B, S, D]`` and each attender head's initial state; ``embedded``:
         the source's scaled token embeddings, needed with ``attender_keys`` ``"embeddings"`` or
-        ``"local"``."""
+        ``"local"`` and with ``embedding_values``."""
         keys, values = (_split_heads(part, self.heads) for part in self.key_value(memory).chunk(2, dim=-1))
-        if self.embedding_key is None and self.local_key is None:
-            attender_keys = keys
-        elif embedded is None:
-            raise ValueError("attender keys from the embeddings need the source's token embeddings")
-        elif self.local_key is not None:
+        from_embeddings = (self.embedding_key, self.local_key, self.embedding_value)
+        if embedded is None and any(module is not None for module in from_embeddings):
+            raise ValueError("keys or values from the embeddings need the source's token embeddings")
+        if self.embedding_value is not None and embedded is not None:
+            values = _split_heads(self.embedding_value(embedded), self.heads)
+        if self.local_key is not None and embedded is not None:
             attender_keys = _split_heads(self.local_key(embedded, padding_mask), self.heads)
-        else:
-            assert self.embedding_key is not None
+        elif self.embedding_key is not None and embedded is not None:
             attender_keys = _split_heads(self.embedding_key(embedded), self.heads)
+        else:
+            attender_keys = keys
         states = {
             h: self._attender(h).initial_state(attender_keys[:, h], padding_mask) for h in self.single_heads
         }
@@ -513,11 +536,14 @@ class DecoderLayer(_Block):
         attender_keys: str = "memory",
         norm: str = "pre",
         hide_start: bool = False,
+        embedding_values: bool = False,
     ):
         super().__init__(dropout, norm)
         self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
         self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance, hide_start)
-        self.cross_attention = CrossAttention(d_model, heads, options, dropout, attender_keys)
+        self.cross_attention = CrossAttention(
+            d_model, heads, options, dropout, attender_keys, embedding_values
+        )
         self.ff = FeedForward(d_model, ff_dim, dropout)
 
     def forward(
@@ -526,7 +552,9 @@ class DecoderLayer(_Block):
         positions: torch.Tensor,
         cross: _CrossState,
         cache: _SelfCache | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, _CrossState, _SelfCache]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, _CrossState, _SelfCache]:
+        """The layer's output ``[B, T, D]``, its cross-attention's output ``[B, T, D]`` (what it adds
+        to the residual stream) and weights ``[B, H, T, S]``, and the next states."""
         attended, cache = self.self_attention(
             self._branch_input(x, self.self_norm), positions, causal=True, cache=cache
         )
@@ -534,7 +562,7 @@ class DecoderLayer(_Block):
         glimpse, weights, cross = self.cross_attention(self._branch_input(x, self.cross_norm), cross)
         x = self._add(x, glimpse, self.cross_norm)
         x = self._add(x, self.ff(self._branch_input(x, self.ff_norm)), self.ff_norm)
-        return x, weights, cross, cache
+        return x, glimpse, weights, cross, cache
 
 
 def _scale_gradient(x: torch.Tensor, share: float) -> torch.Tensor:
@@ -653,6 +681,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             step (module docstring); default ``False``. Not with ``decoder_offset``.
         tied_output: the output layer's weights are the target embeddings (with a bias of its
             own; Press & Wolf 2017; Csordás et al. 2021's default); default ``False``.
+        semantic_output: the logits are the output layer applied to the last decoder layer's
+            cross-attention output, whose values are projected from the source's token embeddings
+            (Russin et al. 2019's separation of syntax and semantics; module docstring); default
+            ``False``. Needs ``end_marker`` or ``stop_from_attention``.
     """
 
     def __init__(
@@ -685,6 +717,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         tied_output: bool = False,
         decoder_offset: int = 0,
         decoder_hides_start: bool = False,
+        semantic_output: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -716,6 +749,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
+        check_semantic_output(semantic_output, end_marker=end_marker, stop_from_attention=stop_from_attention)
+        self.semantic_output = semantic_output
         self.d_model, self.positional, self.norm = d_model, positional, norm
         self.max_relative_distance = relative_clips(max_relative_distance)
         encoder_clip, decoder_clip = self.max_relative_distance
@@ -758,8 +793,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 attender_keys,
                 norm,
                 decoder_hides_start,
+                embedding_values=semantic_output and layer == decoder_layers - 1,
             )
-            for names in self.head_names
+            for layer, names in enumerate(self.head_names)
         )
         self.encoder_norm: nn.Module = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.decoder_norm: nn.Module = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
@@ -842,7 +878,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         x = self.dropout(self.target_positions(embedded, positions))
         crosses, caches, layer_weights = [], [], []
         for layer, cross, cache in zip(self.decoder, state.cross, state.caches):
-            x, weights, cross, cache = layer(x, positions, cross, cache)
+            x, glimpse, weights, cross, cache = layer(x, positions, cross, cache)
             crosses.append(cross)
             caches.append(cache)
             layer_weights.append(weights)
@@ -855,7 +891,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             stop_weights = torch.cat(layer_weights, dim=1)
         else:
             stop_weights = layer_weights[-1]
-        logits = self._readout(x, stop_weights, state.end_positions)
+        logits = self._readout(glimpse if self.semantic_output else x, stop_weights, state.end_positions)
         next_state = _DecoderState(crosses, caches, state.end_positions, state.step + steps, state.stop_keys)
         return logits, layer_weights, next_state
 
@@ -871,7 +907,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         return torch.softmax(logits.flatten(), dim=0).view_as(logits)
 
     def _readout(self, x: torch.Tensor, weights: torch.Tensor, end_positions: torch.Tensor) -> torch.Tensor:
-        """Logits ``[B, T, V]`` of the decoder's output ``x``; with ``stop_from_attention`` the
+        """Logits ``[B, T, V]`` of the decoder's output ``x`` (with ``semantic_output``, of the last
+        layer's cross-attention output); with ``stop_from_attention`` the
         log-probabilities of the module docstring (``weights``: the stop heads' ``[B, H', T, S]``,
         the last layer's, every layer's with ``stop_layers="all"``, or the :class:`StopHeads`')."""
         logits = self.output(x)
@@ -984,6 +1021,16 @@ def relative_clips(max_relative_distance: int | tuple[int, int] | list[int]) -> 
         "max_relative_distance must be an int (both stacks) or a pair (encoder, decoder) of ints, "
         f"got {max_relative_distance!r}"
     )
+
+
+def check_semantic_output(semantic_output: bool, *, end_marker: bool, stop_from_attention: bool) -> None:
+    """A ``ValueError`` if ``semantic_output`` has no source position to emit ``<eos>`` from (module
+    docstring): it needs ``end_marker`` or ``stop_from_attention``."""
+    if semantic_output and not (end_marker or stop_from_attention):
+        raise ValueError(
+            "semantic_output emits every token, <eos> too, from the attended source positions: "
+            "it needs end_marker (or stop_from_attention)"
+        )
 
 
 def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None:
