@@ -50,6 +50,9 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     _finish(tmp_path, "scan", scan_cell, 0, {"test": {"seq_acc": 12.5, "seq_acc_given_length": 60.0}})
     stop_cell = {"model.transformer.positional": "relative", "model.transformer.cross_attention": "shift"}
     _finish(tmp_path, "scan_stop", stop_cell, 1, {"test": {"seq_acc": 18.0, "seq_acc_given_length": 55.0}})
+    _finish(
+        tmp_path, "scan_semantic", stop_cell, 0, {"test": {"seq_acc": 31.0, "seq_acc_given_length": 60.0}}
+    )
     cutoff = {
         "data.max_train_actions": 26,
         "model.transformer.positional": "rope",
@@ -94,9 +97,14 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
         "|  | length · dot | length · shift | length · dot + stop | length · shift + stop | add-jump · dot |"
     )
     assert header in scan
-    assert "| relative | 12.5 ± 0.0 (n=1) |  |  | 18.0 ± 0.0 (n=1) |  |" in scan
+    assert (
+        "| relative | 12.5 ± 0.0 (n=1) |  |  | 18.0 ± 0.0 (n=1) |  |  |  | 31.0 ± 0.0 (n=1) |  |  |" in scan
+    )
+    assert "| add-jump · dot + semantic | add-jump · shift + semantic | simple · dot |" in scan
     given_length = text.split("with the output length given")[1].split("###")[0]
-    assert "| relative | 60.0 ± 0.0 (n=1) |  |  | 55.0 ± 0.0 (n=1) |" in given_length
+    assert (
+        "| relative | 60.0 ± 0.0 (n=1) |  |  | 55.0 ± 0.0 (n=1) |  |  |  | 60.0 ± 0.0 (n=1) |" in given_length
+    )
     cutoffs = text.split("cut at N actions")[1].split("###")[0]
     assert "|  | 22 | 24 | 25 | 26 |" in cutoffs
     assert "| rope · shift |  |  |  | 77.0 ± 0.0 (n=1) |" in cutoffs

@@ -127,6 +127,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "raffel2015_addition_lr": 24,
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
+        "scan_transformer_semantic": 42,
         "scan_transformer_simple": 14,
         "scan_transformer_stop": 42,
     }
@@ -155,6 +156,13 @@ def test_every_builtin_spec_expands_into_valid_runs():
         for model in (config.model for config in stop)
     }
     assert options == {(True, "all", 10.0)}
+    semantic = [
+        scan.EXPERIMENT.parse_config(run.config) for run in expand(load_spec("scan_transformer_semantic"))
+    ]
+    assert {
+        (config.data.split, config.model.transformer.semantic_output, config.model.transformer.end_marker)
+        for config in semantic
+    } == {("addprim_jump", True, True)}
     cutoffs = [
         scan.EXPERIMENT.parse_config(run.config).data
         for run in expand(load_spec("scan_transformer_length_cutoffs"))

@@ -23,11 +23,14 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 * ``scan_stop`` (``scan_transformer_stop``): the length split with ``<eos>`` from every layer's
   attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_simple`` (``scan_transformer_simple``): the simple split, one seed per row;
-* ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions.
+* ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions;
+* ``scan_semantic`` (``scan_transformer_semantic``): add-jump with the output read from the attended
+  words' embeddings (``model.transformer.semantic_output``, Russin et al. 2019's separation), 7
+  schemes × {dot, shift}, 3 seeds.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40); all ten parts are 647 runs, roughly 200–300 CPU-hours, so
+positions test accuracy still rose at epoch 40); all eleven parts are 689 runs, roughly 230–330 CPU-hours, so
 ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps start their
 runs seed by seed, so a part stopped halfway has every row at one seed.
 
@@ -90,6 +93,7 @@ PARTS: dict[str, str] = {
     "scan_stop": "scan_transformer_stop",
     "scan_simple": "scan_transformer_simple",
     "scan_cutoffs": "scan_transformer_length_cutoffs",
+    "scan_semantic": "scan_transformer_semantic",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
 
@@ -104,6 +108,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "scan_stop": "test",
     "scan_simple": "test",
     "scan_cutoffs": "test",
+    "scan_semantic": "test",
 }
 """Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
@@ -323,11 +328,14 @@ SCAN_COLUMNS: tuple[str, ...] = (
     "length · shift + stop",
     "add-jump · dot",
     "add-jump · shift",
+    "add-jump · dot + semantic",
+    "add-jump · shift + semantic",
     "simple · dot",
     "simple · shift",
 )
 """A SCAN table's columns: split · heads, ``<eos>`` from the output layer (parts ``scan`` and
-``scan_simple``) or, with ``+ stop``, from every layer's attention on the end marker (``scan_stop``)."""
+``scan_simple``) or, with ``+ stop``, from every layer's attention on the end marker (``scan_stop``);
+``+ semantic``: the output from the attended words' embeddings (``scan_semantic``)."""
 
 
 def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") -> str:
@@ -337,6 +345,7 @@ def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") 
     sources: list[tuple[str, Label]] = [
         ("scan", lambda params: f"{_split(params)} · {params[HEADS]}"),
         ("scan_stop", lambda params: f"length · {params[HEADS]} + stop"),
+        ("scan_semantic", lambda params: f"add-jump · {params[HEADS]} + semantic"),
         ("scan_simple", lambda params: f"simple · {params[HEADS]}"),
     ]
     schemes = _grid_values("scan", POSITIONAL)
