@@ -966,3 +966,22 @@ def test_semantic_output_needs_a_source_position_for_eos():
     with pytest.raises(ValueError, match="semantic_output .* needs end_marker"):
         build("sinusoidal", semantic_output=True)
     build("sinusoidal", semantic_output=True, stop_from_attention=True)  # the stop reads the attention
+
+
+@pytest.mark.parametrize("cross_attention", ["dot", "shift"])
+def test_a_decoder_without_previous_outputs_reads_sos_at_every_step(cross_attention):
+    """With ``previous_outputs=False`` the logits do not depend on the decoder's input tokens (each
+    step reads ``<sos>``): any other tokens give the same logits, and step-by-step decoding the
+    teacher-forced ones; with them (the default) they do."""
+    source, mask = padded_batch(SOURCES)
+    options = {"cross_attention": cross_attention, "end_marker": True, "semantic_output": True}
+    blind = build("relative", previous_outputs=False, **options)
+    other = TARGET_INPUT.flip(1)
+    output = blind(source, mask, TARGET_INPUT).logits
+    torch.testing.assert_close(blind(source, mask, other).logits, output, rtol=0, atol=0)
+    state = blind.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        logits, _, state = blind.step(state, other[:, t])
+        torch.testing.assert_close(logits, output[:, t], rtol=1e-5, atol=1e-5)
+    reading = build("relative", **options)
+    assert not torch.allclose(reading(source, mask, other).logits, reading(source, mask, TARGET_INPUT).logits)

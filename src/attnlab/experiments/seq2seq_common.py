@@ -173,6 +173,10 @@ class TransformerModelConfig:
     """The logits are a linear function of the words the last decoder layer's cross-attention
     attends (values from the token embeddings: Russin et al. 2019's semantics), not of the residual
     stream (:mod:`attnlab.models.transformer`); needs ``end_marker`` or ``stop_from_attention``."""
+    previous_outputs: bool = True
+    """The decoder reads each step's previous output token; ``false``: every step reads ``<sos>``,
+    so the outputs so far reach it only through what its heads attended (Russin et al. 2019's
+    decoder; :mod:`attnlab.models.transformer`)."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -228,6 +232,7 @@ def build_transformer(
         decoder_offset=config.decoder_offset,
         decoder_hides_start=config.decoder_hides_start,
         semantic_output=config.semantic_output,
+        previous_outputs=config.previous_outputs,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

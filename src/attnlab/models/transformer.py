@@ -143,6 +143,16 @@ feed-forward block then feeds only a stop read from separate heads. ``<eos>`` is
 comes from attending a source position, so the model needs ``end_marker`` (or ``stop_from_attention``,
 whose stop reads the attention; the end marker is then also a word the output layer reads).
 
+A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
+takes no previous output either: its state is ``s_i = g(s_{i−1}, c_i)``, ``c_i`` the attended
+words' syntactic encoding (§3, eq. 3; Bastings et al. 2018 call this no dependency on the previous
+action). On add-jump the model with ``semantic_output`` emits ``I_JUMP`` where it should and then
+walks wrong after it (docs/results.md, issue 28, session 44): ``I_JUMP`` as a decoder input was only
+ever the first step's. ``previous_outputs=False`` gives every decoder step the ``<sos>`` embedding as
+its token (positions are added as before), so what the output was so far reaches a step only through
+the decoder's own earlier states: what its heads attended and, for Shift Attender heads, where their
+walks are.
+
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`:
 ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step` decode one token at a
 time with cached self-attention keys and values per layer, so greedy and given-length decoding are
@@ -685,6 +695,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             cross-attention output, whose values are projected from the source's token embeddings
             (Russin et al. 2019's separation of syntax and semantics; module docstring); default
             ``False``. Needs ``end_marker`` or ``stop_from_attention``.
+        previous_outputs: the decoder reads each step's previous output token (default ``True``);
+            ``False``: every step reads the ``<sos>`` embedding instead (module docstring).
     """
 
     def __init__(
@@ -718,6 +730,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         decoder_offset: int = 0,
         decoder_hides_start: bool = False,
         semantic_output: bool = False,
+        previous_outputs: bool = True,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -750,7 +763,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
         check_semantic_output(semantic_output, end_marker=end_marker, stop_from_attention=stop_from_attention)
-        self.semantic_output = semantic_output
+        self.semantic_output, self.previous_outputs = semantic_output, previous_outputs
         self.d_model, self.positional, self.norm = d_model, positional, norm
         self.max_relative_distance = relative_clips(max_relative_distance)
         encoder_clip, decoder_clip = self.max_relative_distance
@@ -871,7 +884,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
     ) -> tuple[torch.Tensor, list[torch.Tensor], _DecoderState]:
         """Logits ``[B, T, V]`` and each decoder layer's cross-attention ``[B, H, T, S]`` of
         ``tokens [B, T]``."""
-        embedded = self.target_embedding(tokens) * self.embedding_scale
+        read = tokens if self.previous_outputs else torch.full_like(tokens, self.sos_id)
+        embedded = self.target_embedding(read) * self.embedding_scale
         steps = tokens.size(1)
         positions = torch.arange(state.step, state.step + steps, device=tokens.device, dtype=embedded.dtype)
         positions = positions.expand(tokens.size(0), steps)
