@@ -151,7 +151,11 @@ walks wrong after it (docs/results.md, issue 28, session 44): ``I_JUMP`` as a de
 ever the first step's. ``previous_outputs=False`` gives every decoder step the ``<sos>`` embedding as
 its token (positions are added as before), so what the output was so far reaches a step only through
 the decoder's own earlier states: what its heads attended and, for Shift Attender heads, where their
-walks are.
+walks are. Measured with ``semantic_output`` on add-jump (relative positions, one seed, 20 epochs;
+docs/results.md, issue 28, session 44): the decoder no longer fits the training commands (best
+validation exact match 47% with shift heads, 0% with dot heads, against 85% and 96% reading its
+outputs) and test exact match falls from 31% and 25% to 0.7% and 0%. So its outputs are how the
+decoder keeps its place: an ablation, not a default.
 
 Decoding. :class:`TransformerSeq2Seq` is a :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`:
 ``forward`` runs all target steps in parallel; :meth:`start` / :meth:`step` decode one token at a
