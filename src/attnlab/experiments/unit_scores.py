@@ -46,10 +46,8 @@ PREDICTIONS_SUFFIX = ".predictions.tsv"
 PREDICTION_COLUMNS = ("example", "source", "target", "prediction")
 ERRORS_SUFFIX = ".errors.json"
 ERROR_COUNTS = ("examples", "wrong", *ERROR_KINDS)
-"""The keys every errors file has (:func:`count_errors`)."""
-WORD_ERROR_COUNTS = WORD_ERROR_KINDS
-"""The keys of an errors file written since session 44 (2026-11-29) besides :data:`ERROR_COUNTS`:
-files written before lack them (:func:`read_test_set_errors`)."""
+"""The keys every errors file has (:func:`count_errors`); one written since session 44 (2026-11-29)
+also has :data:`~attnlab.evaluation.metrics.WORD_ERROR_KINDS` (:func:`read_test_set_errors`)."""
 BLEU = "bleu"
 """The metric of a predictions file's target and prediction columns (not a column of its own)."""
 MIN_UNITS = 10
@@ -200,7 +198,7 @@ def count_errors(pairs: Iterable[tuple[Sequence[str], Sequence[str]]]) -> dict[s
     (:func:`~attnlab.evaluation.metrics.error_kind`) and of each
     :data:`~attnlab.evaluation.metrics.WORD_ERROR_KINDS`
     (:func:`~attnlab.evaluation.metrics.word_error_kind`) over (target, prediction) token sequences."""
-    counts = dict.fromkeys((*ERROR_COUNTS, *WORD_ERROR_COUNTS), 0)
+    counts = dict.fromkeys((*ERROR_COUNTS, *WORD_ERROR_KINDS), 0)
     for target, prediction in pairs:
         counts["examples"] += 1
         kind = error_kind(target, prediction)
@@ -214,8 +212,9 @@ def count_errors(pairs: Iterable[tuple[Sequence[str], Sequence[str]]]) -> dict[s
 
 
 def counts_words(counts: dict[str, int]) -> bool:
-    """Whether an errors file's counts include :data:`WORD_ERROR_COUNTS` (written since session 44)."""
-    return all(name in counts for name in WORD_ERROR_COUNTS)
+    """Whether an errors file's counts include
+    :data:`~attnlab.evaluation.metrics.WORD_ERROR_KINDS` (written since session 44)."""
+    return all(name in counts for name in WORD_ERROR_KINDS)
 
 
 def errors_path(predictions: Path) -> Path:
@@ -224,8 +223,9 @@ def errors_path(predictions: Path) -> Path:
 
 
 def errors_file_counts_words(path: Path) -> bool:
-    """Whether ``path`` is an errors file with :data:`WORD_ERROR_COUNTS` (one written since session
-    44); ``False`` for a missing, older or unreadable one, which its predictions file can replace."""
+    """Whether ``path`` is an errors file with the counts of
+    :data:`~attnlab.evaluation.metrics.WORD_ERROR_KINDS` (one written since session 44); ``False``
+    for a missing, older or unreadable one, which its predictions file can replace."""
     try:
         counts = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -243,9 +243,10 @@ def error_test_sets(eval_dir: Path) -> list[str]:
 def read_test_set_errors(eval_dir: Path, test_set: str) -> dict[str, int] | None:
     """How the outputs of a run's test set are wrong (:func:`count_errors`): from its errors file,
     else (runs evaluated before evaluation wrote one) from its predictions file; ``None`` when it
-    has neither. An errors file written before session 44 lacks :data:`WORD_ERROR_COUNTS`: the
-    predictions file then counts them all if it is there, else the counts lack those keys
-    (:func:`counts_words`). A malformed file is a :class:`DataFormatError` naming it."""
+    has neither. An errors file written before session 44 lacks the counts of
+    :data:`~attnlab.evaluation.metrics.WORD_ERROR_KINDS`: the predictions file then counts them all
+    if it is there, else the counts lack those keys (:func:`counts_words`). A malformed file is a
+    :class:`DataFormatError` naming it."""
     predictions = eval_dir / f"{test_set}{PREDICTIONS_SUFFIX}"
     path = errors_path(predictions)
     if not path.is_file():
@@ -256,12 +257,12 @@ def read_test_set_errors(eval_dir: Path, test_set: str) -> dict[str, int] | None
         raise DataFormatError(path, error.lineno, f"not JSON: {error.msg}") from None
     if (
         not isinstance(counts, dict)
-        or set(counts) not in ({*ERROR_COUNTS}, {*ERROR_COUNTS, *WORD_ERROR_COUNTS})
+        or set(counts) not in ({*ERROR_COUNTS}, {*ERROR_COUNTS, *WORD_ERROR_KINDS})
         or not all(type(count) is int and count >= 0 for count in counts.values())
     ):
         expected = (
             f"expected an object of counts (integers ≥ 0) named {list(ERROR_COUNTS)}, "
-            f"with or without {list(WORD_ERROR_COUNTS)}"
+            f"with or without {list(WORD_ERROR_KINDS)}"
         )
         raise DataFormatError(path, None, expected)
     if not counts_words(counts) and predictions.is_file():

@@ -319,18 +319,14 @@ def _errors_html(run_dir: Path) -> str:
     file (:func:`~attnlab.experiments.unit_scores.read_test_set_errors`); a file that cannot be read
     says why in its row; the one-word columns read "–" for an errors file written before them whose
     predictions file is gone. Empty for runs without them (language models, memory problems)."""
-    from attnlab.experiments.unit_scores import (
-        ERROR_COUNTS,
-        WORD_ERROR_COUNTS,
-        error_test_sets,
-        read_test_set_errors,
-    )
+    from attnlab.evaluation.metrics import WORD_ERROR_KINDS
+    from attnlab.experiments.unit_scores import ERROR_COUNTS, error_test_sets, read_test_set_errors
 
     eval_dir = run_dir / "eval"
     test_sets = error_test_sets(eval_dir)
     if not test_sets:
         return ""
-    columns = (*ERROR_COUNTS, *WORD_ERROR_COUNTS)
+    columns = (*ERROR_COUNTS, *WORD_ERROR_KINDS)
     head = "".join(f"<th>{_escape(column)}</th>" for column in ("test set", *columns))
     rows = []
     for test_set in test_sets:

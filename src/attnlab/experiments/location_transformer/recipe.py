@@ -70,7 +70,6 @@ from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import (
     ERROR_COUNTS,
     PREDICTIONS_SUFFIX,
-    WORD_ERROR_COUNTS,
     counts_words,
     read_prediction_units,
     read_test_set_errors,
@@ -494,7 +493,7 @@ def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
     for part, cells in found.items():
         test_set = HEADLINE_TEST_SETS[part]
         for cell, entry in cells.items():
-            totals, counted, words_counted = dict.fromkeys((*ERROR_COUNTS, *WORD_ERROR_COUNTS), 0), 0, True
+            totals, counted, words_counted = dict.fromkeys((*ERROR_COUNTS, *WORD_ERROR_KINDS), 0), 0, True
             for seed in entry["seeds"]:
                 run = RunDirectory(out_dir / part / cell / f"seed{seed}")
                 counts = read_test_set_errors(run.eval_dir, test_set)
