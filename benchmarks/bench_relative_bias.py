@@ -37,10 +37,8 @@ def per_pair_relative_bias(
 ) -> torch.Tensor:
     """Shaw's ``q_i^T a_{clip(j - i)} / sqrt(d)`` from a ``[B, Q, K, D]`` tensor of each pair's
     distance embedding (attnlab before session 43): the same numbers as the table of distances."""
-    offsets = key_positions.unsqueeze(-2) - query_positions.unsqueeze(-1)
-    index = offsets.long().clamp(-scheme.max_distance, scheme.max_distance) + scheme.max_distance
     assert scheme.relative is not None
-    embeddings = scheme.relative(index)
+    embeddings = scheme.relative(scheme.relative_index(query_positions, key_positions))  # [B, Q, K, D]
     return torch.einsum("bhqd,bqkd->bhqk", query, embeddings) / math.sqrt(scheme.head_dim)
 
 

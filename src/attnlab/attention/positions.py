@@ -184,11 +184,16 @@ class SelfAttentionPositions(nn.Module):
         scattered into the table). Same numbers; the bias's forward and backward take 4.6–4.9× less
         CPU at SCAN's shapes (benchmarks/bench_relative_bias.py), a SCAN update 1.0–1.1× (within
         the noise of a busy box; docs/results.md, session 43)."""
-        offsets = key_positions.unsqueeze(-2) - query_positions.unsqueeze(-1)  # [B, Q, K]
-        index = offsets.long().clamp(-self.max_distance, self.max_distance) + self.max_distance
         assert self.relative is not None
         by_distance = query @ self.relative.weight.T  # [B, H, Q, 2 * max_distance + 1]
+        index = self.relative_index(query_positions, key_positions)
         return _pair_scores(by_distance, index) / math.sqrt(self.head_dim)
+
+    def relative_index(self, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
+        """``[B, Q, K]``: each pair's row of the ``relative`` table, its distance ``j - i`` clipped
+        to ``±max_relative_distance`` and shifted to start at 0 (Shaw et al.'s ``clip``)."""
+        offsets = key_positions.unsqueeze(-2) - query_positions.unsqueeze(-1)
+        return offsets.long().clamp(-self.max_distance, self.max_distance) + self.max_distance
 
     def _transformer_xl_bias(
         self,
