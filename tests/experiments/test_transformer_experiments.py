@@ -269,6 +269,18 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
             ["model.transformer.decoder_offset=4", "model.transformer.decoder_hides_start=true"],
             "decoder_offset adds <sos> tokens and decoder_hides_start hides the first one",
         ),
+        (
+            scan,
+            "scan_transformer",
+            ["model.transformer.semantic_embeddings=separate"],
+            "semantic_embeddings: 'separate' .* needs semantic_output: true",
+        ),
+        (
+            scan,
+            "scan_transformer",
+            ["model.transformer.semantic_embeddings=own"],
+            "semantic_embeddings",
+        ),
         # options the architecture would ignore, named
         (
             lookup,

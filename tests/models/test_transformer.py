@@ -961,6 +961,52 @@ def test_semantic_output_reads_no_context_in_its_values_and_keeps_padding_and_de
     assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
 
 
+def test_separate_semantic_embeddings_are_read_by_the_values_alone():
+    """With ``semantic_embeddings="separate"`` the values read a table of their own: the logits
+    still follow ``y_t = W Σ_j α_tj m_j`` with ``m_j`` from that table; changing it changes the
+    logits and leaves the encoder's memory (and so the keys) unchanged, and changing the encoder's
+    embeddings leaves the values unchanged."""
+    model = build(
+        "relative",
+        cross_attention="dot",
+        end_marker=True,
+        semantic_output=True,
+        semantic_embeddings="separate",
+    )
+    assert model.semantic_embedding is not None
+    source, mask = padded_batch(SOURCES)
+    logits = model(source, mask, TARGET_INPUT).logits
+    attention = model.cross_attention_maps(source, mask, TARGET_INPUT)[:, -1]
+    marked, _, _ = append_end_marker(source, mask, model.end_marker_id, PAD)
+    cross = model.decoder[-1].cross_attention
+    values = cross.embedding_value(model.semantic_embedding(marked) * model.embedding_scale)
+    values = values.view(*values.shape[:2], TINY["heads"], -1).transpose(1, 2)
+    glimpses = (attention @ values).transpose(1, 2).flatten(2)
+    torch.testing.assert_close(logits, model.output(cross.out(glimpses)), rtol=1e-5, atol=1e-5)
+
+    start = model.start(source, mask)
+    with torch.no_grad():
+        model.semantic_embedding.weight.add_(1.0)
+    moved = model.start(source, mask)
+    torch.testing.assert_close(moved.cross[-1].keys, start.cross[-1].keys, rtol=0, atol=0)
+    assert not torch.allclose(moved.cross[-1].values, start.cross[-1].values)
+    assert not torch.allclose(model(source, mask, TARGET_INPUT).logits, logits)
+    with torch.no_grad():
+        model.source_embedding.weight.add_(1.0)
+    torch.testing.assert_close(
+        model.start(source, mask).cross[-1].values, moved.cross[-1].values, rtol=0, atol=0
+    )
+    assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
+
+
+def test_semantic_embeddings_are_checked():
+    with pytest.raises(ValueError, match="semantic_embeddings must be one of"):
+        build(end_marker=True, semantic_output=True, semantic_embeddings="own")
+    with pytest.raises(ValueError, match="it needs semantic_output: true"):
+        build(semantic_embeddings="separate")
+    assert build(end_marker=True, semantic_output=True).semantic_embedding is None  # shared by default
+
+
 def test_semantic_output_needs_a_source_position_for_eos():
     with pytest.raises(ValueError, match="semantic_output .* needs end_marker"):
         build("sinusoidal", semantic_output=True)

@@ -177,6 +177,9 @@ class TransformerModelConfig:
     """The decoder reads each step's previous output token; ``false``: every step reads ``<sos>``,
     so the outputs so far reach it only through what its heads attended (Russin et al. 2019's
     decoder; :mod:`attnlab.models.transformer`)."""
+    semantic_embeddings: Literal["shared", "separate"] = "shared"
+    """With ``semantic_output``: the values read the encoder's token embeddings (``shared``) or a
+    table of their own (``separate``: Russin et al. 2019's two embeddings per word)."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -190,7 +193,10 @@ class TransformerModelConfig:
         check_attender_keys(self.attender_keys, head_names)
         check_decoder_offset(self.decoder_offset, head_names, self.decoder_hides_start)
         check_semantic_output(
-            self.semantic_output, end_marker=self.end_marker, stop_from_attention=self.stop_from_attention
+            self.semantic_output,
+            end_marker=self.end_marker,
+            stop_from_attention=self.stop_from_attention,
+            semantic_embeddings=self.semantic_embeddings,
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
@@ -233,6 +239,7 @@ def build_transformer(
         decoder_hides_start=config.decoder_hides_start,
         semantic_output=config.semantic_output,
         previous_outputs=config.previous_outputs,
+        semantic_embeddings=config.semantic_embeddings,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

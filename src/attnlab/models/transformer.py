@@ -142,6 +142,10 @@ everything before. Earlier decoder layers, the queries and the keys are unchange
 feed-forward block then feeds only a stop read from separate heads. ``<eos>`` is a word too: it
 comes from attending a source position, so the model needs ``end_marker`` (or ``stop_from_attention``,
 whose stop reads the attention; the end marker is then also a word the output layer reads).
+``semantic_embeddings="separate"`` gives the values a token embedding table of their own, as Russin
+et al. give every word two embeddings: one the syntax (here the encoder) reads and one the output
+reads, so that what "jump" means (learnt from "jump" → ``I_JUMP``) does not move the vector the
+encoder reads for it; by default (``"shared"``) both read the encoder's embeddings.
 
 A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
 takes no previous output either: its state is ``s_i = g(s_{i−1}, c_i)``, ``c_i`` the attended
@@ -217,6 +221,7 @@ STOP_LAYERS = ("last", "all", "separate")
 heads of the stop's own (:class:`StopHeads`) that no output token reads."""
 
 STOP_ENDS = ("either", "gated")
+SEMANTIC_EMBEDDINGS = ("shared", "separate")
 """How the stop of ``stop_from_attention`` reads the two ends of the source
 (``TransformerSeq2Seq(stop_ends=...)``): a head's attention on either end, or a gate over (head,
 end) pairs."""
@@ -401,17 +406,23 @@ class CrossAttention(nn.Module):
         self.single_heads = [int(name) for name in self.attenders if int(name) not in self.shift_heads]
 
     def start(
-        self, memory: torch.Tensor, padding_mask: torch.Tensor, embedded: torch.Tensor | None = None
+        self,
+        memory: torch.Tensor,
+        padding_mask: torch.Tensor,
+        embedded: torch.Tensor | None = None,
+        value_embedded: torch.Tensor | None = None,
     ) -> _CrossState:
         """The projected ``memory [B, S, D]`` and each attender head's initial state; ``embedded``:
         the source's scaled token embeddings, needed with ``attender_keys`` ``"embeddings"`` or
-        ``"local"`` and with ``embedding_values``."""
+        ``"local"`` and with ``embedding_values``; ``value_embedded``: other token embeddings that
+        ``embedding_values`` reads instead (``semantic_embeddings="separate"``)."""
         keys, values = (_split_heads(part, self.heads) for part in self.key_value(memory).chunk(2, dim=-1))
         from_embeddings = (self.embedding_key, self.local_key, self.embedding_value)
         if embedded is None and any(module is not None for module in from_embeddings):
             raise ValueError("keys or values from the embeddings need the source's token embeddings")
         if self.embedding_value is not None and embedded is not None:
-            values = _split_heads(self.embedding_value(embedded), self.heads)
+            read = embedded if value_embedded is None else value_embedded
+            values = _split_heads(self.embedding_value(read), self.heads)
         if self.local_key is not None and embedded is not None:
             attender_keys = _split_heads(self.local_key(embedded, padding_mask), self.heads)
         elif self.embedding_key is not None and embedded is not None:
@@ -701,6 +712,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``False``. Needs ``end_marker`` or ``stop_from_attention``.
         previous_outputs: the decoder reads each step's previous output token (default ``True``);
             ``False``: every step reads the ``<sos>`` embedding instead (module docstring).
+        semantic_embeddings: with ``semantic_output``, the values' token embeddings are the
+            encoder's (``"shared"``, default) or a table of their own (``"separate"``: Russin et
+            al. 2019's two embeddings per word; module docstring).
     """
 
     def __init__(
@@ -735,6 +749,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         decoder_hides_start: bool = False,
         semantic_output: bool = False,
         previous_outputs: bool = True,
+        semantic_embeddings: str = "shared",
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -766,7 +781,12 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
-        check_semantic_output(semantic_output, end_marker=end_marker, stop_from_attention=stop_from_attention)
+        check_semantic_output(
+            semantic_output,
+            end_marker=end_marker,
+            stop_from_attention=stop_from_attention,
+            semantic_embeddings=semantic_embeddings,
+        )
         self.semantic_output, self.previous_outputs = semantic_output, previous_outputs
         self.d_model, self.positional, self.norm = d_model, positional, norm
         self.max_relative_distance = relative_clips(max_relative_distance)
@@ -789,8 +809,14 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             source_vocab_size + int(has_start) + int(end_marker), d_model, padding_idx=pad_id
         )
         self.target_embedding = nn.Embedding(target_vocab_size, d_model, padding_idx=pad_id)
-        for embedding in (self.source_embedding, self.target_embedding):
-            _init_embedding(embedding, d_model, embedding_init)
+        self.semantic_embedding = (
+            nn.Embedding(self.source_embedding.num_embeddings, d_model, padding_idx=pad_id)
+            if semantic_embeddings == "separate"
+            else None
+        )
+        for embedding in (self.source_embedding, self.target_embedding, self.semantic_embedding):
+            if embedding is not None:
+                _init_embedding(embedding, d_model, embedding_init)
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
@@ -861,8 +887,14 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             end_positions = end_positions + 1
         embedded = self._embed_source(source)
         memory = self._encode_embedded(embedded, source_padding_mask)
+        meanings = (
+            None
+            if self.semantic_embedding is None
+            else self.semantic_embedding(source) * self.embedding_scale
+        )
         cross = [
-            _cross_attention(layer).start(memory, source_padding_mask, embedded) for layer in self.decoder
+            _cross_attention(layer).start(memory, source_padding_mask, embedded, meanings)
+            for layer in self.decoder
         ]
         stop_keys = None
         if self.stop_attention is not None:
@@ -1041,9 +1073,21 @@ def relative_clips(max_relative_distance: int | tuple[int, int] | list[int]) -> 
     )
 
 
-def check_semantic_output(semantic_output: bool, *, end_marker: bool, stop_from_attention: bool) -> None:
+def check_semantic_output(
+    semantic_output: bool, *, end_marker: bool, stop_from_attention: bool, semantic_embeddings: str = "shared"
+) -> None:
     """A ``ValueError`` if ``semantic_output`` has no source position to emit ``<eos>`` from (module
-    docstring): it needs ``end_marker`` or ``stop_from_attention``."""
+    docstring): it needs ``end_marker`` or ``stop_from_attention``; or if ``semantic_embeddings`` is
+    not one of :data:`SEMANTIC_EMBEDDINGS`, or is ``"separate"`` without ``semantic_output``."""
+    if semantic_embeddings not in SEMANTIC_EMBEDDINGS:
+        raise ValueError(
+            f"semantic_embeddings must be one of {list(SEMANTIC_EMBEDDINGS)}, got {semantic_embeddings!r}"
+        )
+    if semantic_embeddings != "shared" and not semantic_output:
+        raise ValueError(
+            f"semantic_embeddings: {semantic_embeddings!r} is the embeddings semantic_output reads; "
+            "it needs semantic_output: true"
+        )
     if semantic_output and not (end_marker or stop_from_attention):
         raise ValueError(
             "semantic_output emits every token, <eos> too, from the attended source positions: "
