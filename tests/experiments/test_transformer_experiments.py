@@ -281,6 +281,16 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
             ["model.transformer.semantic_embeddings=own"],
             "semantic_embeddings",
         ),
+        (
+            scan,
+            "scan_transformer",
+            [
+                "model.transformer.end_marker=true",
+                "model.transformer.semantic_output=true",
+                "model.transformer.peer_words=source",
+            ],
+            "peer_words: 'source' .* needs semantic_output: true and semantic_embeddings: separate",
+        ),
         # options the architecture would ignore, named
         (
             lookup,

@@ -1007,6 +1007,79 @@ def test_semantic_embeddings_are_checked():
     assert build(end_marker=True, semantic_output=True).semantic_embedding is None  # shared by default
 
 
+PEERED = {"end_marker": True, "semantic_output": True, "semantic_embeddings": "separate"}
+
+
+def record_words_seen(model: TransformerSeq2Seq) -> None:
+    """One training pass in which source words 3 and 4 occur alone and with others, 5 only with
+    others and 6 only alone; target tokens 3 and 4 alone and in longer outputs, 5 only in longer
+    ones and 6 only alone (add-jump's "jump" and ``I_JUMP``)."""
+    source, mask = padded_batch([[3], [4], [6], [3, 5, 4]])
+    target = torch.tensor([[SOS, 3, PAD, PAD], [SOS, 4, PAD, PAD], [SOS, 6, PAD, PAD], [SOS, 3, 5, 4]])
+    model.train()
+    model(source, mask, target)
+    model.eval()
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "relative"])
+def test_peer_words_read_a_word_seen_only_alone_as_its_peers_and_keep_its_meaning(positional):
+    """After training saw word 6 only alone, the encoder reads it as the mean of 3 and 4 (seen alone
+    and with others): the memory equals that of a source whose 6 has that embedding; the markers
+    keep theirs; the values still read 6's own semantic embedding."""
+    model = build(
+        positional, cross_attention="shift", stop_from_attention=True, peer_words="source", **PEERED
+    )
+    record_words_seen(model)
+    source, mask = padded_batch([[6, 5, 3], [3, 5, 4]])
+    state = model.start(source, mask)
+    table = model.source_embedding.weight
+    peers = model.source_peers
+    assert peers is not None and peers.peer_words().tolist() == [3, 4]
+    plain = build(positional, cross_attention="shift", stop_from_attention=True, **PEERED)
+    plain.load_state_dict(model.state_dict(), strict=False)
+    with torch.no_grad():
+        plain.source_embedding.weight[6] = table[[3, 4]].mean(dim=0)
+    torch.testing.assert_close(
+        state.cross[0].keys, plain.start(source, mask).cross[0].keys, rtol=1e-5, atol=1e-6
+    )
+    embedded = model._embed_source(torch.tensor([[model.start_marker_id, 5, model.end_marker_id]]))
+    torch.testing.assert_close(
+        embedded[0], table[[model.start_marker_id, 5, model.end_marker_id]] * model.embedding_scale
+    )
+    values = state.cross[-1].values  # [B, H, S', D / H], after the start marker
+    assert not torch.allclose(values[0, :, 1], values[1, :, 1])  # 6's meaning is not 3's
+    assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
+
+
+def test_peer_words_both_read_an_output_token_seen_only_alone_as_its_peers_and_survive_a_checkpoint():
+    """With ``"both"`` the decoder reads target token 6 (only ever a whole output) as the mean of 3
+    and 4; the record of what was seen is in the state dict, so a loaded model reads the same."""
+    model = build("relative", cross_attention="dot", peer_words="both", **PEERED)
+    record_words_seen(model)
+    assert model.target_peers is not None and model.target_peers.peer_words().tolist() == [3, 4]
+    source, mask = padded_batch(SOURCES)
+    jumps = torch.tensor([[SOS, 3, 6, 4, 5], [SOS, 6, 4, 3, 3], [SOS, 5, 6, 4, 3]])  # words seen in training
+    logits = model(source, mask, jumps).logits
+    plain = build("relative", cross_attention="dot", peer_words="source", **PEERED)
+    plain.load_state_dict(model.state_dict(), strict=False)
+    with torch.no_grad():
+        plain.target_embedding.weight[6] = model.target_embedding.weight[[3, 4]].mean(dim=0)
+    torch.testing.assert_close(plain(source, mask, jumps).logits, logits, rtol=1e-5, atol=1e-6)
+    loaded = build("relative", cross_attention="dot", peer_words="both", **PEERED, seed=1)
+    loaded.load_state_dict(model.state_dict())
+    torch.testing.assert_close(loaded(source, mask, jumps).logits, logits, rtol=0, atol=0)
+    assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
+
+
+def test_peer_words_are_checked():
+    with pytest.raises(ValueError, match="peer_words must be one of"):
+        build(peer_words="target", **PEERED)
+    with pytest.raises(ValueError, match="it needs semantic_output: true and semantic_embeddings: separate"):
+        build(end_marker=True, semantic_output=True, peer_words="source")
+    with pytest.raises(ValueError, match="tied_output makes the output layer"):
+        build(peer_words="both", tied_output=True, **PEERED)
+
+
 def test_semantic_output_needs_a_source_position_for_eos():
     with pytest.raises(ValueError, match="semantic_output .* needs end_marker"):
         build("sinusoidal", semantic_output=True)

@@ -169,15 +169,18 @@ class ComposedWordEmbedding(nn.Module):
         self, words: torch.Tensor, padding_mask: torch.Tensor, real_words: torch.Tensor
     ) -> torch.Tensor:
         """``[B, S, D]`` embeddings of ``words`` ``[B, S]``; ``padding_mask`` ``[B, S]`` is ``True``
-        at padding, ``real_words`` ``[B]`` counts each source's words (an end marker left out)."""
+        at padding, ``real_words`` ``[B]`` counts each source's words (an end marker left out).
+        A position the mask marks is never replaced, so a marker (a start or end token) may be
+        masked to keep its own embedding; a one-word source's word is its first unmasked one."""
         embedded = self.embedding(words)
         real = ~padding_mask
         if self.training:
             rows = real_words >= 2
             self.composed[words[rows][real[rows]]] = True
-            if self.peers:  # the word itself, never an appended end marker after it
+            if self.peers:  # the word itself: the first real position, never a marker around it
                 single = real_words == 1
-                self.alone[words[single, 0]] = True
+                first = real[single].int().argmax(dim=1, keepdim=True)
+                self.alone[words[single].gather(1, first).flatten()] = True
             unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
             return torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
         unknown = real & ~self.composed[words]

@@ -27,6 +27,7 @@ from attnlab.models.transformer import (
     check_attender_keys,
     check_cross_attention_options,
     check_decoder_offset,
+    check_peer_words,
     check_semantic_output,
     cross_attention_heads,
     longest_relative_distances,
@@ -180,6 +181,11 @@ class TransformerModelConfig:
     semantic_embeddings: Literal["shared", "separate"] = "shared"
     """With ``semantic_output``: the values read the encoder's token embeddings (``shared``) or a
     table of their own (``separate``: Russin et al. 2019's two embeddings per word)."""
+    peer_words: Literal["none", "source", "both"] = "none"
+    """``source``: the encoder reads a source word seen only alone in training (add-jump's "jump")
+    as its peers, the words seen alone and with others; ``both``: the decoder also reads such an
+    output token among its inputs that way (:mod:`attnlab.models.transformer`); needs
+    ``semantic_embeddings: separate``."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -197,6 +203,9 @@ class TransformerModelConfig:
             end_marker=self.end_marker,
             stop_from_attention=self.stop_from_attention,
             semantic_embeddings=self.semantic_embeddings,
+        )
+        check_peer_words(
+            self.peer_words, semantic_embeddings=self.semantic_embeddings, tied_output=self.tied_output
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
@@ -240,6 +249,7 @@ def build_transformer(
         semantic_output=config.semantic_output,
         previous_outputs=config.previous_outputs,
         semantic_embeddings=config.semantic_embeddings,
+        peer_words=config.peer_words,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

@@ -145,7 +145,15 @@ whose stop reads the attention; the end marker is then also a word the output la
 ``semantic_embeddings="separate"`` gives the values a token embedding table of their own, as Russin
 et al. give every word two embeddings: one the syntax (here the encoder) reads and one the output
 reads, so that what "jump" means (learnt from "jump" → ``I_JUMP``) does not move the vector the
-encoder reads for it; by default (``"shared"``) both read the encoder's embeddings.
+encoder reads for it; by default (``"shared"``) both read the encoder's embeddings. With them
+separate, ``peer_words`` takes the next step of attnlab's recurrent Syntactic Attention (issue 29,
+:class:`~attnlab.attention.syntactic.ComposedWordEmbedding`): a word seen in training only alone,
+never with other words (add-jump's "jump"), has a syntax nothing trained, so the encoder reads it
+as its peers, the mean embedding of the words seen both alone and with others ("walk", "run",
+"look"), while its values still say ``I_JUMP``. ``"both"`` does the same for the decoder's input
+tokens: ``I_JUMP`` was only ever the one token of an output, so as the previous output of a longer
+one it is read as the mean of the output tokens seen alone and in longer outputs. The record of
+which words were seen how is kept in the model's buffers, from the training batches.
 
 A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
 takes no previous output either: its state is ``s_i = g(s_{i−1}, c_i)``, ``c_i`` the attended
@@ -191,6 +199,7 @@ from attnlab.attention.positions import (
     check_scheme,
 )
 from attnlab.attention.shift import ShiftAttender, attend_heads, can_attend_together, heads_initial_state
+from attnlab.attention.syntactic import ComposedWordEmbedding
 from attnlab.models.dropout import Dropout
 from attnlab.models.seq2seq import LocalEncoder, Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
@@ -201,6 +210,7 @@ __all__ = [
     "TransformerSeq2Seq",
     "check_attender_keys",
     "check_decoder_offset",
+    "check_peer_words",
     "check_semantic_output",
     "cross_attention_heads",
 ]
@@ -222,6 +232,7 @@ heads of the stop's own (:class:`StopHeads`) that no output token reads."""
 
 STOP_ENDS = ("either", "gated")
 SEMANTIC_EMBEDDINGS = ("shared", "separate")
+PEER_WORDS = ("none", "source", "both")
 """How the stop of ``stop_from_attention`` reads the two ends of the source
 (``TransformerSeq2Seq(stop_ends=...)``): a head's attention on either end, or a gate over (head,
 end) pairs."""
@@ -715,6 +726,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         semantic_embeddings: with ``semantic_output``, the values' token embeddings are the
             encoder's (``"shared"``, default) or a table of their own (``"separate"``: Russin et
             al. 2019's two embeddings per word; module docstring).
+        peer_words: ``"source"``: the encoder reads a source word seen only alone in training as
+            its peers (the words seen alone and with others); ``"both"``: the decoder reads such
+            an output token among its inputs the same way; default ``"none"`` (module docstring).
+            Needs ``semantic_embeddings="separate"``, so that what the word means is kept.
     """
 
     def __init__(
@@ -750,6 +765,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         semantic_output: bool = False,
         previous_outputs: bool = True,
         semantic_embeddings: str = "shared",
+        peer_words: str = "none",
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -787,6 +803,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             stop_from_attention=stop_from_attention,
             semantic_embeddings=semantic_embeddings,
         )
+        check_peer_words(peer_words, semantic_embeddings=semantic_embeddings, tied_output=tied_output)
         self.semantic_output, self.previous_outputs = semantic_output, previous_outputs
         self.d_model, self.positional, self.norm = d_model, positional, norm
         self.max_relative_distance = relative_clips(max_relative_distance)
@@ -817,6 +834,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         for embedding in (self.source_embedding, self.target_embedding, self.semantic_embedding):
             if embedding is not None:
                 _init_embedding(embedding, d_model, embedding_init)
+        self.source_peers = _peers(self.source_embedding) if peer_words != "none" else None
+        self.target_peers = _peers(self.target_embedding) if peer_words == "both" else None
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
@@ -862,8 +881,11 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
 
     def _embed_source(self, source: torch.Tensor) -> torch.Tensor:
         """The source's token embeddings (scaled by ``sqrt(d_model)`` with ``embedding_init="scaled"``),
-        before positions are added."""
-        return self.source_embedding(source) * self.embedding_scale
+        before positions are added; with ``peer_words``, the encoder's reading of them."""
+        if self.source_peers is None:
+            return self.source_embedding(source) * self.embedding_scale
+        markers = [self.pad_id, self.start_marker_id, self.end_marker_id]
+        return _read_with_peers(self.source_peers, source, markers) * self.embedding_scale
 
     def _encode_embedded(self, embedded: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         positions = source_positions(embedded, source_padding_mask)
@@ -921,7 +943,11 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         """Logits ``[B, T, V]`` and each decoder layer's cross-attention ``[B, H, T, S]`` of
         ``tokens [B, T]``."""
         read = tokens if self.previous_outputs else torch.full_like(tokens, self.sos_id)
-        embedded = self.target_embedding(read) * self.embedding_scale
+        if self.target_peers is None:
+            embedded = self.target_embedding(read) * self.embedding_scale
+        else:
+            markers = [self.pad_id, self.sos_id, self.eos_id]
+            embedded = _read_with_peers(self.target_peers, read, markers) * self.embedding_scale
         steps = tokens.size(1)
         positions = torch.arange(state.step, state.step + steps, device=tokens.device, dtype=embedded.dtype)
         positions = positions.expand(tokens.size(0), steps)
@@ -1071,6 +1097,53 @@ def relative_clips(max_relative_distance: int | tuple[int, int] | list[int]) -> 
         "max_relative_distance must be an int (both stacks) or a pair (encoder, decoder) of ints, "
         f"got {max_relative_distance!r}"
     )
+
+
+def check_peer_words(peer_words: str, *, semantic_embeddings: str, tied_output: bool) -> None:
+    """A ``ValueError`` unless ``peer_words`` is one of :data:`PEER_WORDS` and, if not ``"none"``,
+    the values read embeddings of their own (``semantic_embeddings="separate"``: reading a word as
+    its peers must not change what it means) and, with ``"both"``, the output layer is not the
+    target embeddings (``tied_output``)."""
+    if peer_words not in PEER_WORDS:
+        raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
+    if peer_words != "none" and semantic_embeddings != "separate":
+        raise ValueError(
+            f"peer_words: {peer_words!r} changes how the encoder reads a word; what the word means "
+            "must come from embeddings of its own: it needs semantic_output: true and "
+            "semantic_embeddings: separate"
+        )
+    if peer_words == "both" and tied_output:
+        raise ValueError(
+            "peer_words: 'both' changes the decoder's input embeddings, which tied_output makes "
+            f"the output layer; with {peer_words!r} set tied_output: false"
+        )
+
+
+def _peers(table: nn.Embedding) -> ComposedWordEmbedding:
+    """A :class:`~attnlab.attention.syntactic.ComposedWordEmbedding` with peers and no word
+    dropout whose table is ``table`` (the same parameters)."""
+    peers = ComposedWordEmbedding(
+        table.num_embeddings, table.embedding_dim, 0.0, _padding_index(table), peers=True
+    )
+    peers.embedding = table
+    return peers
+
+
+def _padding_index(table: nn.Embedding) -> int:
+    assert table.padding_idx is not None
+    return table.padding_idx
+
+
+def _read_with_peers(
+    peers: ComposedWordEmbedding, tokens: torch.Tensor, markers: list[int | None]
+) -> torch.Tensor:
+    """``peers``' embeddings of ``tokens [B, T]``: the marker tokens (padding, starts, ends) keep
+    their own embeddings and are not words; a sequence of one word records it as seen alone."""
+    not_words = torch.zeros_like(tokens, dtype=torch.bool)
+    for marker in markers:
+        if marker is not None:
+            not_words |= tokens == marker
+    return peers(tokens, not_words, (~not_words).sum(dim=1))
 
 
 def check_semantic_output(
