@@ -182,7 +182,7 @@ and head's cross-attention, ``[B, layers, heads, T, S]``, comes from
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1135,7 +1135,7 @@ def _padding_index(table: nn.Embedding) -> int:
 
 
 def _read_with_peers(
-    peers: ComposedWordEmbedding, tokens: torch.Tensor, markers: list[int | None]
+    peers: ComposedWordEmbedding, tokens: torch.Tensor, markers: Sequence[int | None]
 ) -> torch.Tensor:
     """``peers``' embeddings of ``tokens [B, T]``: the marker tokens (padding, starts, ends) keep
     their own embeddings and are not words; a sequence of one word records it as seen alone."""
