@@ -127,6 +127,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "raffel2015_addition_lr": 24,
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
+        "scan_transformer_peers": 42,
         "scan_transformer_semantic": 42,
         "scan_transformer_simple": 14,
         "scan_transformer_stop": 42,
@@ -163,6 +164,16 @@ def test_every_builtin_spec_expands_into_valid_runs():
         (config.data.split, config.model.transformer.semantic_output, config.model.transformer.end_marker)
         for config in semantic
     } == {("addprim_jump", True, True)}
+    peers = [scan.EXPERIMENT.parse_config(run.config) for run in expand(load_spec("scan_transformer_peers"))]
+    assert {
+        (
+            config.data.split,
+            config.model.transformer.semantic_output,
+            config.model.transformer.semantic_embeddings,
+            config.model.transformer.peer_words,
+        )
+        for config in peers
+    } == {("addprim_jump", True, "separate", "both")}
     cutoffs = [
         scan.EXPERIMENT.parse_config(run.config).data
         for run in expand(load_spec("scan_transformer_length_cutoffs"))

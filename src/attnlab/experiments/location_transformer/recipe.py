@@ -26,11 +26,14 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 * ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions;
 * ``scan_semantic`` (``scan_transformer_semantic``): add-jump with the output read from the attended
   words' embeddings (``model.transformer.semantic_output``, Russin et al. 2019's separation), 7
-  schemes × {dot, shift}, 3 seeds.
+  schemes × {dot, shift}, 3 seeds;
+* ``scan_peers`` (``scan_transformer_peers``): as ``scan_semantic``, with the values' embeddings of
+  their own and a word (or output token) seen only alone read by the syntax as its peers
+  (``model.transformer.peer_words``), 7 schemes × {dot, shift}, 3 seeds.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40); all eleven parts are 689 runs, roughly 230–330 CPU-hours, so
+positions test accuracy still rose at epoch 40); all twelve parts are 731 runs, roughly 250–350 CPU-hours, so
 ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps start their
 runs seed by seed, so a part stopped halfway has every row at one seed.
 
@@ -93,6 +96,7 @@ PARTS: dict[str, str] = {
     "scan_simple": "scan_transformer_simple",
     "scan_cutoffs": "scan_transformer_length_cutoffs",
     "scan_semantic": "scan_transformer_semantic",
+    "scan_peers": "scan_transformer_peers",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
 
@@ -108,6 +112,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "scan_simple": "test",
     "scan_cutoffs": "test",
     "scan_semantic": "test",
+    "scan_peers": "test",
 }
 """Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
@@ -329,12 +334,15 @@ SCAN_COLUMNS: tuple[str, ...] = (
     "add-jump · shift",
     "add-jump · dot + semantic",
     "add-jump · shift + semantic",
+    "add-jump · dot + peers",
+    "add-jump · shift + peers",
     "simple · dot",
     "simple · shift",
 )
 """A SCAN table's columns: split · heads, ``<eos>`` from the output layer (parts ``scan`` and
 ``scan_simple``) or, with ``+ stop``, from every layer's attention on the end marker (``scan_stop``);
-``+ semantic``: the output from the attended words' embeddings (``scan_semantic``)."""
+``+ semantic``: the output from the attended words' embeddings (``scan_semantic``); ``+ peers``: and
+a word seen only alone read by the syntax as its peers (``scan_peers``)."""
 
 
 def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") -> str:
@@ -345,6 +353,7 @@ def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") 
         ("scan", lambda params: f"{_split(params)} · {params[HEADS]}"),
         ("scan_stop", lambda params: f"length · {params[HEADS]} + stop"),
         ("scan_semantic", lambda params: f"add-jump · {params[HEADS]} + semantic"),
+        ("scan_peers", lambda params: f"add-jump · {params[HEADS]} + peers"),
         ("scan_simple", lambda params: f"simple · {params[HEADS]}"),
     ]
     schemes = _grid_values("scan", POSITIONAL)
