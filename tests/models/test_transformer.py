@@ -1051,21 +1051,25 @@ def test_peer_words_read_a_word_seen_only_alone_as_its_peers_and_keep_its_meanin
     assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
 
 
-def test_peer_words_both_read_an_output_token_seen_only_alone_as_its_peers_and_survive_a_checkpoint():
-    """With ``"both"`` the decoder reads target token 6 (only ever a whole output) as the mean of 3
-    and 4; the record of what was seen is in the state dict, so a loaded model reads the same."""
-    model = build("relative", cross_attention="dot", peer_words="both", **PEERED)
+@pytest.mark.parametrize(("peer_words", "encoder_alike"), [("target", "none"), ("both", "source")])
+def test_peer_words_read_an_output_token_seen_only_alone_as_its_peers_and_survive_a_checkpoint(
+    peer_words, encoder_alike
+):
+    """With ``"target"`` or ``"both"`` the decoder reads target token 6 (only ever a whole output)
+    as the mean of 3 and 4; the record of what was seen is in the state dict, so a loaded model
+    reads the same."""
+    model = build("relative", cross_attention="dot", peer_words=peer_words, **PEERED)
     record_words_seen(model)
     assert model.target_peers is not None and model.target_peers.peer_words().tolist() == [3, 4]
     source, mask = padded_batch(SOURCES)
     jumps = torch.tensor([[SOS, 3, 6, 4, 5], [SOS, 6, 4, 3, 3], [SOS, 5, 6, 4, 3]])  # words seen in training
     logits = model(source, mask, jumps).logits
-    plain = build("relative", cross_attention="dot", peer_words="source", **PEERED)
+    plain = build("relative", cross_attention="dot", peer_words=encoder_alike, **PEERED)
     plain.load_state_dict(model.state_dict(), strict=False)
     with torch.no_grad():
         plain.target_embedding.weight[6] = model.target_embedding.weight[[3, 4]].mean(dim=0)
     torch.testing.assert_close(plain(source, mask, jumps).logits, logits, rtol=1e-5, atol=1e-6)
-    loaded = build("relative", cross_attention="dot", peer_words="both", **PEERED, seed=1)
+    loaded = build("relative", cross_attention="dot", peer_words=peer_words, **PEERED, seed=1)
     loaded.load_state_dict(model.state_dict())
     torch.testing.assert_close(loaded(source, mask, jumps).logits, logits, rtol=0, atol=0)
     assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
@@ -1073,11 +1077,16 @@ def test_peer_words_both_read_an_output_token_seen_only_alone_as_its_peers_and_s
 
 def test_peer_words_are_checked():
     with pytest.raises(ValueError, match="peer_words must be one of"):
-        build(peer_words="target", **PEERED)
+        build(peer_words="words", **PEERED)
     with pytest.raises(ValueError, match="it needs semantic_output: true and semantic_embeddings: separate"):
         build(end_marker=True, semantic_output=True, peer_words="source")
-    with pytest.raises(ValueError, match="tied_output makes the output layer"):
-        build(peer_words="both", tied_output=True, **PEERED)
+    for decoder_reads_peers in ("target", "both"):
+        with pytest.raises(ValueError, match="tied_output makes the output layer"):
+            build(peer_words=decoder_reads_peers, tied_output=True, **PEERED)
+    shared = build(
+        peer_words="target", end_marker=True, semantic_output=True
+    )  # no separate embeddings needed
+    assert shared.source_peers is None and shared.target_peers is not None
 
 
 def test_semantic_output_needs_a_source_position_for_eos():

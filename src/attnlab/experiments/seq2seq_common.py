@@ -181,11 +181,11 @@ class TransformerModelConfig:
     semantic_embeddings: Literal["shared", "separate"] = "shared"
     """With ``semantic_output``: the values read the encoder's token embeddings (``shared``) or a
     table of their own (``separate``: Russin et al. 2019's two embeddings per word)."""
-    peer_words: Literal["none", "source", "both"] = "none"
+    peer_words: Literal["none", "source", "target", "both"] = "none"
     """``source``: the encoder reads a source word seen only alone in training (add-jump's "jump")
-    as its peers, the words seen alone and with others; ``both``: the decoder also reads such an
-    output token among its inputs that way (:mod:`attnlab.models.transformer`); needs
-    ``semantic_embeddings: separate``."""
+    as its peers, the words seen alone and with others (needs ``semantic_embeddings: separate``);
+    ``target``: the decoder reads such an output token among its inputs that way; ``both``: both
+    (:mod:`attnlab.models.transformer`)."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")

@@ -150,9 +150,11 @@ separate, ``peer_words`` takes the next step of attnlab's recurrent Syntactic At
 :class:`~attnlab.attention.syntactic.ComposedWordEmbedding`): a word seen in training only alone,
 never with other words (add-jump's "jump"), has a syntax nothing trained, so the encoder reads it
 as its peers, the mean embedding of the words seen both alone and with others ("walk", "run",
-"look"), while its values still say ``I_JUMP``. ``"both"`` does the same for the decoder's input
-tokens: ``I_JUMP`` was only ever the one token of an output, so as the previous output of a longer
-one it is read as the mean of the output tokens seen alone and in longer outputs. The record of
+"look"), while its values still say ``I_JUMP``. ``"target"`` does the same for the decoder's input
+tokens (it needs no separate embeddings: the output layer, not the decoder's input, says what a
+token is): ``I_JUMP`` was only ever the one token of an output, so as the previous output of a
+longer one it is read as the mean of the output tokens seen alone and in longer outputs. ``"both"``
+does both. The record of
 which words were seen how is kept in the model's buffers, from the training batches.
 
 A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
@@ -232,7 +234,7 @@ heads of the stop's own (:class:`StopHeads`) that no output token reads."""
 
 STOP_ENDS = ("either", "gated")
 SEMANTIC_EMBEDDINGS = ("shared", "separate")
-PEER_WORDS = ("none", "source", "both")
+PEER_WORDS = ("none", "source", "target", "both")
 """How the stop of ``stop_from_attention`` reads the two ends of the source
 (``TransformerSeq2Seq(stop_ends=...)``): a head's attention on either end, or a gate over (head,
 end) pairs."""
@@ -727,9 +729,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             encoder's (``"shared"``, default) or a table of their own (``"separate"``: Russin et
             al. 2019's two embeddings per word; module docstring).
         peer_words: ``"source"``: the encoder reads a source word seen only alone in training as
-            its peers (the words seen alone and with others); ``"both"``: the decoder reads such
-            an output token among its inputs the same way; default ``"none"`` (module docstring).
-            Needs ``semantic_embeddings="separate"``, so that what the word means is kept.
+            its peers (the words seen alone and with others), which needs
+            ``semantic_embeddings="separate"`` so that what the word means is kept; ``"target"``:
+            the decoder reads such an output token among its inputs the same way; ``"both"``:
+            both; default ``"none"`` (module docstring).
     """
 
     def __init__(
@@ -834,8 +837,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         for embedding in (self.source_embedding, self.target_embedding, self.semantic_embedding):
             if embedding is not None:
                 _init_embedding(embedding, d_model, embedding_init)
-        self.source_peers = _peers(self.source_embedding) if peer_words != "none" else None
-        self.target_peers = _peers(self.target_embedding) if peer_words == "both" else None
+        self.source_peers = _peers(self.source_embedding) if peer_words in ("source", "both") else None
+        self.target_peers = _peers(self.target_embedding) if peer_words in ("target", "both") else None
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
@@ -1100,22 +1103,23 @@ def relative_clips(max_relative_distance: int | tuple[int, int] | list[int]) -> 
 
 
 def check_peer_words(peer_words: str, *, semantic_embeddings: str, tied_output: bool) -> None:
-    """A ``ValueError`` unless ``peer_words`` is one of :data:`PEER_WORDS` and, if not ``"none"``,
-    the values read embeddings of their own (``semantic_embeddings="separate"``: reading a word as
-    its peers must not change what it means) and, with ``"both"``, the output layer is not the
-    target embeddings (``tied_output``)."""
+    """A ``ValueError`` unless ``peer_words`` is one of :data:`PEER_WORDS` and, if the encoder reads
+    peers (``"source"``, ``"both"``), the values read embeddings of their own
+    (``semantic_embeddings="separate"``: reading a word as its peers must not change what it means)
+    and, if the decoder does (``"target"``, ``"both"``), the output layer is not the target
+    embeddings (``tied_output``)."""
     if peer_words not in PEER_WORDS:
         raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
-    if peer_words != "none" and semantic_embeddings != "separate":
+    if peer_words in ("source", "both") and semantic_embeddings != "separate":
         raise ValueError(
             f"peer_words: {peer_words!r} changes how the encoder reads a word; what the word means "
             "must come from embeddings of its own: it needs semantic_output: true and "
             "semantic_embeddings: separate"
         )
-    if peer_words == "both" and tied_output:
+    if peer_words in ("target", "both") and tied_output:
         raise ValueError(
-            "peer_words: 'both' changes the decoder's input embeddings, which tied_output makes "
-            f"the output layer; with {peer_words!r} set tied_output: false"
+            f"peer_words: {peer_words!r} changes the decoder's input embeddings, which tied_output "
+            "makes the output layer; set tied_output: false"
         )
 
 
