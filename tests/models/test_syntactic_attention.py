@@ -635,6 +635,29 @@ def test_composed_word_embedding_with_peers_falls_back_to_the_unknown_word_when_
     torch.testing.assert_close(out[0, 0], torch.full((4,), 7.0))
 
 
+def test_composed_word_embedding_can_drop_words_to_the_peers_mean():
+    """With ``dropout_to_peers`` the word dropout reads a dropped word as the peers' mean (the
+    unknown word while no word is a peer yet); every position is either itself or that vector."""
+    torch.manual_seed(0)
+    embedding = ComposedWordEmbedding(10, 4, dropout=0.5, padding_idx=PAD, peers=True, dropout_to_peers=True)
+    with torch.no_grad():
+        embedding.unknown.fill_(7.0)
+    first = embedding.train()(*_with_counts([[3, 5, 4, 5, 3, 5]]))  # no peer yet: 3 and 4 never alone
+    table = embedding.embedding.weight
+    dropped = (first == 7.0).all(dim=-1)
+    assert dropped.any() and (~dropped).any()
+    torch.testing.assert_close(first[~dropped], table[torch.tensor([3, 5, 4, 5, 3, 5])][~dropped[0]])
+    embedding(*_with_counts([[3], [4]]))  # now 3 and 4 are peers
+    words = torch.tensor([[3, 5, 4, 5, 3, 5, 4, 5]])
+    out = embedding(*_with_counts(words.tolist()))
+    peers = table[[3, 4]].mean(dim=0)
+    as_peers = torch.isclose(out, peers.expand_as(out)).all(dim=-1)
+    assert as_peers.any() and (~as_peers).any()
+    torch.testing.assert_close(out[~as_peers], table[words][~as_peers])
+    with pytest.raises(ValueError, match="it needs peers=True"):
+        ComposedWordEmbedding(10, 4, dropout=0.5, padding_idx=PAD, dropout_to_peers=True)
+
+
 @pytest.mark.parametrize(("dropout", "peers"), [(0.0, False), (1.0, True), (-0.1, True)])
 def test_composed_word_embedding_rejects_a_dropout_it_cannot_use(dropout, peers):
     with pytest.raises(ValueError, match="word dropout must be in"):

@@ -1075,6 +1075,26 @@ def test_peer_words_read_an_output_token_seen_only_alone_as_its_peers_and_surviv
     assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
 
 
+def test_peer_dropout_reads_decoder_inputs_as_their_peers_in_training_only():
+    """In training, ``peer_dropout`` reads some of the decoder's input tokens as the peers' mean
+    (the logits change from pass to pass); in evaluation the model is the one without it."""
+    model = build("relative", cross_attention="dot", peer_words="both", peer_dropout=0.5, **PEERED)
+    record_words_seen(model)
+    plain = build("relative", cross_attention="dot", peer_words="both", **PEERED)
+    plain.load_state_dict(model.state_dict())
+    source, mask = padded_batch(SOURCES)
+    jumps = torch.tensor([[SOS, 3, 6, 4, 5], [SOS, 6, 4, 3, 3], [SOS, 5, 6, 4, 3]])
+    torch.testing.assert_close(
+        model(source, mask, jumps).logits, plain(source, mask, jumps).logits, rtol=0, atol=0
+    )
+    model.train()
+    torch.manual_seed(1)
+    first = model(source, mask, jumps).logits
+    second = model(source, mask, jumps).logits
+    assert not torch.allclose(first, second)
+    assert_padding_is_never_read_and_decoding_is_teacher_forcing(model.eval())
+
+
 def test_peer_words_are_checked():
     with pytest.raises(ValueError, match="peer_words must be one of"):
         build(peer_words="words", **PEERED)
@@ -1083,9 +1103,11 @@ def test_peer_words_are_checked():
     for decoder_reads_peers in ("target", "both"):
         with pytest.raises(ValueError, match="tied_output makes the output layer"):
             build(peer_words=decoder_reads_peers, tied_output=True, **PEERED)
-    shared = build(
-        peer_words="target", end_marker=True, semantic_output=True
-    )  # no separate embeddings needed
+    with pytest.raises(ValueError, match="peer_dropout reads the decoder's input tokens .* got 'source'"):
+        build(peer_words="source", peer_dropout=0.1, **PEERED)
+    with pytest.raises(ValueError, match="peer_dropout must be in"):
+        build(peer_words="both", peer_dropout=1.0, **PEERED)
+    shared = build(peer_words="target", end_marker=True, semantic_output=True)  # no separate embeddings
     assert shared.source_peers is None and shared.target_peers is not None
 
 

@@ -142,6 +142,10 @@ class ComposedWordEmbedding(nn.Module):
     the paper-sized add-jump checkpoints that ambiguity is every length-given failure
     (docs/results.md). With ``peers`` the word dropout may be 0; a word seen neither composed
     nor alone (or a word seen alone when no word is a peer) is still read as ``u``.
+
+    ``dropout_to_peers=True`` (with ``peers``; issue 28, session 45) makes the word dropout read a
+    dropped word as the peers' mean instead of ``u`` (``u`` while no word is a peer yet), so that what
+    reads these embeddings learns to go on over the very vector an alone-only word becomes at test.
     """
 
     def __init__(
@@ -151,12 +155,16 @@ class ComposedWordEmbedding(nn.Module):
         dropout: float,
         padding_idx: int,
         peers: bool = False,
+        dropout_to_peers: bool = False,
     ) -> None:
         super().__init__()
         if not 0.0 <= dropout < 1.0 or (dropout == 0.0 and not peers):
             raise ValueError(f"word dropout must be in (0, 1), or in [0, 1) with peers=True, got {dropout}")
+        if dropout_to_peers and not peers:
+            raise ValueError("dropout_to_peers reads a dropped word as its peers: it needs peers=True")
         self.dropout = dropout
         self.peers = peers
+        self.dropout_to_peers = dropout_to_peers
         self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
         self.unknown = nn.Parameter(torch.zeros(embedding_dim))
         self.composed: torch.Tensor
@@ -182,16 +190,23 @@ class ComposedWordEmbedding(nn.Module):
                 first = real[single].int().argmax(dim=1, keepdim=True)
                 self.alone[words[single].gather(1, first).flatten()] = True
             unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
-            return torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
+            peer_vector = self._peer_vector() if self.dropout_to_peers else None
+            replacement = self.unknown if peer_vector is None else peer_vector
+            return torch.where(unknown.unsqueeze(-1), replacement.expand_as(embedded), embedded)
         unknown = real & ~self.composed[words]
-        if self.peers:
-            peers = self.composed & self.alone
-            if bool(peers.any()):
-                like_peers = unknown & self.alone[words]
-                peer_vector = self.embedding.weight[peers].mean(dim=0)
-                embedded = torch.where(like_peers.unsqueeze(-1), peer_vector.expand_as(embedded), embedded)
-                unknown = unknown & ~like_peers
+        peer_vector = self._peer_vector()
+        if peer_vector is not None:
+            like_peers = unknown & self.alone[words]
+            embedded = torch.where(like_peers.unsqueeze(-1), peer_vector.expand_as(embedded), embedded)
+            unknown = unknown & ~like_peers
         return torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
+
+    def _peer_vector(self) -> torch.Tensor | None:
+        """The peers' mean embedding, or ``None`` without ``peers`` or while no word is a peer."""
+        if not self.peers:
+            return None
+        peers = self.composed & self.alone
+        return self.embedding.weight[peers].mean(dim=0) if bool(peers.any()) else None
 
     def peer_words(self) -> torch.Tensor:
         """The ids of the words an alone-only word is aligned as (``peers=True``): seen both alone

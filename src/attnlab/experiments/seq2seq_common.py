@@ -186,6 +186,9 @@ class TransformerModelConfig:
     as its peers, the words seen alone and with others (needs ``semantic_embeddings: separate``);
     ``target``: the decoder reads such an output token among its inputs that way; ``both``: both
     (:mod:`attnlab.models.transformer`)."""
+    peer_dropout: float = 0.0
+    """With ``peer_words`` ``target`` or ``both``: in training, each output token among the
+    decoder's inputs is read as the peers' mean with this probability."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -205,7 +208,10 @@ class TransformerModelConfig:
             semantic_embeddings=self.semantic_embeddings,
         )
         check_peer_words(
-            self.peer_words, semantic_embeddings=self.semantic_embeddings, tied_output=self.tied_output
+            self.peer_words,
+            semantic_embeddings=self.semantic_embeddings,
+            tied_output=self.tied_output,
+            peer_dropout=self.peer_dropout,
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
@@ -250,6 +256,7 @@ def build_transformer(
         previous_outputs=config.previous_outputs,
         semantic_embeddings=config.semantic_embeddings,
         peer_words=config.peer_words,
+        peer_dropout=config.peer_dropout,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

@@ -159,7 +159,10 @@ which words were seen how is kept in the model's buffers, from the training batc
 add-jump (relative positions, shift heads, one seed, 20 epochs; docs/results.md, issue 28, session
 45): test exact match 31.3% with shared embeddings, 4.4% separate, 2.5% separate with ``"source"``,
 13.5% separate with ``"target"``, **52.9% separate with ``"both"``** (27.4% shared with
-``"target"``): neither side's peers helps alone; together they do.
+``"target"``): neither side's peers helps alone; together they do. ``peer_dropout`` reads, in
+training, each of the decoder's input tokens as the peers' mean with that probability, so that
+the decoder learns to count and stop over the vector ``I_JUMP`` becomes at test (the 52.9% model
+loses the count of "thrice" after it).
 
 A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
 takes no previous output either: its state is ``s_i = g(s_{i−1}, c_i)``, ``c_i`` the attended
@@ -737,6 +740,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``semantic_embeddings="separate"`` so that what the word means is kept; ``"target"``:
             the decoder reads such an output token among its inputs the same way; ``"both"``:
             both; default ``"none"`` (module docstring).
+        peer_dropout: with the decoder reading peers (``peer_words`` ``"target"`` or ``"both"``), in
+            training each output token among its inputs is read as the peers' mean with this
+            probability, so that the decoder learns to go on over that input (module docstring);
+            default 0.
     """
 
     def __init__(
@@ -773,6 +780,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         previous_outputs: bool = True,
         semantic_embeddings: str = "shared",
         peer_words: str = "none",
+        peer_dropout: float = 0.0,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -810,7 +818,12 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             stop_from_attention=stop_from_attention,
             semantic_embeddings=semantic_embeddings,
         )
-        check_peer_words(peer_words, semantic_embeddings=semantic_embeddings, tied_output=tied_output)
+        check_peer_words(
+            peer_words,
+            semantic_embeddings=semantic_embeddings,
+            tied_output=tied_output,
+            peer_dropout=peer_dropout,
+        )
         self.semantic_output, self.previous_outputs = semantic_output, previous_outputs
         self.d_model, self.positional, self.norm = d_model, positional, norm
         self.max_relative_distance = relative_clips(max_relative_distance)
@@ -842,7 +855,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             if embedding is not None:
                 _init_embedding(embedding, d_model, embedding_init)
         self.source_peers = _peers(self.source_embedding) if peer_words in ("source", "both") else None
-        self.target_peers = _peers(self.target_embedding) if peer_words in ("target", "both") else None
+        decoder_peers = peer_words in ("target", "both")
+        self.target_peers = _peers(self.target_embedding, peer_dropout) if decoder_peers else None
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
@@ -1106,12 +1120,22 @@ def relative_clips(max_relative_distance: int | tuple[int, int] | list[int]) -> 
     )
 
 
-def check_peer_words(peer_words: str, *, semantic_embeddings: str, tied_output: bool) -> None:
+def check_peer_words(
+    peer_words: str, *, semantic_embeddings: str, tied_output: bool, peer_dropout: float = 0.0
+) -> None:
     """A ``ValueError`` unless ``peer_words`` is one of :data:`PEER_WORDS` and, if the encoder reads
     peers (``"source"``, ``"both"``), the values read embeddings of their own
     (``semantic_embeddings="separate"``: reading a word as its peers must not change what it means)
     and, if the decoder does (``"target"``, ``"both"``), the output layer is not the target
-    embeddings (``tied_output``)."""
+    embeddings (``tied_output``); ``peer_dropout`` in [0, 1), and above 0 only if the decoder reads
+    peers."""
+    if not 0.0 <= peer_dropout < 1.0:
+        raise ValueError(f"peer_dropout must be in [0, 1), got {peer_dropout}")
+    if peer_dropout and peer_words not in ("target", "both"):
+        raise ValueError(
+            "peer_dropout reads the decoder's input tokens as their peers; it needs peer_words: "
+            f"target or both, got {peer_words!r}"
+        )
     if peer_words not in PEER_WORDS:
         raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
     if peer_words in ("source", "both") and semantic_embeddings != "separate":
@@ -1127,11 +1151,12 @@ def check_peer_words(peer_words: str, *, semantic_embeddings: str, tied_output: 
         )
 
 
-def _peers(table: nn.Embedding) -> ComposedWordEmbedding:
-    """A :class:`~attnlab.attention.syntactic.ComposedWordEmbedding` with peers and no word
-    dropout whose table is ``table`` (the same parameters)."""
+def _peers(table: nn.Embedding, dropout: float = 0.0) -> ComposedWordEmbedding:
+    """A :class:`~attnlab.attention.syntactic.ComposedWordEmbedding` with peers whose table is
+    ``table`` (the same parameters); ``dropout``: its word dropout, to the peers' mean."""
+    dimensions = (table.num_embeddings, table.embedding_dim)
     peers = ComposedWordEmbedding(
-        table.num_embeddings, table.embedding_dim, 0.0, _padding_index(table), peers=True
+        *dimensions, dropout, _padding_index(table), peers=True, dropout_to_peers=dropout > 0
     )
     peers.embedding = table
     return peers
