@@ -128,6 +128,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
         "scan_transformer_peers": 42,
+        "scan_transformer_peers_dropout": 42,
         "scan_transformer_semantic": 42,
         "scan_transformer_simple": 14,
         "scan_transformer_stop": 42,
@@ -174,6 +175,13 @@ def test_every_builtin_spec_expands_into_valid_runs():
         )
         for config in peers
     } == {("addprim_jump", True, "separate", "both")}
+    dropout = [
+        scan.EXPERIMENT.parse_config(run.config)
+        for run in expand(load_spec("scan_transformer_peers_dropout"))
+    ]
+    assert {
+        (config.model.transformer.peer_words, config.model.transformer.peer_dropout) for config in dropout
+    } == {("both", 0.1)}
     cutoffs = [
         scan.EXPERIMENT.parse_config(run.config).data
         for run in expand(load_spec("scan_transformer_length_cutoffs"))

@@ -29,13 +29,16 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   schemes × {dot, shift}, 3 seeds;
 * ``scan_peers`` (``scan_transformer_peers``): as ``scan_semantic``, with the values' embeddings of
   their own and a word (or output token) seen only alone read by the syntax as its peers
-  (``model.transformer.peer_words``), 7 schemes × {dot, shift}, 3 seeds.
+  (``model.transformer.peer_words``), 7 schemes × {dot, shift}, 3 seeds;
+* ``scan_peers_dropout`` (``scan_transformer_peers_dropout``): as ``scan_peers``, with the decoder's
+  inputs read as the peers' mean a tenth of the time in training (``model.transformer.peer_dropout``),
+  7 schemes × {dot, shift}, 3 seeds.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40); all twelve parts are 731 runs, roughly 250–350 CPU-hours, so
-``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps start their
-runs seed by seed, so a part stopped halfway has every row at one seed.
+positions test accuracy still rose at epoch 40); all thirteen parts are 773 runs, roughly 270–370
+CPU-hours, so ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps
+start their runs seed by seed, so a part stopped halfway has every row at one seed.
 
 Tables (``OUT/results.md``), each cell the test metric as ``mean ± std (n=k)`` over seeds, the
 model stopping by itself: Lookup seqAcc at long 5 (and long 1), SCAN exact match (and, to separate
@@ -97,6 +100,7 @@ PARTS: dict[str, str] = {
     "scan_cutoffs": "scan_transformer_length_cutoffs",
     "scan_semantic": "scan_transformer_semantic",
     "scan_peers": "scan_transformer_peers",
+    "scan_peers_dropout": "scan_transformer_peers_dropout",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
 
@@ -113,6 +117,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "scan_cutoffs": "test",
     "scan_semantic": "test",
     "scan_peers": "test",
+    "scan_peers_dropout": "test",
 }
 """Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
@@ -336,13 +341,16 @@ SCAN_COLUMNS: tuple[str, ...] = (
     "add-jump · shift + semantic",
     "add-jump · dot + peers",
     "add-jump · shift + peers",
+    "add-jump · dot + peers, dropout",
+    "add-jump · shift + peers, dropout",
     "simple · dot",
     "simple · shift",
 )
 """A SCAN table's columns: split · heads, ``<eos>`` from the output layer (parts ``scan`` and
 ``scan_simple``) or, with ``+ stop``, from every layer's attention on the end marker (``scan_stop``);
 ``+ semantic``: the output from the attended words' embeddings (``scan_semantic``); ``+ peers``: and
-a word seen only alone read by the syntax as its peers (``scan_peers``)."""
+a word seen only alone read by the syntax as its peers (``scan_peers``); ``+ peers, dropout``: and the
+decoder's inputs read as the peers' mean a tenth of the time in training (``scan_peers_dropout``)."""
 
 
 def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") -> str:
@@ -354,6 +362,7 @@ def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") 
         ("scan_stop", lambda params: f"length · {params[HEADS]} + stop"),
         ("scan_semantic", lambda params: f"add-jump · {params[HEADS]} + semantic"),
         ("scan_peers", lambda params: f"add-jump · {params[HEADS]} + peers"),
+        ("scan_peers_dropout", lambda params: f"add-jump · {params[HEADS]} + peers, dropout"),
         ("scan_simple", lambda params: f"simple · {params[HEADS]}"),
     ]
     schemes = _grid_values("scan", POSITIONAL)
