@@ -162,7 +162,8 @@ add-jump (relative positions, shift heads, one seed, 20 epochs; docs/results.md,
 ``"target"``): neither side's peers helps alone; together they do. ``peer_dropout`` reads, in
 training, each of the decoder's input tokens as the peers' mean with that probability, so that
 the decoder learns to count and stop over the vector ``I_JUMP`` becomes at test (the 52.9% model
-loses the count of "thrice" after it).
+loses the count of "thrice" after it): with 0.1, **75.7%** (90.0% with the length given) in the same
+20-epoch pilot.
 
 A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
 takes no previous output either: its state is ``s_i = g(s_{i−1}, c_i)``, ``c_i`` the attended
