@@ -154,8 +154,8 @@ as its peers, the mean embedding of the words seen both alone and with others ("
 tokens (it needs no separate embeddings: the output layer, not the decoder's input, says what a
 token is): ``I_JUMP`` was only ever the one token of an output, so as the previous output of a
 longer one it is read as the mean of the output tokens seen alone and in longer outputs. ``"both"``
-does both. The record of
-which words were seen how is kept in the model's buffers, from the training batches. Measured on
+does both. The record of which words were seen how is kept in the model's buffers, from the
+training batches. Measured on
 add-jump (relative positions, shift heads, one seed, 20 epochs; docs/results.md, issue 28, session
 45): test exact match 31.3% with shared embeddings, 4.4% separate, 2.5% separate with ``"source"``,
 13.5% separate with ``"target"``, **52.9% separate with ``"both"``** (27.4% shared with
@@ -241,11 +241,17 @@ STOP_LAYERS = ("last", "all", "separate")
 heads of the stop's own (:class:`StopHeads`) that no output token reads."""
 
 STOP_ENDS = ("either", "gated")
-SEMANTIC_EMBEDDINGS = ("shared", "separate")
-PEER_WORDS = ("none", "source", "target", "both")
 """How the stop of ``stop_from_attention`` reads the two ends of the source
 (``TransformerSeq2Seq(stop_ends=...)``): a head's attention on either end, or a gate over (head,
 end) pairs."""
+
+SEMANTIC_EMBEDDINGS = ("shared", "separate")
+"""The token embeddings ``semantic_output``'s values read (``TransformerSeq2Seq(semantic_embeddings=...)``):
+the encoder's, or a table of their own."""
+
+PEER_WORDS = ("none", "source", "target", "both")
+"""Who reads a word seen only alone in training as its peers (``TransformerSeq2Seq(peer_words=...)``):
+nobody, the encoder, the decoder's inputs, or both."""
 
 STOP_FLOOR = 0.01
 """With ``stop_from_attention``, ``p(<eos>)`` is kept in ``[ε, 1 − ε]`` (``ε`` this floor): the
@@ -1130,6 +1136,8 @@ def check_peer_words(
     and, if the decoder does (``"target"``, ``"both"``), the output layer is not the target
     embeddings (``tied_output``); ``peer_dropout`` in [0, 1), and above 0 only if the decoder reads
     peers."""
+    if peer_words not in PEER_WORDS:
+        raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
     if not 0.0 <= peer_dropout < 1.0:
         raise ValueError(f"peer_dropout must be in [0, 1), got {peer_dropout}")
     if peer_dropout and peer_words not in ("target", "both"):
@@ -1137,8 +1145,6 @@ def check_peer_words(
             "peer_dropout reads the decoder's input tokens as their peers; it needs peer_words: "
             f"target or both, got {peer_words!r}"
         )
-    if peer_words not in PEER_WORDS:
-        raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
     if peer_words in ("source", "both") and semantic_embeddings != "separate":
         raise ValueError(
             f"peer_words: {peer_words!r} changes how the encoder reads a word; what the word means "
