@@ -112,6 +112,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
     seeds; the machine-tasks one trains every run on that protocol's data."""
     from attnlab.experiments.lookup import experiment as lookup
     from attnlab.experiments.sweep import builtin_sweeps
+    from attnlab.tasks.lookup_machine_tasks import MACHINE_TASKS_VARIANTS
 
     sizes = {name: len(expand(load_spec(name))) for name in builtin_sweeps()}
     assert sizes == {
@@ -122,6 +123,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer_stop_gate10": 63,
         "lookup_transformer_stop_detached": 63,
         "lookup_transformer_stop_gradient01": 63,
+        "lookup_transformer_stop_gradient01_machine_tasks": 105,
         "lookup_transformer_stop_keys": 36,
         "lookup_transformer_stop_machine_tasks": 63,
         "raffel2015_addition_lr": 24,
@@ -149,6 +151,18 @@ def test_every_builtin_spec_expands_into_valid_runs():
         configs = [lookup.EXPERIMENT.parse_config(run.config) for run in expand(load_spec(name))]
         assert {config.data.protocol for config in configs} == {"machine_tasks"}
         assert {config.data.variant for config in configs} == {"long", "reversed", "noisy-single"}
+    # gradient01's model on all five machine-tasks variants: only the data differ from the grid it met
+    # the issue's target on
+    on_machine_tasks = [
+        lookup.EXPERIMENT.parse_config(run.config)
+        for run in expand(load_spec("lookup_transformer_stop_gradient01_machine_tasks"))
+    ]
+    assert {config.data.protocol for config in on_machine_tasks} == {"machine_tasks"}
+    assert {config.data.variant for config in on_machine_tasks} == set(MACHINE_TASKS_VARIANTS)
+    assert {repr(config.model.transformer) for config in on_machine_tasks} == {
+        repr(lookup.EXPERIMENT.parse_config(run.config).model.transformer)
+        for run in expand(load_spec("lookup_transformer_stop_gradient01"))
+    }
     from attnlab.experiments.scan import experiment as scan
 
     stop = [scan.EXPERIMENT.parse_config(run.config) for run in expand(load_spec("scan_transformer_stop"))]
