@@ -118,7 +118,43 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     assert "| rope · shift |  |  |  | 77.0 ± 0.0 (n=1) |" in cutoffs
     assert "Csordás et al. 2021" in text and "(theirs)" in text
     assert (tmp_path / "results.md").read_text().rstrip() == text
-    assert "no finished runs" not in text.split("SCAN: test exact match")[0]
+    assert "no finished runs" not in text.split("paper's data protocol")[0]
+    assert "no finished runs" in text.split("paper's data protocol")[1].split("###")[0]
+
+
+def test_the_machine_tasks_tables_have_a_column_per_test_set_and_a_table_per_variant(tmp_path):
+    def results(longer_seen_5, heldout_tables):
+        sets = {name: {"seq_acc": 100.0} for name in ("heldout_inputs", "heldout_compositions", "longer_seen_1")}
+        return {**sets, "longer_seen_5": {"seq_acc": longer_seen_5}, "heldout_tables": {"seq_acc": heldout_tables}}
+
+    long_rope = {"data.variant": "long", "model.transformer.positional": "rope"}
+    _finish(tmp_path, "lookup_machine_tasks", long_rope, 0, results(100.0, 60.0))
+    _finish(tmp_path, "lookup_machine_tasks", long_rope, 1, results(90.0, 40.0))
+    noisy_none = {"data.variant": "intermediate-noise", "model.transformer.positional": "none"}
+    _finish(tmp_path, "lookup_machine_tasks", noisy_none, 2, results(0.0, 0.0))
+    long_sinusoidal = {"data.variant": "long", "model.transformer.positional": "sinusoidal"}
+    _finish(tmp_path, "lookup_machine_tasks", long_sinusoidal, 0, results(100.0, 50.0))
+
+    text = recipe.report(tmp_path)
+
+    section = text.split("paper's data protocol (machine-tasks)")[1].split("###")[0]
+    long_table = section.split("**Long**")[1].split("**Intermediate noise**")[0]
+    header = (
+        "| heldout_inputs | heldout_compositions | longer_seen_1 | longer_seen_5 | heldout_tables "
+        "| new_compositions | longer_incremental_5 | longer_new_5 |"
+    )
+    assert header in long_table
+    # the mean ± std over a cell's seeds; a test set a run does not report is blank
+    assert (
+        "| rope | 100.0 ± 0.0 (n=2) | 100.0 ± 0.0 (n=2) | 100.0 ± 0.0 (n=2) | 95.0 ± 7.1 (n=2) "
+        "| 50.0 ± 14.1 (n=2) |  |  |  |" in long_table
+    )
+    assert long_table.index("| sinusoidal |") < long_table.index("| rope |")  # the sweep's order
+    assert "| none |" not in long_table
+    assert "| none | 100.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 0.0 ± 0.0 (n=1) |" in section
+    assert "**Reversed**" not in section  # no finished run, no table
+    assert "Lookup Tables**" not in text  # nor any of attnlab's generator
+    assert "### Lookup Tables: seqAcc (%) at long 5" in text
 
 
 def test_a_folder_without_finished_runs_is_a_clear_error(tmp_path):

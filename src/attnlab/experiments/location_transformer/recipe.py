@@ -19,6 +19,9 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   trains the gate alone, not the heads (``model.transformer.stop_detached``);
 * ``lookup_stop_gradient01`` (``lookup_transformer_stop_gradient01``): the gate ×10 stop with a tenth
   of its gradient reaching the heads (``model.transformer.stop_head_gradient=0.1``);
+* ``lookup_machine_tasks`` (``lookup_transformer_stop_gradient01_machine_tasks``): that model on the
+  paper's own data protocol instead of attnlab's generator (``data.protocol=machine_tasks``), all five
+  of its variants × 7 schemes, 3 seeds, every test set of the protocol;
 * ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_stop`` (``scan_transformer_stop``): the length split with ``<eos>`` from every layer's
   attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
@@ -36,8 +39,8 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40); all thirteen parts are 773 runs, roughly 270–370
-CPU-hours, so ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps
+positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 14 minutes; all
+fourteen parts are 878 runs, roughly 290–400 CPU-hours, so ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps
 start their runs seed by seed, so a part stopped halfway has every row at one seed.
 
 Tables (``OUT/results.md``), each cell the test metric as ``mean ± std (n=k)`` over seeds, the
@@ -94,6 +97,7 @@ PARTS: dict[str, str] = {
     "lookup_stop_gate10": "lookup_transformer_stop_gate10",
     "lookup_stop_detached": "lookup_transformer_stop_detached",
     "lookup_stop_gradient01": "lookup_transformer_stop_gradient01",
+    "lookup_machine_tasks": "lookup_transformer_stop_gradient01_machine_tasks",
     "scan": "scan_transformer",
     "scan_stop": "scan_transformer_stop",
     "scan_simple": "scan_transformer_simple",
@@ -111,6 +115,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "lookup_stop_gate10": "long5",
     "lookup_stop_detached": "long5",
     "lookup_stop_gradient01": "long5",
+    "lookup_machine_tasks": "longer_seen_5",
     "scan": "test",
     "scan_stop": "test",
     "scan_simple": "test",
@@ -127,8 +132,30 @@ VARIANT = "data.variant"
 SPLIT = "data.split"
 CUTOFF = "data.max_train_actions"
 
-VARIANT_NAMES = {"long": "Long", "reversed": "Reversed", "noisy": "Noisy-start"}
-"""Lookup Tables variant → the name its table is shown under."""
+VARIANT_NAMES = {
+    "long": "Long",
+    "reversed": "Reversed",
+    "noisy": "Noisy-start",
+    "noisy-single": "Noisy single (the paper's Noisy start)",
+    "noisy-multi": "Noisy multi",
+    "intermediate-noise": "Intermediate noise",
+}
+"""Lookup Tables variant (attnlab's generator and the machine-tasks protocol) → the name its table
+is shown under."""
+
+MACHINE_TASKS_TEST_SETS: tuple[str, ...] = (
+    "heldout_inputs",
+    "heldout_compositions",
+    "longer_seen_1",
+    "longer_seen_5",
+    "heldout_tables",
+    "new_compositions",
+    "longer_incremental_5",
+    "longer_new_5",
+)
+"""The columns of the machine-tasks tables: the protocol's test sets of tables seen composed in
+training (new inputs, new compositions, one and five compositions longer), then those with tables seen
+only alone, which no model of attnlab's solves (issue 26)."""
 
 SPLIT_NAMES = {"length": "length", "addprim_jump": "add-jump", "simple": "simple"}
 """SCAN split → its column name, in the tables' order."""
@@ -326,6 +353,27 @@ def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
     return "\n\n".join(tables) or NO_RUNS
 
 
+def machine_tasks_table(found: Mapping[str, Mapping[str, Any]]) -> str:
+    """One table per machine-tasks variant with a finished ``lookup_machine_tasks`` run, each under
+    its name in bold: rows positional schemes, columns :data:`MACHINE_TASKS_TEST_SETS` (seqAcc)."""
+    part = "lookup_machine_tasks"
+    tables = []
+    for variant in _grid_values(part, VARIANT):
+        of_variant = {
+            cell: entry for cell, entry in found.get(part, {}).items() if str(entry["params"][VARIANT]) == variant
+        }
+        table: dict[str, dict[str, str]] = {}
+        for test_set in MACHINE_TASKS_TEST_SETS:
+            column = pivot(of_variant, _scheme, lambda params, name=test_set: name, test_set, "seq_acc")
+            for label, values in column.items():
+                table.setdefault(label, {}).update(values)
+        if table:
+            rows = {label: table[label] for label in _grid_values(part, POSITIONAL) if label in table}
+            text = format_table(rows, list(MACHINE_TASKS_TEST_SETS), markdown=True)
+            tables.append(f"**{VARIANT_NAMES.get(variant, variant)}**\n\n{text}")
+    return "\n\n".join(tables) or NO_RUNS
+
+
 def _split(params: Mapping[str, Any]) -> str:
     return SPLIT_NAMES.get(params[SPLIT], params[SPLIT])
 
@@ -473,6 +521,9 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         lookup_table(found, "long5"),
         "### Lookup Tables: seqAcc (%) at long 1",
         lookup_table(found, "long1"),
+        "### Lookup Tables on the paper's data protocol (machine-tasks): seqAcc (%) by test set, "
+        "the model of the last Lookup column stopping by itself",
+        machine_tasks_table(found),
         "### SCAN: test exact match (%), the model stopping by itself",
         scan_table(found),
         "### SCAN: test exact match (%) with the output length given (what is wrong besides the stop)",
