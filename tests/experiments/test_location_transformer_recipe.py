@@ -124,8 +124,11 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
 
 def test_the_machine_tasks_tables_have_a_column_per_test_set_and_a_table_per_variant(tmp_path):
     def results(longer_seen_5, heldout_tables):
-        sets = {name: {"seq_acc": 100.0} for name in ("heldout_inputs", "heldout_compositions", "longer_seen_1")}
-        return {**sets, "longer_seen_5": {"seq_acc": longer_seen_5}, "heldout_tables": {"seq_acc": heldout_tables}}
+        sets = {
+            name: {"seq_acc": 100.0} for name in ("heldout_inputs", "heldout_compositions", "longer_seen_1")
+        }
+        sets.update(longer_seen_5={"seq_acc": longer_seen_5}, heldout_tables={"seq_acc": heldout_tables})
+        return sets
 
     long_rope = {"data.variant": "long", "model.transformer.positional": "rope"}
     _finish(tmp_path, "lookup_machine_tasks", long_rope, 0, results(100.0, 60.0))

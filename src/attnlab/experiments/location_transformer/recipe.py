@@ -40,8 +40,9 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
 positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 14 minutes; all
-fourteen parts are 878 runs, roughly 290–400 CPU-hours, so ``--parts`` and ``--jobs`` matter, and on a GPU a SCAN epoch takes about 20 s. Sweeps
-start their runs seed by seed, so a part stopped halfway has every row at one seed.
+fourteen parts are 878 runs, roughly 290–400 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
+on a GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
+halfway has every row at one seed.
 
 Tables (``OUT/results.md``), each cell the test metric as ``mean ± std (n=k)`` over seeds, the
 model stopping by itself: Lookup seqAcc at long 5 (and long 1), SCAN exact match (and, to separate
@@ -359,19 +360,24 @@ def machine_tasks_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     part = "lookup_machine_tasks"
     tables = []
     for variant in _grid_values(part, VARIANT):
+        cells = found.get(part, {})
         of_variant = {
-            cell: entry for cell, entry in found.get(part, {}).items() if str(entry["params"][VARIANT]) == variant
+            cell: entry for cell, entry in cells.items() if str(entry["params"][VARIANT]) == variant
         }
         table: dict[str, dict[str, str]] = {}
         for test_set in MACHINE_TASKS_TEST_SETS:
-            column = pivot(of_variant, _scheme, lambda params, name=test_set: name, test_set, "seq_acc")
-            for label, values in column.items():
+            for label, values in pivot(of_variant, _scheme, _named(test_set), test_set, "seq_acc").items():
                 table.setdefault(label, {}).update(values)
         if table:
             rows = {label: table[label] for label in _grid_values(part, POSITIONAL) if label in table}
             text = format_table(rows, list(MACHINE_TASKS_TEST_SETS), markdown=True)
             tables.append(f"**{VARIANT_NAMES.get(variant, variant)}**\n\n{text}")
     return "\n\n".join(tables) or NO_RUNS
+
+
+def _named(name: str) -> Label:
+    """The label of a column that one name heads for every cell."""
+    return lambda params: name
 
 
 def _split(params: Mapping[str, Any]) -> str:
