@@ -131,12 +131,12 @@ def test_the_machine_tasks_tables_have_a_column_per_test_set_and_a_table_per_var
         return sets
 
     long_rope = {"data.variant": "long", "model.transformer.positional": "rope"}
-    _finish(tmp_path, "lookup_machine_tasks", long_rope, 0, results(100.0, 60.0))
-    _finish(tmp_path, "lookup_machine_tasks", long_rope, 1, results(90.0, 40.0))
+    _finish(tmp_path, "lookup_stop_gradient01_machine_tasks", long_rope, 0, results(100.0, 60.0))
+    _finish(tmp_path, "lookup_stop_gradient01_machine_tasks", long_rope, 1, results(90.0, 40.0))
     noisy_none = {"data.variant": "intermediate-noise", "model.transformer.positional": "none"}
-    _finish(tmp_path, "lookup_machine_tasks", noisy_none, 2, results(0.0, 0.0))
+    _finish(tmp_path, "lookup_stop_gradient01_machine_tasks", noisy_none, 2, results(0.0, 0.0))
     long_sinusoidal = {"data.variant": "long", "model.transformer.positional": "sinusoidal"}
-    _finish(tmp_path, "lookup_machine_tasks", long_sinusoidal, 0, results(100.0, 50.0))
+    _finish(tmp_path, "lookup_stop_gradient01_machine_tasks", long_sinusoidal, 0, results(100.0, 50.0))
 
     text = recipe.report(tmp_path)
 

@@ -19,9 +19,9 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   trains the gate alone, not the heads (``model.transformer.stop_detached``);
 * ``lookup_stop_gradient01`` (``lookup_transformer_stop_gradient01``): the gate ×10 stop with a tenth
   of its gradient reaching the heads (``model.transformer.stop_head_gradient=0.1``);
-* ``lookup_machine_tasks`` (``lookup_transformer_stop_gradient01_machine_tasks``): that model on the
-  paper's own data protocol instead of attnlab's generator (``data.protocol=machine_tasks``), all five
-  of its variants × 7 schemes, 3 seeds, every test set of the protocol;
+* ``lookup_stop_gradient01_machine_tasks`` (``lookup_transformer_stop_gradient01_machine_tasks``):
+  that model on the paper's own data protocol instead of attnlab's generator
+  (``data.protocol=machine_tasks``), all five of its variants × 7 schemes, 3 seeds, every test set;
 * ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_stop`` (``scan_transformer_stop``): the length split with ``<eos>`` from every layer's
   attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
@@ -98,7 +98,7 @@ PARTS: dict[str, str] = {
     "lookup_stop_gate10": "lookup_transformer_stop_gate10",
     "lookup_stop_detached": "lookup_transformer_stop_detached",
     "lookup_stop_gradient01": "lookup_transformer_stop_gradient01",
-    "lookup_machine_tasks": "lookup_transformer_stop_gradient01_machine_tasks",
+    "lookup_stop_gradient01_machine_tasks": "lookup_transformer_stop_gradient01_machine_tasks",
     "scan": "scan_transformer",
     "scan_stop": "scan_transformer_stop",
     "scan_simple": "scan_transformer_simple",
@@ -116,7 +116,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "lookup_stop_gate10": "long5",
     "lookup_stop_detached": "long5",
     "lookup_stop_gradient01": "long5",
-    "lookup_machine_tasks": "longer_seen_5",
+    "lookup_stop_gradient01_machine_tasks": "longer_seen_5",
     "scan": "test",
     "scan_stop": "test",
     "scan_simple": "test",
@@ -355,9 +355,10 @@ def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
 
 
 def machine_tasks_table(found: Mapping[str, Mapping[str, Any]]) -> str:
-    """One table per machine-tasks variant with a finished ``lookup_machine_tasks`` run, each under
-    its name in bold: rows positional schemes, columns :data:`MACHINE_TASKS_TEST_SETS` (seqAcc)."""
-    part = "lookup_machine_tasks"
+    """One table per machine-tasks variant with a finished ``lookup_stop_gradient01_machine_tasks`` run,
+    each under its name in bold: rows positional schemes, columns :data:`MACHINE_TASKS_TEST_SETS`
+    (seqAcc)."""
+    part = "lookup_stop_gradient01_machine_tasks"
     tables = []
     for variant in _grid_values(part, VARIANT):
         cells = found.get(part, {})
