@@ -1095,6 +1095,29 @@ def test_peer_dropout_reads_decoder_inputs_as_their_peers_in_training_only():
     assert_padding_is_never_read_and_decoding_is_teacher_forcing(model.eval())
 
 
+@pytest.mark.parametrize(("target_alone", "peers"), [("output", [3, 4]), ("command", [3])])
+def test_target_alone_says_which_whole_outputs_count_as_seen_alone(target_alone, peers):
+    """Target token 4 is the whole output of a two-word command (as ``I_TURN_LEFT`` of "turn left")
+    and part of a longer output: with ``"output"`` it is a peer of 6 (only ever the whole output of
+    a one-word command, as ``I_JUMP``), with ``"command"`` it is not; the decoder then reads 6 as
+    the mean of the peers left."""
+    model = build("relative", cross_attention="dot", peer_words="target", target_alone=target_alone, **PEERED)
+    source, mask = padded_batch([[3], [4, 5], [6], [3, 5, 4]])
+    target = torch.tensor([[SOS, 3, PAD, PAD], [SOS, 4, PAD, PAD], [SOS, 6, PAD, PAD], [SOS, 3, 5, 4]])
+    model.train()
+    model(source, mask, target)
+    model.eval()
+    assert model.target_peers is not None and model.target_peers.peer_words().tolist() == peers
+    jumps = torch.tensor([[SOS, 3, 6, 4, 5], [SOS, 6, 4, 3, 3], [SOS, 5, 6, 4, 3]])
+    source, mask = padded_batch(SOURCES)
+    plain = build("relative", cross_attention="dot", **PEERED)
+    plain.load_state_dict(model.state_dict(), strict=False)
+    with torch.no_grad():
+        plain.target_embedding.weight[6] = model.target_embedding.weight[peers].mean(dim=0)
+    torch.testing.assert_close(plain(source, mask, jumps).logits, model(source, mask, jumps).logits)
+    assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
+
+
 def test_peer_words_are_checked():
     with pytest.raises(ValueError, match="peer_words must be one of"):
         build(peer_words="words", **PEERED)
@@ -1107,6 +1130,10 @@ def test_peer_words_are_checked():
         build(peer_words="source", peer_dropout=0.1, **PEERED)
     with pytest.raises(ValueError, match="peer_dropout must be in"):
         build(peer_words="both", peer_dropout=1.0, **PEERED)
+    with pytest.raises(ValueError, match="target_alone must be one of"):
+        build(peer_words="target", target_alone="word", **PEERED)
+    with pytest.raises(ValueError, match="target_alone: 'command' .* needs peer_words: target or both"):
+        build(peer_words="source", target_alone="command", **PEERED)
     shared = build(peer_words="target", end_marker=True, semantic_output=True)  # no separate embeddings
     assert shared.source_peers is None and shared.target_peers is not None
 

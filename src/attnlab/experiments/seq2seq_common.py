@@ -189,6 +189,9 @@ class TransformerModelConfig:
     peer_dropout: float = 0.0
     """With ``peer_words`` ``target`` or ``both``: in training, each output token among the
     decoder's inputs is read as the peers' mean with this probability."""
+    target_alone: Literal["output", "command"] = "output"
+    """With ``peer_words`` ``target`` or ``both``: which output tokens count as seen alone, every
+    whole output (``output``) or only the whole output of a one-word command (``command``)."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -212,6 +215,7 @@ class TransformerModelConfig:
             semantic_embeddings=self.semantic_embeddings,
             tied_output=self.tied_output,
             peer_dropout=self.peer_dropout,
+            target_alone=self.target_alone,
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
@@ -257,6 +261,7 @@ def build_transformer(
         semantic_embeddings=config.semantic_embeddings,
         peer_words=config.peer_words,
         peer_dropout=config.peer_dropout,
+        target_alone=config.target_alone,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,
