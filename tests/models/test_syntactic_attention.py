@@ -658,6 +658,32 @@ def test_composed_word_embedding_can_drop_words_to_the_peers_mean():
         ComposedWordEmbedding(10, 4, dropout=0.5, padding_idx=PAD, dropout_to_peers=True)
 
 
+def test_composed_word_embedding_can_drop_each_peer_word_at_all_its_positions():
+    """With ``dropout_unit="peer"`` a sequence's peer word is the peers' mean at every one of its
+    positions or at none, and no other word (5: only composed) is ever dropped; over many sequences
+    both happen for each peer."""
+    torch.manual_seed(0)
+    embedding = ComposedWordEmbedding(
+        10, 4, dropout=0.5, padding_idx=PAD, peers=True, dropout_to_peers=True, dropout_unit="peer"
+    )
+    embedding.train()(*_with_counts([[3, 5], [4, 5], [3], [4], [6]]))
+    table = embedding.embedding.weight
+    peers = table[[3, 4]].mean(dim=0)
+    words = torch.tensor([[3, 5, 4, 3, 5, 4, 3, 5]] * 40)
+    out = embedding(*_with_counts(words.tolist()))
+    as_peers = torch.isclose(out, peers.expand_as(out)).all(dim=-1)
+    for word in (3, 4):
+        at_word = as_peers[:, words[0] == word]
+        assert (at_word.all(dim=1) | ~at_word.any(dim=1)).all()  # all of its positions or none
+        assert at_word.all(dim=1).any() and (~at_word.any(dim=1)).any()
+    assert not as_peers[:, words[0] == 5].any()
+    torch.testing.assert_close(out[~as_peers], table[words][~as_peers])
+    with pytest.raises(ValueError, match="dropout_unit must be one of"):
+        ComposedWordEmbedding(10, 4, dropout=0.5, padding_idx=PAD, peers=True, dropout_unit="word")
+    with pytest.raises(ValueError, match="it needs dropout_to_peers=True"):
+        ComposedWordEmbedding(10, 4, dropout=0.5, padding_idx=PAD, peers=True, dropout_unit="peer")
+
+
 @pytest.mark.parametrize(("dropout", "peers"), [(0.0, False), (1.0, True), (-0.1, True)])
 def test_composed_word_embedding_rejects_a_dropout_it_cannot_use(dropout, peers):
     with pytest.raises(ValueError, match="word dropout must be in"):

@@ -1075,10 +1075,19 @@ def test_peer_words_read_an_output_token_seen_only_alone_as_its_peers_and_surviv
     assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
 
 
-def test_peer_dropout_reads_decoder_inputs_as_their_peers_in_training_only():
-    """In training, ``peer_dropout`` reads some of the decoder's input tokens as the peers' mean
-    (the logits change from pass to pass); in evaluation the model is the one without it."""
-    model = build("relative", cross_attention="dot", peer_words="both", peer_dropout=0.5, **PEERED)
+@pytest.mark.parametrize("unit", ["token", "peer"])
+def test_peer_dropout_reads_decoder_inputs_as_their_peers_in_training_only(unit):
+    """In training, ``peer_dropout`` reads some of the decoder's input tokens (or peer tokens) as
+    the peers' mean (the logits change from pass to pass); in evaluation the model is the one
+    without it."""
+    model = build(
+        "relative",
+        cross_attention="dot",
+        peer_words="both",
+        peer_dropout=0.5,
+        peer_dropout_unit=unit,
+        **PEERED,
+    )
     record_words_seen(model)
     plain = build("relative", cross_attention="dot", peer_words="both", **PEERED)
     plain.load_state_dict(model.state_dict())
@@ -1130,6 +1139,10 @@ def test_peer_words_are_checked():
         build(peer_words="source", peer_dropout=0.1, **PEERED)
     with pytest.raises(ValueError, match="peer_dropout must be in"):
         build(peer_words="both", peer_dropout=1.0, **PEERED)
+    with pytest.raises(ValueError, match="peer_dropout_unit must be one of"):
+        build(peer_words="both", peer_dropout=0.1, peer_dropout_unit="word", **PEERED)
+    with pytest.raises(ValueError, match="peer_dropout_unit: 'peer' .* needs peer_dropout > 0"):
+        build(peer_words="both", peer_dropout_unit="peer", **PEERED)
     with pytest.raises(ValueError, match="target_alone must be one of"):
         build(peer_words="target", target_alone="word", **PEERED)
     with pytest.raises(ValueError, match="target_alone: 'command' .* needs peer_words: target or both"):

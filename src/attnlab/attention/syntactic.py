@@ -115,6 +115,11 @@ class ShiftedBidirectionalEncoder(nn.Module):
         return ShiftedEncoding(keys=torch.cat([previous, following], dim=-1), summary=summary)
 
 
+DROPOUT_UNITS = ("token", "peer")
+"""What :class:`ComposedWordEmbedding`'s word dropout drops (``dropout_unit``): each position on its
+own, or each peer word of a sequence at all of its positions."""
+
+
 class ComposedWordEmbedding(nn.Module):
     """A word embedding that reads a word it never saw composed as a learned unknown word.
 
@@ -146,6 +151,11 @@ class ComposedWordEmbedding(nn.Module):
     ``dropout_to_peers=True`` (with ``peers``; issue 28, session 45) makes the word dropout read a
     dropped word as the peers' mean instead of ``u`` (``u`` while no word is a peer yet), so that what
     reads these embeddings learns to go on over the very vector an alone-only word becomes at test.
+    ``dropout_unit`` says what is dropped: ``"token"`` (default) each real position on its own;
+    ``"peer"`` (with ``dropout_to_peers``; issue 28, session 46) each peer word of a sequence, with
+    probability ``dropout``, at every one of its positions there, the way an alone-only word is the
+    peers' mean wherever it occurs at test ("jump thrice" reads it three times in a row), and no
+    other word.
     """
 
     def __init__(
@@ -156,12 +166,20 @@ class ComposedWordEmbedding(nn.Module):
         padding_idx: int,
         peers: bool = False,
         dropout_to_peers: bool = False,
+        dropout_unit: str = "token",
     ) -> None:
         super().__init__()
         if not 0.0 <= dropout < 1.0 or (dropout == 0.0 and not peers):
             raise ValueError(f"word dropout must be in (0, 1), or in [0, 1) with peers=True, got {dropout}")
         if dropout_to_peers and not peers:
             raise ValueError("dropout_to_peers reads a dropped word as its peers: it needs peers=True")
+        if dropout_unit not in DROPOUT_UNITS:
+            raise ValueError(f"dropout_unit must be one of {list(DROPOUT_UNITS)}, got {dropout_unit!r}")
+        if dropout_unit == "peer" and not dropout_to_peers:
+            raise ValueError(
+                "dropout_unit='peer' drops peer words to the peers' mean: it needs dropout_to_peers=True"
+            )
+        self.dropout_unit = dropout_unit
         self.dropout = dropout
         self.peers = peers
         self.dropout_to_peers = dropout_to_peers
@@ -189,7 +207,11 @@ class ComposedWordEmbedding(nn.Module):
                 single = real_words == 1
                 first = real[single].int().argmax(dim=1, keepdim=True)
                 self.alone[words[single].gather(1, first).flatten()] = True
-            unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
+            if self.dropout_unit == "peer":  # one draw per (sequence, word), for peer words only
+                draws = torch.rand(words.size(0), self.composed.numel(), device=words.device) < self.dropout
+                unknown = real & (self.composed & self.alone)[words] & draws.gather(1, words)
+            else:
+                unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
             peer_vector = self._peer_vector() if self.dropout_to_peers else None
             replacement = self.unknown if peer_vector is None else peer_vector
             return torch.where(unknown.unsqueeze(-1), replacement.expand_as(embedded), embedded)

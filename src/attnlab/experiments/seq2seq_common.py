@@ -189,6 +189,9 @@ class TransformerModelConfig:
     peer_dropout: float = 0.0
     """With ``peer_words`` ``target`` or ``both``: in training, each output token among the
     decoder's inputs is read as the peers' mean with this probability."""
+    peer_dropout_unit: Literal["token", "peer"] = "token"
+    """What ``peer_dropout`` drops: each decoder input token on its own (``token``), or each peer
+    output token of a target at all of its positions (``peer``)."""
     target_alone: Literal["output", "command"] = "output"
     """With ``peer_words`` ``target`` or ``both``: which output tokens count as seen alone, every
     whole output (``output``) or only the whole output of a one-word command (``command``)."""
@@ -215,6 +218,7 @@ class TransformerModelConfig:
             semantic_embeddings=self.semantic_embeddings,
             tied_output=self.tied_output,
             peer_dropout=self.peer_dropout,
+            peer_dropout_unit=self.peer_dropout_unit,
             target_alone=self.target_alone,
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
@@ -261,6 +265,7 @@ def build_transformer(
         semantic_embeddings=config.semantic_embeddings,
         peer_words=config.peer_words,
         peer_dropout=config.peer_dropout,
+        peer_dropout_unit=config.peer_dropout_unit,
         target_alone=config.target_alone,
         pad_id=target.pad_id,
         sos_id=target.sos_id,

@@ -171,7 +171,12 @@ encoder's record, so that the output tokens' peers are the outputs of the source
 it was tried: most of the 82.3% model's outputs wrong at one word put ``I_JUMP`` where a turn
 belongs, a turn too few in "jump opposite left twice". Measured (the same run with ``"command"``,
 seed 0, 50 epochs): 73.5% (78.2% with the length given), with more of those errors, not fewer
-(docs/results.md, issue 28, session 46); so the default stays ``"output"``.
+(docs/results.md, issue 28, session 46); so the default stays ``"output"``. ``peer_dropout_unit``
+says what ``peer_dropout`` drops: each input token on its own (``"token"``, default), or each peer
+output token of a target, with that probability, at every one of its positions (``"peer"``), as
+``I_JUMP`` is the peers' mean at every position at test: the 82.3% model (and one at 91.4%, seed 1)
+loses most on "jump thrice" and "jump around left thrice", three repetitions after ``I_JUMP``, which
+the token dropout shows the decoder as three peers' means in a row once in a thousand.
 
 A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
 takes no previous output either: its state is ``s_i = g(s_{i−1}, c_i)``, ``c_i`` the attended
@@ -217,7 +222,7 @@ from attnlab.attention.positions import (
     check_scheme,
 )
 from attnlab.attention.shift import ShiftAttender, attend_heads, can_attend_together, heads_initial_state
-from attnlab.attention.syntactic import ComposedWordEmbedding
+from attnlab.attention.syntactic import DROPOUT_UNITS, ComposedWordEmbedding
 from attnlab.models.dropout import Dropout
 from attnlab.models.seq2seq import LocalEncoder, Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
@@ -764,6 +769,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             training each output token among its inputs is read as the peers' mean with this
             probability, so that the decoder learns to go on over that input (module docstring);
             default 0.
+        peer_dropout_unit: what ``peer_dropout`` drops: ``"token"`` (default) each input token on
+            its own; ``"peer"`` each peer output token of a target at all of its positions
+            (module docstring).
         target_alone: with the decoder reading peers, which output tokens count as seen alone:
             ``"output"`` (default) every token that was a whole output; ``"command"`` only the
             whole output of a one-word command (module docstring).
@@ -804,6 +812,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         semantic_embeddings: str = "shared",
         peer_words: str = "none",
         peer_dropout: float = 0.0,
+        peer_dropout_unit: str = "token",
         target_alone: str = "output",
         pad_id: int = 0,
         sos_id: int = 1,
@@ -847,6 +856,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             semantic_embeddings=semantic_embeddings,
             tied_output=tied_output,
             peer_dropout=peer_dropout,
+            peer_dropout_unit=peer_dropout_unit,
             target_alone=target_alone,
         )
         self.target_alone = target_alone
@@ -882,7 +892,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 _init_embedding(embedding, d_model, embedding_init)
         self.source_peers = _peers(self.source_embedding) if peer_words in ("source", "both") else None
         decoder_peers = peer_words in ("target", "both")
-        self.target_peers = _peers(self.target_embedding, peer_dropout) if decoder_peers else None
+        self.target_peers = (
+            _peers(self.target_embedding, peer_dropout, peer_dropout_unit) if decoder_peers else None
+        )
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
@@ -1160,6 +1172,7 @@ def check_peer_words(
     semantic_embeddings: str,
     tied_output: bool,
     peer_dropout: float = 0.0,
+    peer_dropout_unit: str = "token",
     target_alone: str = "output",
 ) -> None:
     """A ``ValueError`` unless ``peer_words`` is one of :data:`PEER_WORDS` and, if the encoder reads
@@ -1167,10 +1180,18 @@ def check_peer_words(
     (``semantic_embeddings="separate"``: reading a word as its peers must not change what it means)
     and, if the decoder does (``"target"``, ``"both"``), the output layer is not the target
     embeddings (``tied_output``); ``peer_dropout`` in [0, 1), and above 0 only if the decoder reads
-    peers; ``target_alone`` one of :data:`TARGET_ALONE`, other than the default only if the decoder
-    reads peers."""
+    peers; ``peer_dropout_unit`` one of :data:`~attnlab.attention.syntactic.DROPOUT_UNITS`, other
+    than the default only with ``peer_dropout``; ``target_alone`` one of :data:`TARGET_ALONE`, other
+    than the default only if the decoder reads peers."""
     if peer_words not in PEER_WORDS:
         raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
+    if peer_dropout_unit not in DROPOUT_UNITS:
+        raise ValueError(f"peer_dropout_unit must be one of {list(DROPOUT_UNITS)}, got {peer_dropout_unit!r}")
+    if peer_dropout_unit != "token" and not peer_dropout:
+        raise ValueError(
+            f"peer_dropout_unit: {peer_dropout_unit!r} says what peer_dropout drops; "
+            "it needs peer_dropout > 0"
+        )
     if target_alone not in TARGET_ALONE:
         raise ValueError(f"target_alone must be one of {list(TARGET_ALONE)}, got {target_alone!r}")
     if target_alone != "output" and peer_words not in ("target", "both"):
@@ -1198,12 +1219,19 @@ def check_peer_words(
         )
 
 
-def _peers(table: nn.Embedding, dropout: float = 0.0) -> ComposedWordEmbedding:
+def _peers(table: nn.Embedding, dropout: float = 0.0, unit: str = "token") -> ComposedWordEmbedding:
     """A :class:`~attnlab.attention.syntactic.ComposedWordEmbedding` with peers whose table is
-    ``table`` (the same parameters); ``dropout``: its word dropout, to the peers' mean."""
+    ``table`` (the same parameters); ``dropout``: its word dropout, to the peers' mean, of each
+    ``unit``."""
     dimensions = (table.num_embeddings, table.embedding_dim)
+    to_peers = dropout > 0
     peers = ComposedWordEmbedding(
-        *dimensions, dropout, _padding_index(table), peers=True, dropout_to_peers=dropout > 0
+        *dimensions,
+        dropout,
+        _padding_index(table),
+        peers=True,
+        dropout_to_peers=to_peers,
+        dropout_unit=unit if to_peers else "token",
     )
     peers.embedding = table
     return peers
