@@ -209,7 +209,7 @@ class ComposedWordEmbedding(nn.Module):
                 self.alone[words[single].gather(1, first).flatten()] = True
             if self.dropout_unit == "peer":  # one draw per (sequence, word), for peer words only
                 draws = torch.rand(words.size(0), self.composed.numel(), device=words.device) < self.dropout
-                unknown = real & (self.composed & self.alone)[words] & draws.gather(1, words)
+                unknown = real & self._peer_mask()[words] & draws.gather(1, words)
             else:
                 unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
             peer_vector = self._peer_vector() if self.dropout_to_peers else None
@@ -227,7 +227,7 @@ class ComposedWordEmbedding(nn.Module):
         """The peers' mean embedding, or ``None`` without ``peers`` or while no word is a peer."""
         if not self.peers:
             return None
-        peers = self.composed & self.alone
+        peers = self._peer_mask()
         return self.embedding.weight[peers].mean(dim=0) if bool(peers.any()) else None
 
     def peer_words(self) -> torch.Tensor:
@@ -235,7 +235,11 @@ class ComposedWordEmbedding(nn.Module):
         and composed in training. Empty without ``peers``."""
         if not self.peers:
             return torch.zeros(0, dtype=torch.long)
-        return (self.composed & self.alone).nonzero().flatten()
+        return self._peer_mask().nonzero().flatten()
+
+    def _peer_mask(self) -> torch.Tensor:
+        """``[V]``: ``True`` at the peers, the words seen both alone and composed (``peers=True``)."""
+        return self.composed & self.alone
 
 
 def reverse_padded(sequences: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -1227,14 +1227,13 @@ def _peers(table: nn.Embedding, dropout: float = 0.0, unit: str = "token") -> Co
     ``table`` (the same parameters); ``dropout``: its word dropout, to the peers' mean, of each
     ``unit``."""
     dimensions = (table.num_embeddings, table.embedding_dim)
-    to_peers = dropout > 0
     peers = ComposedWordEmbedding(
         *dimensions,
         dropout,
         _padding_index(table),
         peers=True,
-        dropout_to_peers=to_peers,
-        dropout_unit=unit if to_peers else "token",
+        dropout_to_peers=dropout > 0,
+        dropout_unit=unit,
     )
     peers.embedding = table
     return peers

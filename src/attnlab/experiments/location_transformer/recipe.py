@@ -365,9 +365,8 @@ def machine_tasks_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     each under its name in bold: rows positional schemes, columns :data:`MACHINE_TASKS_TEST_SETS`
     (seqAcc)."""
     part = "lookup_stop_gradient01_machine_tasks"
-    tables = []
+    tables, cells = [], found.get(part, {})
     for variant in _grid_values(part, VARIANT):
-        cells = found.get(part, {})
         of_variant = {
             cell: entry for cell, entry in cells.items() if str(entry["params"][VARIANT]) == variant
         }
