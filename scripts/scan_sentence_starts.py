@@ -24,7 +24,7 @@ import argparse
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,31 @@ from attnlab.tasks.scan import sentence_actions
 from attnlab.tasks.tsv import DataFormatError
 
 NO_LONG_SENTENCE = "-"
+
+
+def scored_examples(run: Path, test_set: str, metric: str = "seq_acc") -> list[tuple[tuple[str, str], int]]:
+    """``((source, target), right)`` for every example of a run's ``eval/<test set>.predictions.tsv``
+    (or of that file at the top of ``run``, an ``attnlab evaluate --out`` folder), ``right`` the 0/1
+    of its ``metric`` column."""
+    name = f"{test_set}{PREDICTIONS_SUFFIX}"
+    path = run / name if (run / name).is_file() else run / "eval" / name
+    units = read_prediction_units(path, metric=metric)
+    return [(pair, int(right)) for pair, right in zip(units.identity, np.asarray(units.scores.values[:, 0]))]
+
+
+def table_head(runs: Sequence[Path], label: str) -> list[str]:
+    """A markdown table's head: ``label`` over the rows' names, then a column per run, each named by
+    its path below what the runs share (by its folder's name when alone)."""
+    names = [run.name for run in runs]
+    if len(runs) > 1:
+        common = os.path.commonpath([run.resolve() for run in runs])
+        names = [os.path.relpath(run.resolve(), common) for run in runs]
+    return [f"| {label} | " + " | ".join(names) + " |", "|---|" + "---:|" * len(runs)]
+
+
+def count_cell(hits: int, examples: int) -> str:
+    """``right/all (percent)``, empty where a run has no such example."""
+    return f"{hits}/{examples} ({100 * hits / examples:.0f}%)" if examples else ""
 
 
 def long_sentence_start(command: str, min_actions: int) -> int | None:
@@ -53,13 +78,9 @@ def long_sentence_start(command: str, min_actions: int) -> int | None:
 
 def grouped(run: Path, test_set: str, min_actions: int, bin_width: int) -> tuple[Counter, Counter]:
     """``(right, all)`` counts keyed by ``("start", position or "-")`` and ``("length", bin)``."""
-    name = f"{test_set}{PREDICTIONS_SUFFIX}"
-    # an `attnlab evaluate --out` folder holds the file itself, a run in eval/
-    path = run / name if (run / name).is_file() else run / "eval" / name
-    units = read_prediction_units(path, metric="seq_acc")
     right: Counter = Counter()
     total: Counter = Counter()
-    for (source, target), correct in zip(units.identity, np.asarray(units.scores.values[:, 0])):
+    for (source, target), correct in scored_examples(run, test_set):
         start = long_sentence_start(source, min_actions)
         length = len(target.split())
         for key in (("start", NO_LONG_SENTENCE if start is None else start), ("length", length // bin_width)):
@@ -77,14 +98,7 @@ def table(runs: Sequence[Path], test_set: str, min_actions: int, bin_width: int)
         return kind != "start", value == NO_LONG_SENTENCE, value if isinstance(value, int) else 0
 
     keys = sorted(set().union(*(total for _, total in counts)), key=order)
-    names = [run.name for run in runs]
-    if len(runs) > 1:  # each run as its path below what they share
-        common = os.path.commonpath([run.resolve() for run in runs])
-        names = [os.path.relpath(run.resolve(), common) for run in runs]
-    lines = [
-        f"| test commands ({test_set}) | " + " | ".join(names) + " |",
-        "|---|" + "---:|" * len(runs),
-    ]
+    lines = table_head(runs, f"test commands ({test_set})")
     for kind, value in keys:
         if kind == "start":
             label = (
@@ -94,32 +108,41 @@ def table(runs: Sequence[Path], test_set: str, min_actions: int, bin_width: int)
             )
         else:
             label = f"target of {value * bin_width}–{value * bin_width + bin_width - 1} actions"
-        cells = []
-        for right, total in counts:
-            hits, examples = right[(kind, value)], total[(kind, value)]
-            cells.append(f"{hits}/{examples} ({100 * hits / examples:.0f}%)" if examples else "")
+        cells = [count_cell(right[(kind, value)], total[(kind, value)]) for right, total in counts]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def runs_parser(description: str) -> argparse.ArgumentParser:
+    """The command line of a post-hoc predictions table: run directories and ``--test-set``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "runs", nargs="+", type=Path, help="run directories (or evaluate --out folders) with predictions"
     )
     parser.add_argument("--test-set", default="test")
+    return parser
+
+
+def print_table(lines: Callable[[], list[str]]) -> int:
+    """Print the table ``lines()`` makes (exit status 0), or the reason it cannot be made on
+    stderr (exit status 2): a missing or malformed predictions file, a metric it lacks."""
+    try:
+        table = lines()
+    except (ConfigError, DataFormatError, OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(table))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = runs_parser(__doc__.split("\n")[0])
     parser.add_argument("--min-actions", type=int, default=24, help="what counts as a long sentence")
     parser.add_argument("--bin", type=int, default=8, help="width of the target-length bins, in actions")
     args = parser.parse_args(argv)
     if args.min_actions < 1 or args.bin < 1:
         parser.error("--min-actions and --bin must be at least 1")
-    try:
-        lines = table(args.runs, args.test_set, args.min_actions, args.bin)
-    except (ConfigError, DataFormatError, OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+    return print_table(lambda: table(args.runs, args.test_set, args.min_actions, args.bin))
 
 
 if __name__ == "__main__":

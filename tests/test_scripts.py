@@ -259,11 +259,27 @@ def test_the_long_sentence_probe_trains_on_short_sentences_and_tests_on_longer_o
     assert again.stdout.splitlines() == table  # read back: nothing trained or printed by training
 
 
+def _write_scan_predictions(run: Path, outcomes: dict[str, int], given_length: bool = False) -> None:
+    """``run/eval/test.predictions.tsv`` as evaluation writes it for SCAN commands, each right (its
+    gold output) or wrong (``I_WALK``) as ``outcomes`` says; with ``given_length`` a
+    ``seq_acc_given_length`` column of 1s too."""
+    from attnlab.tasks.scan import interpret
+
+    rows = [
+        "example\tsource\ttarget\tprediction\tseq_acc" + ("\tseq_acc_given_length" if given_length else "")
+    ]
+    for index, (command, right) in enumerate(outcomes.items()):
+        target = " ".join(interpret(command))
+        prediction = target if right else "I_WALK"
+        rows.append(f"{index}\t{command}\t{target}\t{prediction}\t{right}" + ("\t1" if given_length else ""))
+    (run / "eval").mkdir(parents=True)
+    (run / "eval" / "test.predictions.tsv").write_text("\n".join(rows) + "\n")
+
+
 def test_the_sentence_starts_table_groups_exact_match_by_where_the_long_sentence_starts(tmp_path):
     """scripts/scan_sentence_starts.py reads each run's test predictions and counts its right
     outputs by where the last sentence of >= 24 actions starts in the output (output order: "A
     after B" is B first) and by the target's length."""
-    from attnlab.tasks.scan import interpret
 
     def sentence_starts(*arguments: str) -> subprocess.CompletedProcess:
         script = REPOSITORY / "scripts" / "scan_sentence_starts.py"
@@ -282,13 +298,9 @@ def test_the_sentence_starts_table_groups_exact_match_by_where_the_long_sentence
         "look opposite right": (None, 0, 0),
     }
     for run, column in (("a", 1), ("b", 2)):
-        rows = ["example\tsource\ttarget\tprediction\tseq_acc"]
-        for index, (command, outcome) in enumerate(commands.items()):
-            target = " ".join(interpret(command))
-            prediction = target if outcome[column] else "I_WALK"
-            rows.append(f"{index}\t{command}\t{target}\t{prediction}\t{outcome[column]}")
-        (tmp_path / run / "eval").mkdir(parents=True)
-        (tmp_path / run / "eval" / "test.predictions.tsv").write_text("\n".join(rows) + "\n")
+        _write_scan_predictions(
+            tmp_path / run, {command: outcome[column] for command, outcome in commands.items()}
+        )
     result = sentence_starts(str(tmp_path / "a"), str(tmp_path / "b"), "--bin", "16")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -311,6 +323,60 @@ def test_the_sentence_starts_table_groups_exact_match_by_where_the_long_sentence
     ]
     missing = sentence_starts(str(tmp_path / "missing"))
     assert missing.returncode == 2 and "missing/eval/test.predictions.tsv" in missing.stderr
+
+
+def test_the_clause_table_groups_exact_match_by_the_form_of_each_clause_that_holds_the_word(tmp_path):
+    """scripts/scan_clause_accuracy.py reads each run's test predictions and counts its right outputs
+    by the form of each clause that holds the word (the word as X; a command with it in both clauses
+    counts once under each form it holds) and by where the word is."""
+
+    def clause_accuracy(*arguments: str) -> subprocess.CompletedProcess:
+        script = REPOSITORY / "scripts" / "scan_clause_accuracy.py"
+        return subprocess.run([sys.executable, str(script), *arguments], capture_output=True, text=True)
+
+    commands = {  # command: (right in run a, right in run b)
+        "jump": (1, 1),
+        "jump thrice": (0, 1),
+        "walk and jump thrice": (1, 0),
+        "jump thrice after jump": (1, 1),
+        "jump thrice and jump thrice": (0, 0),
+        "jump around left after run": (1, 0),
+        "walk twice": (1, 1),  # without the word: in no row
+        "run": (0, 1),
+        "look thrice": (1, 0),
+        "walk and run": (1, 1),
+    }
+    for run, column in (("a", 0), ("b", 1)):
+        outcomes = {command: outcome[column] for command, outcome in commands.items()}
+        _write_scan_predictions(tmp_path / run, outcomes, given_length=True)
+    result = clause_accuracy(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "| seq_acc by the clause with 'jump' (test) | a | b |"
+    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1:] for line in lines[2:]}
+    assert list(rows) == [
+        "clause 'X'",
+        "clause 'X thrice'",
+        "clause 'X around left'",
+        "'jump' in the whole command",
+        "'jump' in one of two clauses",
+        "'jump' in both clauses",
+    ]
+    assert rows["clause 'X'"] == ["2/2 (100%)", "2/2 (100%) |"]
+    assert rows["clause 'X thrice'"] == ["2/4 (50%)", "2/4 (50%) |"]
+    assert rows["clause 'X around left'"] == ["1/1 (100%)", "0/1 (0%) |"]
+    assert rows["'jump' in the whole command"] == ["1/2 (50%)", "2/2 (100%) |"]
+    assert rows["'jump' in one of two clauses"] == ["2/2 (100%)", "0/2 (0%) |"]
+    assert rows["'jump' in both clauses"] == ["1/2 (50%)", "1/2 (50%) |"]
+    given = clause_accuracy(str(tmp_path / "a"), "--metric", "seq_acc_given_length")
+    assert given.returncode == 0 and given.stdout.splitlines()[3] == "| clause 'X thrice' | 4/4 (100%) |"
+    for arguments, message in (
+        ((str(tmp_path / "a"), "--metric", "bleu_x"), "--metric bleu_x"),
+        ((str(tmp_path / "a"), "--word", "dax"), "holds 'dax'"),
+        ((str(tmp_path / "missing"),), "missing/eval/test.predictions.tsv"),
+    ):
+        failed = clause_accuracy(*arguments)
+        assert failed.returncode == 2 and message in failed.stderr, failed.stderr
 
 
 def test_relative_distances_read_at_evaluates_a_copy_whose_tables_read_far_distances_as_k(
