@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from attnlab.cli import main as attnlab
 from attnlab.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -44,6 +46,31 @@ def read_at(state: dict, distance: int, prefixes: tuple[str, ...]) -> list[str]:
     return changed
 
 
+def evaluate_a_changed_copy(
+    parser: argparse.ArgumentParser, run_dir: Path, out_dir: Path, change: Callable[[dict], str]
+) -> NoReturn:
+    """Copy ``run_dir`` to the new folder ``out_dir`` (its config, history and ``best.pt``; not its
+    evaluation, ``last.pt``, predictions or plots) with ``change`` applied to the copy's ``best.pt``
+    (in place; it returns what it changed, or raises a ``ValueError`` saying why it cannot), then
+    exit with the status of ``attnlab evaluate OUT_DIR``. A bad argument is ``parser``'s error."""
+    best = run_dir / "checkpoints" / "best.pt"
+    if not best.is_file():
+        parser.error(f"{best} is missing: not a trained run")
+    if out_dir.exists():
+        parser.error(f"{out_dir} exists: give a new folder")
+    try:
+        checkpoint = load_checkpoint(best)
+        changed = change(checkpoint)
+    except (CheckpointError, ValueError) as error:
+        parser.error(str(error))
+    ignored = shutil.ignore_patterns("eval", "last.pt", "*.tsv", "plots")
+    shutil.copytree(run_dir, out_dir, ignore=ignored)
+    checkpoint.pop("format", None)
+    save_checkpoint(out_dir / "checkpoints" / "best.pt", checkpoint)
+    print(f"{out_dir}: {changed}", flush=True)
+    sys.exit(attnlab(["evaluate", str(out_dir)]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
@@ -51,28 +78,16 @@ def main() -> None:
     parser.add_argument("--at", type=int, required=True, help="the distance K that every longer one reads")
     parser.add_argument("--stack", choices=sorted(STACKS), default="decoder")
     args = parser.parse_args()
-    best = args.run_dir / "checkpoints" / "best.pt"
-    if not best.is_file():
-        parser.error(f"{best} is missing: not a trained run")
-    if args.out_dir.exists():
-        parser.error(f"{args.out_dir} exists: give a new folder")
-    try:
-        checkpoint = load_checkpoint(best)
-    except CheckpointError as error:
-        parser.error(str(error))
-    try:
+
+    def change(checkpoint: dict) -> str:
         changed = read_at(checkpoint["model"], args.at, STACKS[args.stack])
-    except ValueError as error:
-        parser.error(str(error))
-    if not changed:
-        parser.error(
-            f"{args.run_dir} has no {args.stack} relative-position tables (not positional: relative)"
-        )
-    shutil.copytree(args.run_dir, args.out_dir, ignore=shutil.ignore_patterns("eval", "last.pt", "*.tsv"))
-    checkpoint.pop("format", None)
-    save_checkpoint(args.out_dir / "checkpoints" / "best.pt", checkpoint)
-    print(f"{args.out_dir}: {', '.join(changed)} read every distance past {args.at} as {args.at}", flush=True)
-    sys.exit(attnlab(["evaluate", str(args.out_dir)]))
+        if not changed:
+            raise ValueError(
+                f"{args.run_dir} has no {args.stack} relative-position tables (not positional: relative)"
+            )
+        return f"{', '.join(changed)} read every distance past {args.at} as {args.at}"
+
+    evaluate_a_changed_copy(parser, args.run_dir, args.out_dir, change)
 
 
 if __name__ == "__main__":

@@ -379,6 +379,89 @@ def test_the_clause_table_groups_exact_match_by_the_form_of_each_clause_that_hol
         assert failed.returncode == 2 and message in failed.stderr, failed.stderr
 
 
+def test_peers_read_as_evaluates_a_copy_whose_syntax_reads_the_alone_word_as_one_peer(tmp_path):
+    """scripts/transformer_peers_read_as.py: in the copy the syntax's embedding of "jump" (and of
+    ``I_JUMP``) is that of "walk" (``I_WALK``) and the word counts as composed, so the model reads it
+    as that vector and not as the peers' mean; everything else, the values' own table included, is
+    unchanged; the copy is evaluated and the run's own evaluation stays. Bad readings are refused."""
+    import random
+
+    from attnlab.attention.syntactic import ComposedWordEmbedding
+    from attnlab.cli import main as attnlab
+    from attnlab.experiments.scan.experiment import model_from_checkpoint
+    from attnlab.tasks.scan import generate_scan, write_scan_file
+    from attnlab.training.checkpoint import load_checkpoint
+
+    examples = generate_scan()  # add-jump in miniature: "jump" only alone in training
+    alone = [example for example in examples if len(example.source) == 1]
+    composed = [example for example in examples if len(example.source) > 1 and "jump" not in example.source]
+    random.Random(0).shuffle(composed)
+    files = {"train": tmp_path / "train.txt", "test": tmp_path / "test.txt"}
+    write_scan_file(files["train"], alone * 5 + composed[:60])
+    write_scan_file(files["test"], [e for e in examples if len(e.source) > 1 and "jump" in e.source][:20])
+    run, copy = tmp_path / "run", tmp_path / "copy"
+    settings = [
+        "data.split=files",
+        f"data.train_file={files['train']}",
+        f"data.test_files={{test: {files['test']}}}",
+        "model.transformer.end_marker=true",
+        "model.transformer.semantic_output=true",
+        "model.transformer.semantic_embeddings=separate",
+        "model.transformer.peer_words=both",
+        "model.transformer.d_model=16",
+        "model.transformer.heads=2",
+        "model.transformer.ff_dim=32",
+        "training.epochs=1",
+        "training.progress=false",
+    ]
+    assert attnlab(["train", "scan_transformer", "--run-dir", str(run), *settings]) == 0
+    summary = (run / "eval" / "summary.json").read_text()
+    script = REPOSITORY / "scripts" / "transformer_peers_read_as.py"
+
+    def read_as(*readings: str, out: Path = copy, of: Path = run) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(script), str(of), str(out), *readings], capture_output=True, text=True
+        )
+
+    result = read_as("--source", "jump=walk", "--target", "I_JUMP=I_WALK")
+    assert result.returncode == 0, result.stderr
+    original = load_checkpoint(run / "checkpoints" / "best.pt")
+    changed = load_checkpoint(copy / "checkpoints" / "best.pt")["model"]
+    vocabularies = original["model_spec"]["vocabularies"]
+    edits = {}
+    for side, word, peer in (("source", "jump", "walk"), ("target", "I_JUMP", "I_WALK")):
+        tokens = vocabularies[side]["tokens"]
+        edits[side] = (tokens.index(word), tokens.index(peer))
+    for name, tensor in changed.items():
+        side = name.split("_")[0]
+        expected = original["model"][name].clone()
+        if (
+            side in edits
+            and name.endswith(("embedding.weight", "composed"))
+            and not name.startswith("semantic")
+        ):
+            index, peer = edits[side]
+            expected[index] = True if name.endswith("composed") else expected[peer]
+        torch.testing.assert_close(tensor, expected, rtol=0, atol=0, msg=name)
+    model, _, _ = model_from_checkpoint(copy / "checkpoints" / "best.pt", torch.device("cpu"))
+    peers = model.source_peers
+    assert isinstance(peers, ComposedWordEmbedding)
+    words = torch.tensor([list(edits["source"])])
+    read = peers(words, torch.zeros_like(words, dtype=torch.bool), torch.tensor([2]))
+    torch.testing.assert_close(read[0, 0], read[0, 1], rtol=0, atol=0)  # "jump" reads as "walk"
+    assert json.loads((copy / "eval" / "summary.json").read_text())["test"]["examples"] == 20
+    assert (run / "eval" / "summary.json").read_text() == summary
+    for readings, message in (
+        (("--source", "jump=dax"), "'dax' is not in the source vocabulary"),
+        (("--target", "I_JUMP=<eos>"), "'<eos>' was never seen composed"),
+        (("--source", "jump"), "each reading is WORD=PEER"),
+        ((), "give at least one"),
+    ):
+        refused = read_as(*readings, out=tmp_path / "refused")
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert not (tmp_path / "refused").exists()
+
+
 def test_relative_distances_read_at_evaluates_a_copy_whose_tables_read_far_distances_as_k(
     tmp_path, make_scan_files
 ):

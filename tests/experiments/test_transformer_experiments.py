@@ -284,6 +284,12 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
         (
             scan,
             "scan_transformer",
+            ["model.transformer.semantic_heads=shared"],
+            "semantic_heads: 'shared' .* needs semantic_output: true",
+        ),
+        (
+            scan,
+            "scan_transformer",
             [
                 "model.transformer.end_marker=true",
                 "model.transformer.semantic_output=true",

@@ -15,7 +15,13 @@ from attnlab.attention.positions import (
     apply_rope,
 )
 from attnlab.models.stepwise import append_end_marker
-from attnlab.models.transformer import NORMS, STOP_FLOOR, TransformerSeq2Seq, cross_attention_heads
+from attnlab.models.transformer import (
+    NORMS,
+    STOP_FLOOR,
+    CrossAttention,
+    TransformerSeq2Seq,
+    cross_attention_heads,
+)
 
 SOURCE_VOCAB, TARGET_VOCAB = 12, 9
 PAD, SOS, EOS = 0, 1, 2
@@ -1005,6 +1011,44 @@ def test_semantic_embeddings_are_checked():
     with pytest.raises(ValueError, match="it needs semantic_output: true"):
         build(semantic_embeddings="separate")
     assert build(end_marker=True, semantic_output=True).semantic_embedding is None  # shared by default
+
+
+@pytest.mark.parametrize("cross_attention", ["dot", "shift"])
+def test_shared_semantic_heads_read_one_value_a_word_under_the_heads_mean_attention(cross_attention):
+    """With ``semantic_heads="shared"`` every head reads the same value of a word and the output
+    projection reads the heads' mean glimpse, so the logits are ``W Σ_j ᾱ_tj m_j`` with ``ᾱ`` the
+    heads' mean attention: two models whose heads split the same mean differently give the same
+    logits; padding is never read and decoding step by step gives the teacher-forced logits."""
+    model = build(
+        "relative",
+        cross_attention=cross_attention,
+        end_marker=True,
+        semantic_output=True,
+        semantic_heads="shared",
+    )
+    source, mask = padded_batch(SOURCES)
+    logits = model(source, mask, TARGET_INPUT).logits
+    attention = model.cross_attention_maps(source, mask, TARGET_INPUT)[:, -1]  # [B, H, T, S + 1]
+    marked, _, _ = append_end_marker(source, mask, model.end_marker_id, PAD)
+    cross = model.decoder[-1].cross_attention
+    values = cross.embedding_value(model._embed_source(marked))  # [B, S + 1, D / H]: one per word
+    assert values.size(-1) == TINY["d_model"] // TINY["heads"]
+    mean_glimpse = attention.mean(dim=1) @ values  # [B, T, D / H]
+    torch.testing.assert_close(logits, model.output(cross.out(mean_glimpse)), rtol=1e-5, atol=1e-5)
+    state = model.start(source, mask).cross[-1]
+    torch.testing.assert_close(state.values[:, 0], state.values[:, -1], rtol=0, atol=0)  # heads alike
+    assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
+    separate = build("relative", cross_attention=cross_attention, end_marker=True, semantic_output=True)
+    assert separate.decoder[-1].cross_attention.embedding_value.out_features == TINY["d_model"]
+
+
+def test_semantic_heads_are_checked():
+    with pytest.raises(ValueError, match="semantic_heads must be one of"):
+        build(end_marker=True, semantic_output=True, semantic_heads="pooled")
+    with pytest.raises(ValueError, match="semantic_heads: 'shared' .* it needs semantic_output: true"):
+        build(semantic_heads="shared")
+    with pytest.raises(ValueError, match="shared_values .* need embedding_values"):
+        CrossAttention(16, ["dot", "dot"], {}, 0.0, shared_values=True)
 
 
 PEERED = {"end_marker": True, "semantic_output": True, "semantic_embeddings": "separate"}

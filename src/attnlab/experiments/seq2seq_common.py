@@ -181,6 +181,10 @@ class TransformerModelConfig:
     semantic_embeddings: Literal["shared", "separate"] = "shared"
     """With ``semantic_output``: the values read the encoder's token embeddings (``shared``) or a
     table of their own (``separate``: Russin et al. 2019's two embeddings per word)."""
+    semantic_heads: Literal["separate", "shared"] = "separate"
+    """With ``semantic_output``: each head reads its own projection of the words' embeddings
+    (``separate``), or every head the same one, their glimpses averaged (``shared``: what a word
+    means does not depend on which head reads it; :mod:`attnlab.models.transformer`)."""
     peer_words: Literal["none", "source", "target", "both"] = "none"
     """``source``: the encoder reads a source word seen only alone in training (add-jump's "jump")
     as its peers, the words seen alone and with others (needs ``semantic_embeddings: separate``);
@@ -212,6 +216,7 @@ class TransformerModelConfig:
             end_marker=self.end_marker,
             stop_from_attention=self.stop_from_attention,
             semantic_embeddings=self.semantic_embeddings,
+            semantic_heads=self.semantic_heads,
         )
         check_peer_words(
             self.peer_words,
@@ -263,6 +268,7 @@ def build_transformer(
         semantic_output=config.semantic_output,
         previous_outputs=config.previous_outputs,
         semantic_embeddings=config.semantic_embeddings,
+        semantic_heads=config.semantic_heads,
         peer_words=config.peer_words,
         peer_dropout=config.peer_dropout,
         peer_dropout_unit=config.peer_dropout_unit,
