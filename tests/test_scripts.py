@@ -379,6 +379,23 @@ def test_the_clause_table_groups_exact_match_by_the_form_of_each_clause_that_hol
         assert failed.returncode == 2 and message in failed.stderr, failed.stderr
 
 
+def _train_tiny_scan_transformer(run: Path, files: dict[str, Path], *transformer: str) -> str:
+    """Train a tiny ``scan_transformer`` for one epoch on ``files`` (``train``, ``test``) with these
+    ``model.transformer`` options into ``run``; returns its ``eval/summary.json``'s text."""
+    from attnlab.cli import main as attnlab
+
+    settings = [
+        "data.split=files",
+        f"data.train_file={files['train']}",
+        f"data.test_files={{test: {files['test']}}}",
+        *(f"model.transformer.{option}" for option in ("d_model=16", "heads=2", "ff_dim=32", *transformer)),
+        "training.epochs=1",
+        "training.progress=false",
+    ]
+    assert attnlab(["train", "scan_transformer", "--run-dir", str(run), *settings]) == 0
+    return (run / "eval" / "summary.json").read_text()
+
+
 def test_peers_read_as_evaluates_a_copy_whose_syntax_reads_the_alone_word_as_one_peer(tmp_path):
     """scripts/transformer_peers_read_as.py: in the copy the syntax's embedding of "jump" (and of
     ``I_JUMP``) is that of "walk" (``I_WALK``) and the word counts as composed, so the model reads it
@@ -387,7 +404,6 @@ def test_peers_read_as_evaluates_a_copy_whose_syntax_reads_the_alone_word_as_one
     import random
 
     from attnlab.attention.syntactic import ComposedWordEmbedding
-    from attnlab.cli import main as attnlab
     from attnlab.experiments.scan.experiment import model_from_checkpoint
     from attnlab.tasks.scan import generate_scan, write_scan_file
     from attnlab.training.checkpoint import load_checkpoint
@@ -400,22 +416,8 @@ def test_peers_read_as_evaluates_a_copy_whose_syntax_reads_the_alone_word_as_one
     write_scan_file(files["train"], alone * 5 + composed[:60])
     write_scan_file(files["test"], [e for e in examples if len(e.source) > 1 and "jump" in e.source][:20])
     run, copy = tmp_path / "run", tmp_path / "copy"
-    settings = [
-        "data.split=files",
-        f"data.train_file={files['train']}",
-        f"data.test_files={{test: {files['test']}}}",
-        "model.transformer.end_marker=true",
-        "model.transformer.semantic_output=true",
-        "model.transformer.semantic_embeddings=separate",
-        "model.transformer.peer_words=both",
-        "model.transformer.d_model=16",
-        "model.transformer.heads=2",
-        "model.transformer.ff_dim=32",
-        "training.epochs=1",
-        "training.progress=false",
-    ]
-    assert attnlab(["train", "scan_transformer", "--run-dir", str(run), *settings]) == 0
-    summary = (run / "eval" / "summary.json").read_text()
+    peered = ["end_marker=true", "semantic_output=true", "semantic_embeddings=separate", "peer_words=both"]
+    summary = _train_tiny_scan_transformer(run, files, *peered)
     script = REPOSITORY / "scripts" / "transformer_peers_read_as.py"
 
     def read_as(*readings: str, out: Path = copy, of: Path = run) -> subprocess.CompletedProcess:
@@ -467,25 +469,11 @@ def test_relative_distances_read_at_evaluates_a_copy_whose_tables_read_far_dista
 ):
     """scripts/relative_distances_read_at.py: the copy's decoder tables read every distance past K
     as K (both signs), the encoder's and the run's own are unchanged, and the copy is evaluated."""
-    from attnlab.cli import main as attnlab
     from attnlab.training.checkpoint import load_checkpoint
 
     files = make_scan_files("read_at", 60, 20)
     run, copy = tmp_path / "run", tmp_path / "copy"
-    settings = [
-        "data.split=files",
-        f"data.train_file={files['train']}",
-        f"data.test_files={{test: {files['test']}}}",
-        "model.transformer.positional=relative",
-        "model.transformer.max_relative_distance=4",
-        "model.transformer.d_model=16",
-        "model.transformer.heads=2",
-        "model.transformer.ff_dim=32",
-        "training.epochs=1",
-        "training.progress=false",
-    ]
-    assert attnlab(["train", "scan_transformer", "--run-dir", str(run), *settings]) == 0
-    summary = (run / "eval" / "summary.json").read_text()
+    summary = _train_tiny_scan_transformer(run, files, "positional=relative", "max_relative_distance=4")
     script = REPOSITORY / "scripts" / "relative_distances_read_at.py"
     result = subprocess.run(
         [sys.executable, str(script), str(run), str(copy), "--at", "2"], capture_output=True, text=True
