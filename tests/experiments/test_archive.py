@@ -167,6 +167,34 @@ def test_a_finished_run_trained_again_since_its_evaluation_keeps_its_checkpoint(
     assert not any(name.endswith(".pt") for name in _files(archive))
 
 
+def test_which_finished_runs_trained_since_their_evaluation_reads_no_file_times(tmp_path):
+    """A run trained on after its evaluation (here: its epoch-1 evaluation put back beside its
+    epoch-3 checkpoint) keeps its last.pt in the archive even when the copy it is archived from
+    made the summary the newer file; once evaluated again, it does not."""
+    quick = ["training.updates_per_epoch=10", "training.batch_size=20", "data.test_size=50"]
+    spec = raffel2015.cell_race(Cell("addition", 20, "attention"), tmp_path, 3, [1e-3], overrides=quick)
+    run = tmp_path / "runs" / "seed0"
+    races.train_or_resume(spec.run_config(1e-3, 1), run)
+    assert json.loads((run / "eval" / "test.json").read_text())["trained_epochs"] == 1
+    shutil.copytree(run / "eval", tmp_path / "evaluated_at_epoch1")
+    races.train_or_resume(spec.run_config(1e-3, 3), run)
+    evaluated_at_epoch3 = tmp_path / "evaluated_at_epoch3"
+    shutil.move(run / "eval", evaluated_at_epoch3)
+    shutil.copytree(tmp_path / "evaluated_at_epoch1", run / "eval")
+    copy = tmp_path / "copied"
+    shutil.copytree(run.parent, copy, copy_function=shutil.copy)  # a copy's files get new times
+    last, summary = copy / "seed0" / "checkpoints" / "last.pt", copy / "seed0" / "eval" / "summary.json"
+    os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))
+    main(["archive", str(copy), str(tmp_path / "results"), "--unfinished-checkpoints"])
+    archived = {name for name in _files(tmp_path / "results") if name.endswith(".pt")}
+    assert archived == {"seed0/checkpoints/last.pt"}
+    shutil.rmtree(copy / "seed0" / "eval")
+    shutil.copytree(evaluated_at_epoch3, copy / "seed0" / "eval")
+    os.utime(last, ns=(last.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000))
+    main(["archive", str(copy), str(tmp_path / "results"), "--unfinished-checkpoints"])
+    assert not any(name.endswith(".pt") for name in _files(tmp_path / "results"))
+
+
 def test_a_run_resumed_from_the_archive_ends_as_if_never_interrupted(tmp_path):
     quick = ["training.updates_per_epoch=10", "training.batch_size=20", "data.test_size=50"]
     spec = raffel2015.cell_race(Cell("addition", 20, "attention"), tmp_path, 3, [1e-3], overrides=quick)

@@ -34,6 +34,7 @@ touches ``RUN_DIR/eval/``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import shutil
 import time
@@ -53,7 +54,7 @@ from attnlab.experiments.unit_scores import (
     read_prediction_errors,
 )
 from attnlab.io import atomic_append_jsonl, atomic_write_json
-from attnlab.metric_names import VALID_LOSS, current_history
+from attnlab.metric_names import VALID_LOSS, current_history, read_metrics
 from attnlab.training.checkpoint import load_checkpoint
 from attnlab.training.environment import (
     ENVIRONMENT_FILE,
@@ -66,6 +67,11 @@ from attnlab.training.trainer import Trainer
 ConfigT = TypeVar("ConfigT")
 
 log = logging.getLogger(__name__)
+
+TRAINED_EPOCHS = "trained_epochs"
+"""The key in ``eval/<set>.json`` of how many epochs the run had been trained (its ``metrics.jsonl``
+records) when it was evaluated, whichever checkpoint was evaluated: the archive keeps the ``last.pt``
+of a finished run that has trained since."""
 
 RESUMABLE_KEYS = (
     "training.epochs",
@@ -208,7 +214,12 @@ class RunDirectory:
     ) -> None:
         """``eval/<test_set>.json``: the metrics of ``checkpoint`` on one test set; on a file from
         outside the run's config (``data_file``), ``eval/files/<test_set>.json``."""
-        record = {"test_set": test_set, "checkpoint": str(checkpoint), **metrics}
+        record = {
+            "test_set": test_set,
+            "checkpoint": str(checkpoint),
+            TRAINED_EPOCHS: len(read_metrics(self.metrics_file, skip_bad_lines=True)),
+            **metrics,
+        }
         atomic_write_json(self.evaluation_file(test_set, ".json", data_file=data_file), record)
 
     def evaluation_file(self, test_set: str, suffix: str, *, data_file: bool = False) -> Path:
@@ -337,9 +348,31 @@ Checkpoints, logs, predictions and plots are left out."""
 
 
 def _trained_since_evaluated(run: RunDirectory) -> bool:
-    """Whether a finished run's ``last.pt`` was written after its ``eval/summary.json``."""
+    """Whether a finished run has trained more epochs than it had when its test sets were evaluated
+    (its ``metrics.jsonl`` longer than their ``eval/<set>.json`` record as :data:`TRAINED_EPOCHS`).
+    File times are not read, since a copy of the run tree resets them; only a run evaluated before
+    evaluation recorded its epochs falls back on its ``last.pt`` being newer than its summary."""
     last, summary = run.checkpoint("last"), run.path / SUMMARY_FILE
-    return last.is_file() and summary.is_file() and last.stat().st_mtime_ns > summary.stat().st_mtime_ns
+    if not (last.is_file() and summary.is_file()):
+        return False
+    evaluated = _epochs_when_evaluated(run)
+    if evaluated is None:
+        return last.stat().st_mtime_ns > summary.stat().st_mtime_ns
+    return len(read_metrics(run.metrics_file, skip_bad_lines=True)) > evaluated
+
+
+def _epochs_when_evaluated(run: RunDirectory) -> int | None:
+    """The most epochs any of the run's own ``eval/<set>.json`` records it had been trained when
+    evaluated (:data:`TRAINED_EPOCHS`); ``None`` when none records it."""
+    epochs = []
+    for path in (run.path / SUMMARY_FILE).parent.glob("*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get(TRAINED_EPOCHS), int):
+            epochs.append(record[TRAINED_EPOCHS])
+    return max(epochs, default=None)
 
 
 def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: bool = False) -> int:
@@ -354,14 +387,15 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     ``unfinished_checkpoints``, the ``checkpoints/last.pt`` of every run that has not finished
     (no ``eval/summary.json``) is kept too, so that it resumes exactly where it was archived (worth
     it where checkpoints are small: Raffel & Ellis's network's is 143 KB), and so is that of a
-    finished run that has trained since its evaluation (its ``last.pt`` newer than its summary: a
-    learning-rate race resumes the rates it keeps with more epochs, and their summaries are those of
-    the last round); the archived ``last.pt`` of a run that has since finished is deleted. Nothing
-    else is deleted. A predictions file without its errors file beside it (evaluated before
-    evaluation wrote one), or with one written before errors files counted the wrong outputs of one
-    target word (:func:`~attnlab.experiments.unit_scores.errors_file_counts_words`), gets a new one
-    in the archive, counted from it (:func:`~attnlab.experiments.unit_scores.read_prediction_errors`),
-    so that the report of the archive says how the outputs are wrong as the one of the runs does."""
+    finished run that has trained since its evaluation (more epochs in its ``metrics.jsonl`` than its
+    evaluation records, :func:`_trained_since_evaluated`: a learning-rate race resumes the rates it
+    keeps with more epochs, and their summaries are those of the last round); the archived
+    ``last.pt`` of a run that has since finished is deleted. Nothing else is deleted. A predictions
+    file without its errors file beside it (evaluated before evaluation wrote one), or with one
+    written before errors files counted the wrong outputs of one target word
+    (:func:`~attnlab.experiments.unit_scores.errors_file_counts_words`), gets a new one in the
+    archive, counted from it (:func:`~attnlab.experiments.unit_scores.read_prediction_errors`), so
+    that the report of the archive says how the outputs are wrong as the one of the runs does."""
     source, destination = Path(source), Path(destination)
     if not source.is_dir():
         raise ConfigError(f"{source}: not a directory (expected a run tree to archive)")
