@@ -132,6 +132,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "scan_transformer_peers": 42,
         "scan_transformer_peers_dropout": 42,
         "scan_transformer_semantic": 42,
+        "scan_transformer_shared_heads": 42,
         "scan_transformer_simple": 14,
         "scan_transformer_stop": 42,
     }
@@ -196,6 +197,21 @@ def test_every_builtin_spec_expands_into_valid_runs():
     assert {
         (config.model.transformer.peer_words, config.model.transformer.peer_dropout) for config in dropout
     } == {("both", 0.1)}
+    shared = [
+        scan.EXPERIMENT.parse_config(run.config).model.transformer
+        for run in expand(load_spec("scan_transformer_shared_heads"))
+    ]
+    assert {
+        (
+            model.peer_words,
+            model.peer_dropout,
+            model.semantic_heads,
+            model.stop_from_attention,
+            model.stop_layers,
+            model.stop_gate_scale,
+        )
+        for model in shared
+    } == {("both", 0.1, "shared", True, "all", 10.0)}
     cutoffs = [
         scan.EXPERIMENT.parse_config(run.config).data
         for run in expand(load_spec("scan_transformer_length_cutoffs"))
