@@ -1042,6 +1042,39 @@ def test_shared_semantic_heads_read_one_value_a_word_under_the_heads_mean_attent
     assert separate.decoder[-1].cross_attention.embedding_value.out_features == TINY["d_model"]
 
 
+@pytest.mark.parametrize("cross_attention", ["dot", "shift"])
+def test_gated_semantic_heads_say_the_word_of_the_head_their_gate_chooses(cross_attention):
+    """With ``semantic_heads="gated"`` the output reads the heads' glimpses of the shared values
+    weighted by a softmax over the heads: a uniform gate gives the ``"shared"`` model's logits, a
+    gate that picks one head gives ``W Σ_j α_htj m_j`` with that head's attention alone; padding is
+    never read and decoding step by step gives the teacher-forced logits."""
+    options = dict(cross_attention=cross_attention, end_marker=True, semantic_output=True)
+    gated = build("relative", semantic_heads="gated", **options)
+    shared = build("relative", semantic_heads="shared", **options)
+    gate = gated.decoder[-1].cross_attention.head_gate
+    assert gate.out_features == TINY["heads"]
+    assert_padding_is_never_read_and_decoding_is_teacher_forcing(gated)
+    with torch.no_grad():
+        gate.weight.zero_()
+        gate.bias.zero_()
+    missing = shared.load_state_dict(gated.state_dict(), strict=False)
+    assert [name.split(".")[-2] for name in missing.unexpected_keys] == ["head_gate", "head_gate"]
+    assert not missing.missing_keys
+    source, mask = padded_batch(SOURCES)
+    torch.testing.assert_close(
+        gated(source, mask, TARGET_INPUT).logits, shared(source, mask, TARGET_INPUT).logits
+    )
+    chosen = TINY["heads"] - 1
+    with torch.no_grad():
+        gate.bias[chosen] = 100.0
+    logits = gated(source, mask, TARGET_INPUT).logits
+    attention = gated.cross_attention_maps(source, mask, TARGET_INPUT)[:, -1, chosen]  # [B, T, S + 1]
+    marked, _, _ = append_end_marker(source, mask, gated.end_marker_id, PAD)
+    cross = gated.decoder[-1].cross_attention
+    glimpse = attention @ cross.embedding_value(gated._embed_source(marked))
+    torch.testing.assert_close(logits, gated.output(cross.out(glimpse)), rtol=1e-5, atol=1e-5)
+
+
 def test_semantic_heads_are_checked():
     with pytest.raises(ValueError, match="semantic_heads must be one of"):
         build(end_marker=True, semantic_output=True, semantic_heads="pooled")
@@ -1049,6 +1082,10 @@ def test_semantic_heads_are_checked():
         build(semantic_heads="shared")
     with pytest.raises(ValueError, match="shared_values .* need embedding_values"):
         CrossAttention(16, ["dot", "dot"], {}, 0.0, shared_values=True)
+    with pytest.raises(ValueError, match="gated_heads .* needs shared_values"):
+        CrossAttention(16, ["dot", "dot"], {}, 0.0, embedding_values=True, gated_heads=True)
+    with pytest.raises(ValueError, match="semantic_heads: 'gated' .* it needs semantic_output: true"):
+        build(semantic_heads="gated")
 
 
 PEERED = {"end_marker": True, "semantic_output": True, "semantic_embeddings": "separate"}

@@ -181,10 +181,12 @@ class TransformerModelConfig:
     semantic_embeddings: Literal["shared", "separate"] = "shared"
     """With ``semantic_output``: the values read the encoder's token embeddings (``shared``) or a
     table of their own (``separate``: Russin et al. 2019's two embeddings per word)."""
-    semantic_heads: Literal["separate", "shared"] = "separate"
+    semantic_heads: Literal["separate", "shared", "gated"] = "separate"
     """With ``semantic_output``: each head reads its own projection of the words' embeddings
     (``separate``), or every head the same one, their glimpses averaged (``shared``: what a word
-    means does not depend on which head reads it; :mod:`attnlab.models.transformer`)."""
+    means does not depend on which head reads it; :mod:`attnlab.models.transformer`) or weighted by
+    a softmax over the heads from the decoder's state (``gated``: the step chooses whose word it
+    says)."""
     peer_words: Literal["none", "source", "target", "both"] = "none"
     """``source``: the encoder reads a source word seen only alone in training (add-jump's "jump")
     as its peers, the words seen alone and with others (needs ``semantic_embeddings: separate``);

@@ -193,6 +193,14 @@ and its meaning sits mostly in one head's projection. ``semantic_heads="shared"`
 the same value of a word, ``m_j = W_v e_j`` (``head_dim`` wide), and reads the heads' mean glimpse,
 ``y_t = W_o Σ_j ᾱ_tj m_j`` with ``ᾱ`` the heads' mean attention, so that what a word means does not
 depend on which head reads it; default ``"separate"`` (each head its own projection, concatenated).
+The shared heads still mix: in "jump opposite left thrice after jump" (the ``"shared"`` run with the
+stop from the attention, seed 0, session 48) the last layer's heads split at the seventh step, an
+``I_TURN_LEFT``, two on "jump", one on "left" and one on "thrice", and it says ``I_JUMP``; its
+"walk" twin is right. ``semantic_heads="gated"`` weighs the heads' glimpses by
+``g_t = softmax(W_g x_t)`` (``x_t`` the step's input to the cross-attention) instead of averaging
+them, ``y_t = W_o Σ_h g_th Σ_j α_htj m_j``: the decoder's state, which reads "jump" as its peers,
+chooses which head's word is said, so that a head that attends "jump" only to keep its place need
+not say it.
 
 A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
 takes no previous output either: its state is ``s_i = g(s_{i−1}, c_i)``, ``c_i`` the attended
@@ -278,11 +286,13 @@ SEMANTIC_EMBEDDINGS = ("shared", "separate")
 """The token embeddings ``semantic_output``'s values read (``TransformerSeq2Seq(semantic_embeddings=...)``):
 the encoder's, or a table of their own."""
 
-SEMANTIC_HEADS = ("separate", "shared")
+SEMANTIC_HEADS = ("separate", "shared", "gated")
 """How ``semantic_output``'s heads read the values (``TransformerSeq2Seq(semantic_heads=...)``): each
 head its own projection of a word's embedding, concatenated through the output projection
 (``"separate"``, multi-head attention's), or one projection every head reads, the heads' glimpses
-averaged (``"shared"``: the output a linear function of the words under the heads' mean attention)."""
+averaged (``"shared"``: the output a linear function of the words under the heads' mean attention)
+or weighted by a softmax over the heads read from the decoder's state (``"gated"``: the step
+chooses whose attended word it says)."""
 
 PEER_WORDS = ("none", "source", "target", "both")
 """Who reads a word seen only alone in training as its peers (``TransformerSeq2Seq(peer_words=...)``):
@@ -435,7 +445,9 @@ class CrossAttention(nn.Module):
     the source's token embeddings (no position, no context) instead of from the encoder's output:
     the last layer's values under ``semantic_output`` (module docstring); with ``shared_values``
     every head reads the same projection of them (``head_dim`` wide) and the output projection reads
-    the heads' mean glimpse (``semantic_heads="shared"``).
+    the heads' mean glimpse (``semantic_heads="shared"``), or with ``gated_heads`` their glimpses
+    weighted by a softmax over the heads of a projection of the step's input ``x``
+    (``semantic_heads="gated"``).
     """
 
     def __init__(
@@ -447,14 +459,20 @@ class CrossAttention(nn.Module):
         attender_keys: str = "memory",
         embedding_values: bool = False,
         shared_values: bool = False,
+        gated_heads: bool = False,
     ) -> None:
         super().__init__()
         if shared_values and not embedding_values:
             raise ValueError(
                 "shared_values are the embedding values of every head: they need embedding_values"
             )
+        if gated_heads and not shared_values:
+            raise ValueError(
+                "gated_heads weighs the heads' glimpses of shared values: it needs shared_values"
+            )
         self.heads, self.head_dim = len(heads), d_model // len(heads)
         self.shared_values = shared_values
+        self.head_gate = nn.Linear(d_model, self.heads) if gated_heads else None
         self.kinds = list(heads)
         self.query = nn.Linear(d_model, d_model)
         self.key_value = nn.Linear(d_model, 2 * d_model)
@@ -569,7 +587,11 @@ class CrossAttention(nn.Module):
             )
             glimpses[h], weights[h], next_states[h] = attended.glimpse, attended.weights, attended.state
         stacked = torch.stack(glimpses, dim=1)  # type: ignore[arg-type]
-        output = self.out(stacked.mean(dim=1) if self.shared_values else _merge_heads(stacked))
+        if self.head_gate is not None:  # [B, T, H] → a weight a head, each step
+            gate = torch.softmax(self.head_gate(x), dim=-1).transpose(1, 2).unsqueeze(-1)
+            output = self.out((gate * stacked).sum(dim=1))
+        else:
+            output = self.out(stacked.mean(dim=1) if self.shared_values else _merge_heads(stacked))
         all_weights = torch.stack(weights, dim=1)  # type: ignore[arg-type]
         return (
             output,
@@ -642,12 +664,13 @@ class DecoderLayer(_Block):
         hide_start: bool = False,
         embedding_values: bool = False,
         shared_values: bool = False,
+        gated_heads: bool = False,
     ):
         super().__init__(dropout, norm)
         self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
         self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance, hide_start)
         self.cross_attention = CrossAttention(
-            d_model, heads, options, dropout, attender_keys, embedding_values, shared_values
+            d_model, heads, options, dropout, attender_keys, embedding_values, shared_values, gated_heads
         )
         self.ff = FeedForward(d_model, ff_dim, dropout)
 
@@ -798,7 +821,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             al. 2019's two embeddings per word; module docstring).
         semantic_heads: with ``semantic_output``, each head reads its own projection of the values'
             embeddings (``"separate"``, default) or all heads read one projection and their glimpses
-            are averaged (``"shared"``; module docstring).
+            are averaged (``"shared"``) or weighted by a softmax over the heads from the decoder's
+            state (``"gated"``; module docstring).
         peer_words: ``"source"``: the encoder reads a source word seen only alone in training as
             its peers (the words seen alone and with others), which needs
             ``semantic_embeddings="separate"`` so that what the word means is kept; ``"target"``:
@@ -956,7 +980,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 norm,
                 decoder_hides_start,
                 embedding_values=semantic_output and layer == decoder_layers - 1,
-                shared_values=semantic_output and layer == decoder_layers - 1 and semantic_heads == "shared",
+                shared_values=semantic_output
+                and layer == decoder_layers - 1
+                and semantic_heads != "separate",
+                gated_heads=semantic_output and layer == decoder_layers - 1 and semantic_heads == "gated",
             )
             for layer, names in enumerate(self.head_names)
         )
@@ -1313,7 +1340,7 @@ def check_semantic_output(
     """A ``ValueError`` if ``semantic_output`` has no source position to emit ``<eos>`` from (module
     docstring): it needs ``end_marker`` or ``stop_from_attention``; or if ``semantic_embeddings`` is
     not one of :data:`SEMANTIC_EMBEDDINGS`, or is ``"separate"`` without ``semantic_output``; or if
-    ``semantic_heads`` is not one of :data:`SEMANTIC_HEADS`, or is ``"shared"`` without it."""
+    ``semantic_heads`` is not one of :data:`SEMANTIC_HEADS`, or other than ``"separate"`` without it."""
     if semantic_embeddings not in SEMANTIC_EMBEDDINGS:
         raise ValueError(
             f"semantic_embeddings must be one of {list(SEMANTIC_EMBEDDINGS)}, got {semantic_embeddings!r}"
