@@ -341,6 +341,14 @@ def test_local_sweep_runs_aggregates_and_skips_finished_runs(tmp_path, capsys, m
     run_sweep(load_spec(path), out, backend, log=lambda line: None)
     assert backend.names == []
 
+    # A run trained with other display settings (a pilot moved into its sweep) is the same run.
+    shown = yaml.safe_load(config_file.read_text())
+    shown["training"].update(progress=not shown["training"]["progress"], tensorboard=True)
+    config_file.write_text(yaml.safe_dump(shown))
+    backend = RecordingBackend()
+    run_sweep(load_spec(path), out, backend, log=lambda line: None)
+    assert backend.names == []
+
     # A sweep whose base config changed does not mix its runs with these.
     changed = load_spec(make_spec({"model.pooling": ["attention"]}, extra=["data.t0=30"], name="changed"))
     with pytest.raises(SweepError, match=r"another config \(data.t0: 20 there, 30 in this sweep\)"):

@@ -379,8 +379,14 @@ def _select(by_name: Mapping[str, SweepRun], only: Iterable[str] | None) -> list
     return selected
 
 
+DISPLAY_KEYS = ("training.progress", "training.tensorboard")
+"""Config keys that change only what training shows, not what it computes: a run may differ from
+its sweep in them (e.g. a pilot trained with ``training.progress=false`` moved into its sweep)."""
+
+
 def _check_same_config(run: SweepRun, run_dir: Path) -> None:
-    """Refuse to mix results: an existing run directory must hold the same resolved config."""
+    """Refuse to mix results: an existing run directory must hold the same resolved config, but for
+    :data:`DISPLAY_KEYS`."""
     config_file = run_dir / "config.yaml"
     if not config_file.is_file():
         return
@@ -396,6 +402,11 @@ def _check_same_config(run: SweepRun, run_dir: Path) -> None:
         found = resolved(found)
     except ConfigError:
         pass  # keys since removed or renamed: compared as written, so the difference is named
+    for key in DISPLAY_KEYS:
+        for config in (expected, found):
+            section, _, name = key.partition(".")
+            if isinstance(config, dict) and isinstance(config.get(section), dict):
+                config[section].pop(name, None)
     difference = _first_difference(expected, found)
     if difference is not None:
         key, new, old = difference
