@@ -290,6 +290,18 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
         (
             scan,
             "scan_transformer",
+            ["model.transformer.semantic_heads=gated"],
+            "semantic_heads: 'gated' .* needs semantic_output: true",
+        ),
+        (
+            scan,
+            "scan_transformer",
+            ["model.transformer.peers_as_one=true"],
+            "peers_as_one .* needs peer_words",
+        ),
+        (
+            scan,
+            "scan_transformer",
             [
                 "model.transformer.end_marker=true",
                 "model.transformer.semantic_output=true",

@@ -1208,6 +1208,29 @@ def test_target_alone_says_which_whole_outputs_count_as_seen_alone(target_alone,
     assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
 
 
+@pytest.mark.parametrize("peers_as_one", [False, True])
+def test_peers_as_one_reads_every_peer_word_as_the_peers_mean_in_training_and_at_test(peers_as_one):
+    """With ``peers_as_one`` a source whose alone-only word 6 stands where its twin has peer 3 gives
+    the encoder the same keys, and decoder inputs with 6 or 4 where the twin has 3 give the same
+    logits, in evaluation and in training; the values still tell 6 from 3. Without it a peer word
+    reads as itself (6, alone-only, as the peers' mean either way)."""
+    options = dict(cross_attention="dot", peer_words="both", peers_as_one=peers_as_one, dropout=0.0)
+    model = build("relative", **options, **PEERED)
+    record_words_seen(model)
+    source, mask = padded_batch([[6, 5, 4], [3, 5, 4]])
+    state = model.start(source, mask)
+    assert torch.allclose(state.cross[0].keys[0], state.cross[0].keys[1]) == peers_as_one
+    assert not torch.allclose(state.cross[-1].values[0, :, 0], state.cross[-1].values[1, :, 0])
+    twins = padded_batch([[3, 5, 4]] * 3)
+    inputs = torch.tensor([[SOS, 3, 5, 3], [SOS, 6, 5, 3], [SOS, 3, 5, 4]])
+    logits = model(*twins, inputs).logits
+    assert [torch.allclose(logits[0], logits[row], atol=1e-6) for row in (1, 2)] == [peers_as_one] * 2
+    assert_padding_is_never_read_and_decoding_is_teacher_forcing(model)
+    model.train()  # rows 0 and 2 only: a target with 6 in it would make 6 a peer
+    logits = model(twins[0][[0, 2]], twins[1][[0, 2]], inputs[[0, 2]]).logits
+    assert torch.allclose(logits[0], logits[1], atol=1e-6) == peers_as_one
+
+
 def test_peer_words_are_checked():
     with pytest.raises(ValueError, match="peer_words must be one of"):
         build(peer_words="words", **PEERED)
@@ -1228,6 +1251,8 @@ def test_peer_words_are_checked():
         build(peer_words="target", target_alone="word", **PEERED)
     with pytest.raises(ValueError, match="target_alone: 'command' .* needs peer_words: target or both"):
         build(peer_words="source", target_alone="command", **PEERED)
+    with pytest.raises(ValueError, match="peers_as_one .* needs peer_words: source, target or both"):
+        build(peers_as_one=True, **PEERED)
     shared = build(peer_words="target", end_marker=True, semantic_output=True)  # no separate embeddings
     assert shared.source_peers is None and shared.target_peers is not None
 

@@ -156,6 +156,13 @@ class ComposedWordEmbedding(nn.Module):
     probability ``dropout``, at every one of its positions there, the way an alone-only word is the
     peers' mean wherever it occurs at test ("jump thrice" reads it three times in a row), and no
     other word.
+
+    ``peers_as_one=True`` (with ``peers``; issue 28, session 48) reads every peer word as the peers'
+    mean too, in training and at test, so that what reads these embeddings sees that a word is one
+    of the peers (or an alone-only word) but never which: an alone-only word's sequences then read
+    exactly as their twins with a peer word in its place, and no dropout is needed to train the
+    reader on the vector the alone-only word becomes. What the word means must come from elsewhere
+    (in the Transformer, the values' embeddings of their own).
     """
 
     def __init__(
@@ -167,8 +174,11 @@ class ComposedWordEmbedding(nn.Module):
         peers: bool = False,
         dropout_to_peers: bool = False,
         dropout_unit: str = "token",
+        peers_as_one: bool = False,
     ) -> None:
         super().__init__()
+        if peers_as_one and not peers:
+            raise ValueError("peers_as_one reads the peer words as their mean: it needs peers=True")
         if not 0.0 <= dropout < 1.0 or (dropout == 0.0 and not peers):
             raise ValueError(f"word dropout must be in (0, 1), or in [0, 1) with peers=True, got {dropout}")
         if dropout_to_peers and not peers:
@@ -183,6 +193,7 @@ class ComposedWordEmbedding(nn.Module):
         self.dropout = dropout
         self.peers = peers
         self.dropout_to_peers = dropout_to_peers
+        self.peers_as_one = peers_as_one
         self.embedding = nn.Embedding(num_embeddings, embedding_dim, padding_idx=padding_idx)
         self.unknown = nn.Parameter(torch.zeros(embedding_dim))
         self.composed: torch.Tensor
@@ -214,14 +225,27 @@ class ComposedWordEmbedding(nn.Module):
                 unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
             peer_vector = self._peer_vector() if self.dropout_to_peers else None
             replacement = self.unknown if peer_vector is None else peer_vector
-            return torch.where(unknown.unsqueeze(-1), replacement.expand_as(embedded), embedded)
+            embedded = torch.where(unknown.unsqueeze(-1), replacement.expand_as(embedded), embedded)
+            return self._read_peers_as_one(words, real, embedded)
         unknown = real & ~self.composed[words]
         peer_vector = self._peer_vector()
         if peer_vector is not None:
             like_peers = unknown & self.alone[words]
             embedded = torch.where(like_peers.unsqueeze(-1), peer_vector.expand_as(embedded), embedded)
             unknown = unknown & ~like_peers
-        return torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
+        embedded = torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
+        return self._read_peers_as_one(words, real, embedded)
+
+    def _read_peers_as_one(
+        self, words: torch.Tensor, real: torch.Tensor, embedded: torch.Tensor
+    ) -> torch.Tensor:
+        """With ``peers_as_one``, ``embedded`` with every real position of a peer word read as the
+        peers' mean (while there are peers); else ``embedded`` as it is."""
+        peer_vector = self._peer_vector() if self.peers_as_one else None
+        if peer_vector is None:
+            return embedded
+        as_one = real & self._peer_mask()[words]
+        return torch.where(as_one.unsqueeze(-1), peer_vector.expand_as(embedded), embedded)
 
     def _peer_vector(self) -> torch.Tensor | None:
         """The peers' mean embedding, or ``None`` without ``peers`` or while no word is a peer."""

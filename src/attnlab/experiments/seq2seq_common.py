@@ -201,6 +201,11 @@ class TransformerModelConfig:
     target_alone: Literal["output", "command"] = "output"
     """With ``peer_words`` ``target`` or ``both``: which output tokens count as seen alone, every
     whole output (``output``) or only the whole output of a one-word command (``command``)."""
+    peers_as_one: bool = False
+    """With ``peer_words``: every peer word (not only one seen alone) is read as the peers' mean, in
+    training and at test, by the side(s) that read peers: the syntax sees that a word is a peer,
+    never which (:mod:`attnlab.models.transformer`; with ``target_alone: command`` the turns stay
+    themselves)."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -227,6 +232,7 @@ class TransformerModelConfig:
             peer_dropout=self.peer_dropout,
             peer_dropout_unit=self.peer_dropout_unit,
             target_alone=self.target_alone,
+            peers_as_one=self.peers_as_one,
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
@@ -275,6 +281,7 @@ def build_transformer(
         peer_dropout=config.peer_dropout,
         peer_dropout_unit=config.peer_dropout_unit,
         target_alone=config.target_alone,
+        peers_as_one=config.peers_as_one,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

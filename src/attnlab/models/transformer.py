@@ -202,6 +202,16 @@ them, ``y_t = W_o Σ_h g_th Σ_j α_htj m_j``: the decoder's state, which reads 
 chooses which head's word is said, so that a head that attends "jump" only to keep its place need
 not say it.
 
+``peers_as_one=True`` (session 48) has the side(s) that read peers read every peer word as the peers'
+mean, in training and at test, not only the alone-only word: with ``target_alone="command"`` the
+encoder reads "walk", "run", "look" and "jump" as one word and the decoder ``I_WALK``, ``I_RUN``,
+``I_LOOK`` and ``I_JUMP`` as one token (the turns stay themselves), so a command with "jump" is read
+by the syntax exactly as its twins, and the count over its outputs is the count the decoder was
+trained on; what each word means comes from the values' embeddings of their own alone. Why: the
+shared heads' remaining add-jump errors were mostly "X around left/right thrice" (24 actions, 12
+of them ``I_JUMP``), which the decoder had seen read as the peers' mean only one token in ten
+(``peer_dropout``) and lost count over.
+
 A decoder that does not read its outputs (an attnlab option, issue 28). Russin et al.'s decoder RNN
 takes no previous output either: its state is ``s_i = g(s_{i−1}, c_i)``, ``c_i`` the attended
 words' syntactic encoding (§3, eq. 3; Bastings et al. 2018 call this no dependency on the previous
@@ -838,6 +848,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         target_alone: with the decoder reading peers, which output tokens count as seen alone:
             ``"output"`` (default) every token that was a whole output; ``"command"`` only the
             whole output of a one-word command (module docstring).
+        peers_as_one: with ``peer_words``, the side(s) that read peers read every peer word as the
+            peers' mean too, in training and at test, never which peer it is (module docstring);
+            default ``False``.
     """
 
     def __init__(
@@ -878,6 +891,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         peer_dropout: float = 0.0,
         peer_dropout_unit: str = "token",
         target_alone: str = "output",
+        peers_as_one: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -923,6 +937,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             peer_dropout=peer_dropout,
             peer_dropout_unit=peer_dropout_unit,
             target_alone=target_alone,
+            peers_as_one=peers_as_one,
         )
         self.target_alone = target_alone
         self.semantic_output, self.previous_outputs = semantic_output, previous_outputs
@@ -955,10 +970,13 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         for embedding in (self.source_embedding, self.target_embedding, self.semantic_embedding):
             if embedding is not None:
                 _init_embedding(embedding, d_model, embedding_init)
-        self.source_peers = _peers(self.source_embedding) if peer_words in ("source", "both") else None
+        source_peers = peer_words in ("source", "both")
+        self.source_peers = _peers(self.source_embedding, as_one=peers_as_one) if source_peers else None
         decoder_peers = peer_words in ("target", "both")
         self.target_peers = (
-            _peers(self.target_embedding, peer_dropout, peer_dropout_unit) if decoder_peers else None
+            _peers(self.target_embedding, peer_dropout, peer_dropout_unit, peers_as_one)
+            if decoder_peers
+            else None
         )
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
@@ -1243,6 +1261,7 @@ def check_peer_words(
     peer_dropout: float = 0.0,
     peer_dropout_unit: str = "token",
     target_alone: str = "output",
+    peers_as_one: bool = False,
 ) -> None:
     """A ``ValueError`` unless ``peer_words`` is one of :data:`PEER_WORDS` and, if the encoder reads
     peers (``"source"``, ``"both"``), the values read embeddings of their own
@@ -1251,9 +1270,13 @@ def check_peer_words(
     embeddings (``tied_output``); ``peer_dropout`` in [0, 1), and above 0 only if the decoder reads
     peers; ``peer_dropout_unit`` one of :data:`~attnlab.attention.syntactic.DROPOUT_UNITS`, other
     than the default only with ``peer_dropout``; ``target_alone`` one of :data:`TARGET_ALONE`, other
-    than the default only if the decoder reads peers."""
+    than the default only if the decoder reads peers; ``peers_as_one`` only if a side reads peers."""
     if peer_words not in PEER_WORDS:
         raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
+    if peers_as_one and peer_words == "none":
+        raise ValueError(
+            "peers_as_one reads the peer words as their mean; it needs peer_words: source, target or both"
+        )
     if peer_dropout_unit not in DROPOUT_UNITS:
         raise ValueError(f"peer_dropout_unit must be one of {list(DROPOUT_UNITS)}, got {peer_dropout_unit!r}")
     if peer_dropout_unit != "token" and not peer_dropout:
@@ -1288,10 +1311,12 @@ def check_peer_words(
         )
 
 
-def _peers(table: nn.Embedding, dropout: float = 0.0, unit: str = "token") -> ComposedWordEmbedding:
+def _peers(
+    table: nn.Embedding, dropout: float = 0.0, unit: str = "token", as_one: bool = False
+) -> ComposedWordEmbedding:
     """A :class:`~attnlab.attention.syntactic.ComposedWordEmbedding` with peers whose table is
     ``table`` (the same parameters); ``dropout``: its word dropout, to the peers' mean, of each
-    ``unit``."""
+    ``unit``; ``as_one``: every peer word read as the peers' mean (``peers_as_one``)."""
     dimensions = (table.num_embeddings, table.embedding_dim)
     peers = ComposedWordEmbedding(
         *dimensions,
@@ -1300,6 +1325,7 @@ def _peers(table: nn.Embedding, dropout: float = 0.0, unit: str = "token") -> Co
         peers=True,
         dropout_to_peers=dropout > 0,
         dropout_unit=unit,
+        peers_as_one=as_one,
     )
     peers.embedding = table
     return peers
