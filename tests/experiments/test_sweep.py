@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -131,6 +132,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "scan_transformer_length_cutoffs": 66,
         "scan_transformer_peers": 42,
         "scan_transformer_peers_dropout": 42,
+        "scan_transformer_gated_heads": 42,
         "scan_transformer_semantic": 42,
         "scan_transformer_shared_heads": 42,
         "scan_transformer_simple": 14,
@@ -212,6 +214,14 @@ def test_every_builtin_spec_expands_into_valid_runs():
         )
         for model in shared
     } == {("both", 0.1, "shared", True, "all", 10.0)}
+    gated = [
+        scan.EXPERIMENT.parse_config(run.config).model.transformer
+        for run in expand(load_spec("scan_transformer_gated_heads"))
+    ]
+    assert {repr(dataclasses.replace(model, semantic_heads="shared")) for model in gated} == {
+        repr(model) for model in shared
+    }  # the shared-heads grid but for the gate
+    assert {model.semantic_heads for model in gated} == {"gated"}
     cutoffs = [
         scan.EXPERIMENT.parse_config(run.config).data
         for run in expand(load_spec("scan_transformer_length_cutoffs"))
