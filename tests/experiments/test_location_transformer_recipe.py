@@ -60,6 +60,9 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     _finish(tmp_path, "scan_shared_heads", stop_cell, 1, shared)
     gated = {"test": {"seq_acc": 94.0, "seq_acc_given_length": 99.0}}
     _finish(tmp_path, "scan_gated_heads", stop_cell, 0, gated)
+    _finish(
+        tmp_path, "scan_peers_as_one", stop_cell, 2, {"test": {"seq_acc": 93.0, "seq_acc_given_length": 99.9}}
+    )
     cutoff = {
         "data.max_train_actions": 26,
         "model.transformer.positional": "rope",
@@ -106,7 +109,8 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     assert header in scan
     assert (
         "| relative | 12.5 ± 0.0 (n=1) |  |  | 18.0 ± 0.0 (n=1) |  |  |  | 31.0 ± 0.0 (n=1) |  "
-        "| 53.0 ± 0.0 (n=1) |  | 76.0 ± 0.0 (n=1) |  | 85.0 ± 0.0 (n=1) |  | 94.0 ± 0.0 (n=1) |  |  |" in scan
+        "| 53.0 ± 0.0 (n=1) |  | 76.0 ± 0.0 (n=1) |  | 85.0 ± 0.0 (n=1) |  | 94.0 ± 0.0 (n=1) "
+        "|  | 93.0 ± 0.0 (n=1) |  |  |" in scan
     )
     assert "| add-jump · dot + semantic | add-jump · shift + semantic | add-jump · dot + peers |" in scan
     assert (
@@ -115,6 +119,7 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     )
     assert "| add-jump · dot + shared heads, stop | add-jump · shift + shared heads, stop |" in scan
     assert "| add-jump · dot + gated heads, stop | add-jump · shift + gated heads, stop |" in scan
+    assert "| add-jump · shift + peers as one, gated heads, stop | simple · dot |" in scan
     given_length = text.split("with the output length given")[1].split("###")[0]
     assert (
         "| relative | 60.0 ± 0.0 (n=1) |  |  | 55.0 ± 0.0 (n=1) |  |  |  | 60.0 ± 0.0 (n=1) |" in given_length

@@ -131,6 +131,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
         "scan_transformer_peers": 42,
+        "scan_transformer_peers_as_one": 42,
         "scan_transformer_peers_dropout": 42,
         "scan_transformer_gated_heads": 42,
         "scan_transformer_semantic": 42,
@@ -222,6 +223,14 @@ def test_every_builtin_spec_expands_into_valid_runs():
         repr(model) for model in shared
     }  # the shared-heads grid but for the gate
     assert {model.semantic_heads for model in gated} == {"gated"}
+    as_one = [
+        scan.EXPERIMENT.parse_config(run.config).model.transformer
+        for run in expand(load_spec("scan_transformer_peers_as_one"))
+    ]
+    assert {
+        (model.peers_as_one, model.target_alone, model.peer_dropout, model.semantic_heads, model.stop_layers)
+        for model in as_one
+    } == {(True, "command", 0.0, "gated", "all")}
     cutoffs = [
         scan.EXPERIMENT.parse_config(run.config).data
         for run in expand(load_spec("scan_transformer_length_cutoffs"))

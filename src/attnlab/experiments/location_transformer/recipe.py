@@ -41,12 +41,15 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   layer's attention on the end marker as in ``scan_stop``, 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_gated_heads`` (``scan_transformer_gated_heads``): as ``scan_shared_heads``, with the heads'
   glimpses weighted by a softmax over the heads from the decoder's state
-  (``model.transformer.semantic_heads=gated``), 7 schemes × {dot, shift}, 3 seeds.
+  (``model.transformer.semantic_heads=gated``), 7 schemes × {dot, shift}, 3 seeds;
+* ``scan_peers_as_one`` (``scan_transformer_peers_as_one``): as ``scan_gated_heads``, with every peer
+  word read as the peers' mean by both sides (``model.transformer.peers_as_one``), the decoder's
+  peers the outputs of one-word commands and no peer dropout, 7 schemes × {dot, shift}, 3 seeds.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
 positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 14 minutes; all
-sixteen parts are 962 runs, roughly 350–460 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
+seventeen parts are 1,004 runs, roughly 380–490 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
 on a GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
 halfway has every row at one seed.
 
@@ -114,6 +117,7 @@ PARTS: dict[str, str] = {
     "scan_peers_dropout": "scan_transformer_peers_dropout",
     "scan_shared_heads": "scan_transformer_shared_heads",
     "scan_gated_heads": "scan_transformer_gated_heads",
+    "scan_peers_as_one": "scan_transformer_peers_as_one",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
 
@@ -134,6 +138,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "scan_peers_dropout": "test",
     "scan_shared_heads": "test",
     "scan_gated_heads": "test",
+    "scan_peers_as_one": "test",
 }
 """Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
@@ -417,6 +422,8 @@ SCAN_COLUMNS: tuple[str, ...] = (
     "add-jump · shift + shared heads, stop",
     "add-jump · dot + gated heads, stop",
     "add-jump · shift + gated heads, stop",
+    "add-jump · dot + peers as one, gated heads, stop",
+    "add-jump · shift + peers as one, gated heads, stop",
     "simple · dot",
     "simple · shift",
 )
@@ -427,7 +434,8 @@ a word seen only alone read by the syntax as its peers (``scan_peers``); ``+ pee
 decoder's inputs read as the peers' mean a tenth of the time in training (``scan_peers_dropout``);
 ``+ shared heads, stop``: and one value a word for every head, ``<eos>`` from every layer's attention
 (``scan_shared_heads``); ``+ gated heads, stop``: and the heads' glimpses weighted by a gate from the
-decoder's state (``scan_gated_heads``)."""
+decoder's state (``scan_gated_heads``); ``+ peers as one, gated heads, stop``: and every peer word
+read as the peers' mean by both sides, in training and at test (``scan_peers_as_one``)."""
 
 
 def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") -> str:
@@ -442,6 +450,7 @@ def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") 
         ("scan_peers_dropout", lambda params: f"add-jump · {params[HEADS]} + peers, dropout"),
         ("scan_shared_heads", lambda params: f"add-jump · {params[HEADS]} + shared heads, stop"),
         ("scan_gated_heads", lambda params: f"add-jump · {params[HEADS]} + gated heads, stop"),
+        ("scan_peers_as_one", lambda params: f"add-jump · {params[HEADS]} + peers as one, gated heads, stop"),
         ("scan_simple", lambda params: f"simple · {params[HEADS]}"),
     ]
     schemes = _grid_values("scan", POSITIONAL)
