@@ -231,6 +231,10 @@ def test_every_builtin_spec_expands_into_valid_runs():
         (model.peers_as_one, model.target_alone, model.peer_dropout, model.semantic_heads, model.stop_layers)
         for model in as_one
     } == {(True, "command", 0.0, "gated", "all")}
+    assert {
+        scan.EXPERIMENT.parse_config(run.config).training.epochs
+        for run in expand(load_spec("scan_transformer_peers_as_one"))
+    } == {100}
     cutoffs = [
         scan.EXPERIMENT.parse_config(run.config).data
         for run in expand(load_spec("scan_transformer_length_cutoffs"))

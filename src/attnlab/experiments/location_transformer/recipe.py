@@ -44,7 +44,8 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   (``model.transformer.semantic_heads=gated``), 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_peers_as_one`` (``scan_transformer_peers_as_one``): as ``scan_gated_heads``, with every peer
   word read as the peers' mean by both sides (``model.transformer.peers_as_one``), the decoder's
-  peers the outputs of one-word commands and no peer dropout, 7 schemes × {dot, shift}, 3 seeds.
+  peers the outputs of one-word commands and no peer dropout, up to 100 epochs, 7 schemes ×
+  {dot, shift}, 3 seeds.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
