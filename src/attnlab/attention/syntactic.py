@@ -223,10 +223,12 @@ class ComposedWordEmbedding(nn.Module):
                 unknown = real & self._peer_mask()[words] & draws.gather(1, words)
             else:
                 unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
-            peer_vector = self._peer_vector() if self.dropout_to_peers else None
-            replacement = self.unknown if peer_vector is None else peer_vector
+            peer_vector = self._peer_vector()
+            replacement: torch.Tensor = self.unknown
+            if self.dropout_to_peers and peer_vector is not None:
+                replacement = peer_vector
             embedded = torch.where(unknown.unsqueeze(-1), replacement.expand_as(embedded), embedded)
-            return self._read_peers_as_one(words, real, embedded)
+            return self._read_peers_as_one(words, real, embedded, peer_vector)
         unknown = real & ~self.composed[words]
         peer_vector = self._peer_vector()
         if peer_vector is not None:
@@ -234,15 +236,18 @@ class ComposedWordEmbedding(nn.Module):
             embedded = torch.where(like_peers.unsqueeze(-1), peer_vector.expand_as(embedded), embedded)
             unknown = unknown & ~like_peers
         embedded = torch.where(unknown.unsqueeze(-1), self.unknown.expand_as(embedded), embedded)
-        return self._read_peers_as_one(words, real, embedded)
+        return self._read_peers_as_one(words, real, embedded, peer_vector)
 
     def _read_peers_as_one(
-        self, words: torch.Tensor, real: torch.Tensor, embedded: torch.Tensor
+        self,
+        words: torch.Tensor,
+        real: torch.Tensor,
+        embedded: torch.Tensor,
+        peer_vector: torch.Tensor | None,
     ) -> torch.Tensor:
-        """With ``peers_as_one``, ``embedded`` with every real position of a peer word read as the
-        peers' mean (while there are peers); else ``embedded`` as it is."""
-        peer_vector = self._peer_vector() if self.peers_as_one else None
-        if peer_vector is None:
+        """With ``peers_as_one``, ``embedded`` with every real position of a peer word read as
+        ``peer_vector``, the peers' mean (while there are peers: not ``None``); else ``embedded``."""
+        if not self.peers_as_one or peer_vector is None:
             return embedded
         as_one = real & self._peer_mask()[words]
         return torch.where(as_one.unsqueeze(-1), peer_vector.expand_as(embedded), embedded)

@@ -217,10 +217,14 @@ class RunDirectory:
         record = {
             "test_set": test_set,
             "checkpoint": str(checkpoint),
-            TRAINED_EPOCHS: len(read_metrics(self.metrics_file, skip_bad_lines=True)),
+            TRAINED_EPOCHS: self.trained_epochs(),
             **metrics,
         }
         atomic_write_json(self.evaluation_file(test_set, ".json", data_file=data_file), record)
+
+    def trained_epochs(self) -> int:
+        """How many epochs the run has trained: its ``metrics.jsonl`` records."""
+        return len(read_metrics(self.metrics_file, skip_bad_lines=True))
 
     def evaluation_file(self, test_set: str, suffix: str, *, data_file: bool = False) -> Path:
         """``eval/<test_set><suffix>``, or ``eval/files/<test_set><suffix>`` for a ``data_file``."""
@@ -358,7 +362,7 @@ def _trained_since_evaluated(run: RunDirectory) -> bool:
     evaluated = _epochs_when_evaluated(run)
     if evaluated is None:
         return last.stat().st_mtime_ns > summary.stat().st_mtime_ns
-    return len(read_metrics(run.metrics_file, skip_bad_lines=True)) > evaluated
+    return run.trained_epochs() > evaluated
 
 
 def _epochs_when_evaluated(run: RunDirectory) -> int | None:
