@@ -343,6 +343,12 @@ def test_a_trained_run_is_evaluated_with_other_evaluation_settings_into_another_
     [
         {"model.architecture": "gru_attention", "model.previous_output": "false"},
         {"model.architecture": "gru_attention"},
+        {
+            "model.architecture": "gru_attention",
+            "model.attender": "shift",
+            "model.end_marker": "true",
+            "model.stop_from_attention": "true",
+        },
         {"model.translation_encoder": "rnn"},
         {"model.translate_from_context": "true"},
         {"model.end_marker": "true"},
@@ -515,7 +521,27 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         (["data.train_file=x.txt"], "need split: files"),
         (["model.previous_output=false"], "gru_attention only"),
         (["model.architecture=gru_attention", "model.translation_encoder=rnn"], "syntactic_attention only"),
-        (["model.architecture=gru_attention", "model.end_marker=true"], "syntactic_attention only"),
+        (
+            ["model.architecture=transformer", "model.end_marker=true"],
+            "end_marker / stop_from_attention apply to syntactic_attention and gru_attention",
+        ),
+        (["model.attender=shift"], "attender / attender_options apply to gru_attention only"),
+        (
+            ["model.architecture=gru_attention", "model.attender=nosuch"],
+            "model: unknown attender 'nosuch'",
+        ),
+        (
+            [
+                "model.architecture=gru_attention",
+                "model.attender=shift",
+                "model.attender_options={moves: [sideways]}",
+            ],
+            "model: ShiftAttender: option moves",
+        ),
+        (
+            ["model.architecture=gru_attention", "model.stop_from_attention=true"],
+            "stop_from_attention needs end_marker: true",
+        ),
         (["model.stop_from_attention=true"], "stop_from_attention needs end_marker: true"),
         (
             ["model.architecture=gru_attention", "model.alignment_word_dropout=0.1"],
@@ -540,7 +566,7 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
         (["evaluation.stop_threshold=0"], r"evaluation: stop_threshold must be a probability in \(0, 1\]"),
         (["evaluation.stop_threshold=1.5"], r"stop_threshold must be a probability in \(0, 1\] .*, got 1.5"),
         (["evaluation.stop_lookahead=0"], r"evaluation: stop_lookahead must be a probability in \(0, 1\]"),
-        (["model.attender=additive"], "unknown key"),
+        (["model.attenders=additive"], "unknown key"),
     ],
 )
 def test_config_errors_name_the_problem(overrides, message, tmp_path):
@@ -550,7 +576,7 @@ def test_config_errors_name_the_problem(overrides, message, tmp_path):
 
 
 def test_builtin_configs_select_the_scan_experiment():
-    for name in ("scan", "scan_robust", "scan_gru_attention", "mt_eng_fra"):
+    for name in ("scan", "scan_robust", "scan_gru_attention", "scan_gru_shift", "mt_eng_fra"):
         data = resolve_config(name, [])
         assert experiment_for(data) is experiment.EXPERIMENT
         experiment.EXPERIMENT.parse_config(data)

@@ -48,6 +48,11 @@ VARIANTS = {
     "gru_attention_nodep": lambda: GRUAttentionSeq2Seq(
         SOURCE_VOCAB, TARGET_VOCAB, previous_output=False, **SMALL
     ),
+    "gru_shift": lambda: GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, attender="shift", **SMALL),
+    "gru_end_marker": lambda: GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, end_marker=True, **SMALL),
+    "gru_shift_stop_from_attention": lambda: GRUAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, attender="shift", end_marker=True, stop_from_attention=True, **SMALL
+    ),
 }
 
 
@@ -347,7 +352,9 @@ def test_end_marker_is_a_word_of_its_own_attended_and_read_out_like_any_word():
     torch.testing.assert_close(output.logits, expected, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["stop_from_attention", "stop_from_attention_context"])
+@pytest.mark.parametrize(
+    "name", ["stop_from_attention", "stop_from_attention_context", "gru_shift_stop_from_attention"]
+)
 def test_stop_from_attention_eos_probability_is_the_attention_on_the_end_marker(name):
     model = build(name)
     source, mask = padded_batch(SOURCES)
@@ -722,3 +729,37 @@ def test_stop_lookahead_must_be_a_probability(bad):
     source, mask = padded_batch(SOURCES)
     with pytest.raises(ValueError, match=r"stop_lookahead must be a probability in \(0, 1\]"):
         model.greedy_decode(source, mask, 4, stop_lookahead=bad)
+
+
+def test_gru_attention_takes_any_attender_and_its_options():
+    """``attender`` replaces the additive attention (here the Shift Attender, whose attention moves
+    from step to step); its options reach it, and an unknown one is refused by name."""
+    additive, shift = build("gru_attention"), build("gru_shift")
+    assert type(additive.attender).__name__ == "AdditiveAttender"
+    assert type(shift.attender).__name__ == "ShiftAttender"
+    torch.manual_seed(0)
+    only_forward = GRUAttentionSeq2Seq(
+        SOURCE_VOCAB, TARGET_VOCAB, attender="shift", attender_options={"moves": ["forward"]}, **SMALL
+    ).eval()
+    source, mask = padded_batch([[3, 4, 5, 6, 7]])
+    decoded = only_forward.greedy_decode(source, mask, max_length=5)
+    # every step moves one word on from the start (the first step's attention is on the first word)
+    peaks = decoded.attention[0].argmax(-1).tolist()
+    assert peaks == sorted(peaks) and peaks[-1] > peaks[0]
+    with pytest.raises(ValueError, match="moves"):
+        GRUAttentionSeq2Seq(
+            SOURCE_VOCAB, TARGET_VOCAB, attender="shift", attender_options={"moves": []}, **SMALL
+        )
+    with pytest.raises(ValueError, match="stop_from_attention needs end_marker"):
+        GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, stop_from_attention=True, **SMALL)
+
+
+def test_gru_end_marker_is_a_word_of_its_own_that_the_attention_can_reach():
+    model = build("gru_end_marker")
+    assert model.end_marker_id == SOURCE_VOCAB and model.source_embedding.num_embeddings == SOURCE_VOCAB + 1
+    source, mask = padded_batch(SOURCES)
+    target_input, _ = padded_batch([[SOS, *t] for t in TARGETS])
+    output = model(source, mask, target_input)
+    ends = torch.tensor([len(src) for src in SOURCES])
+    assert output.attention.shape[-1] == source.size(1) + 1
+    assert bool((output.attention[torch.arange(len(SOURCES)), :, ends] > 0).all())

@@ -4,18 +4,35 @@ A bidirectional GRU encoder, additive attention (Bahdanau et al. 2015) and a GRU
 ``[E y_{i−1} ; c_i]`` ("+attn") or ``c_i`` alone when its dependency on the previous action is
 removed (``previous_output=False``, "+attn −dep"). Decoding is
 :class:`~attnlab.models.stepwise.StepwiseSeq2Seq`'s.
+
+attnlab options, not in Bastings et al. (issue 28: the recurrent Shift Attender beside the
+Transformer on SCAN):
+
+* ``attender`` / ``attender_options``: any attnlab attender in place of the additive one
+  (:func:`attnlab.attention.build_attender`; query ``s_{i−1}``, keys and values the annotations
+  ``h``). ``attender="shift"`` is Dubois et al. (2020)'s location-based walk in this recurrent
+  model: the attention moves from where it was (:mod:`attnlab.attention.shift`).
+* ``end_marker=True`` appends an end-of-command word after each source's last word
+  (:func:`~attnlab.models.stepwise.append_end_marker`), which the attention can reach at the end.
+* ``stop_from_attention=True`` (needs ``end_marker``) makes the stop the attention on that word and
+  nothing else, as in Syntactic Attention's option of the same name: ``p(<eos>) = α_i,end`` and
+  ``p(y) = (1 − α_i,end) softmax_{y ≠ <eos>}(W_o [s_i ; c_i])``
+  (:func:`~attnlab.models.stepwise.stop_log_probs`); the logits returned are these
+  log-probabilities. ``c_i`` is the glimpse of every column, the end marker's included (the paper
+  is silent; the marker's value tells the readout where the attention is).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from attnlab.attention import AttentionState, build_attender
 from attnlab.attention.base import check_padding_mask
-from attnlab.models.stepwise import StepwiseSeq2Seq, run_packed
+from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, run_packed, stop_log_probs
 
 __all__ = ["GRUAttentionSeq2Seq"]
 
@@ -26,6 +43,7 @@ class _GRUState:
     padding_mask: torch.Tensor
     hidden: torch.Tensor  # [B, D]
     attention: AttentionState
+    end_positions: torch.Tensor | None = None  # the end marker's column [B] (with end_marker)
 
 
 class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
@@ -35,7 +53,8 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
     ``s_i = GRU([E y_{i−1} ; c_i], s_{i−1})`` (or ``GRU(c_i, s_{i−1})`` with
     ``previous_output=False``), ``p(y_i) = softmax(W_o dropout([s_i ; c_i]))``;
     ``s_0 = tanh(W_0 [→h_T ; ←h_1])``. Defaults: Lake & Baroni's best add-jump model (1 layer,
-    100 units, dropout 0.1), which Bastings et al. start from.
+    100 units, dropout 0.1), which Bastings et al. start from. ``attender``, ``attender_options``,
+    ``end_marker`` and ``stop_from_attention``: the module docstring.
     """
 
     def __init__(
@@ -49,6 +68,10 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         decoder_hidden_dim: int = 100,
         dropout: float = 0.1,
         previous_output: bool = True,
+        attender: str = "additive",
+        attender_options: dict[str, Any] | None = None,
+        end_marker: bool = False,
+        stop_from_attention: bool = False,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -56,6 +79,13 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
         if min(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, encoder_layers) < 1:
             raise ValueError("embedding_dim, hidden sizes and encoder_layers must be >= 1")
+        if stop_from_attention and not end_marker:
+            raise ValueError(
+                "stop_from_attention needs end_marker=True: p(<eos>) is the attention on the end marker"
+            )
+        self.end_marker_id = source_vocab_size if end_marker else None
+        self.stop_from_attention = stop_from_attention
+        source_vocab_size += int(end_marker)
         self.previous_output = previous_output
         self.dropout = nn.Dropout(dropout)
         self.source_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
@@ -69,7 +99,9 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         )
         annotation_dim = 2 * encoder_hidden_dim
         self.bridge = nn.Linear(annotation_dim, decoder_hidden_dim)
-        self.attender = build_attender("additive", decoder_hidden_dim, annotation_dim, annotation_dim)
+        self.attender = build_attender(
+            attender, decoder_hidden_dim, annotation_dim, annotation_dim, **(attender_options or {})
+        )
         self.target_embedding = (
             nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id) if previous_output else None
         )
@@ -79,6 +111,11 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _GRUState:
         check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        end_positions = None
+        if self.end_marker_id is not None:
+            source, source_padding_mask, end_positions = append_end_marker(
+                source, source_padding_mask, self.end_marker_id, self.pad_id
+            )
         embedded = self.dropout(self.source_embedding(source))
         annotations, final = run_packed(self.encoder, embedded, source_padding_mask)
         return _GRUState(
@@ -86,6 +123,7 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
             padding_mask=source_padding_mask,
             hidden=torch.tanh(self.bridge(final)),
             attention=self.attender.initial_state(annotations, source_padding_mask),
+            end_positions=end_positions,
         )
 
     def step(self, state: _GRUState, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, _GRUState]:
@@ -97,8 +135,12 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
             inputs = torch.cat([self.dropout(self.target_embedding(previous)), inputs], dim=-1)
         hidden = self.decoder_cell(inputs, state.hidden)
         logits = self.output(self.dropout(torch.cat([hidden, attended.glimpse], dim=-1)))
+        if self.stop_from_attention:
+            assert state.end_positions is not None
+            on_end = attended.weights.gather(1, state.end_positions.unsqueeze(1))  # α_i,end [B, 1]
+            logits = stop_log_probs(logits, self.eos_id, on_end, 1.0 - on_end)
         return (
             logits,
             attended.weights,
-            _GRUState(state.annotations, state.padding_mask, hidden, attended.state),
+            _GRUState(state.annotations, state.padding_mask, hidden, attended.state, state.end_positions),
         )

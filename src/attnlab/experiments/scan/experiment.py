@@ -83,8 +83,11 @@ class ScanModelConfig:
     is Bastings et al.'s "−dep" (GRU baseline only). ``end_marker`` (append an end-of-command
     word the alignment can attend; its translation is read out as ``<eos>``) and
     ``stop_from_attention`` (``p(<eos>)`` = the attention on that end marker; needs
-    ``end_marker``) are the stop mechanisms of issue 29 (Syntactic Attention only; see
-    :mod:`attnlab.models.syntactic_attention`). ``alignment_word_dropout`` (a probability in
+    ``end_marker``) are the stop mechanisms of issue 29 (Syntactic Attention, see
+    :mod:`attnlab.models.syntactic_attention`; and the GRU baseline, issue 28).
+    ``attender`` and ``attender_options`` (GRU baseline only) replace its additive attention by
+    any attnlab attender: ``attender: shift`` is the recurrent Shift Attender on SCAN
+    (:mod:`attnlab.models.gru_attention`). ``alignment_word_dropout`` (a probability in
     [0, 1); Syntactic Attention only) reads a word never seen composed in training as a learned
     unknown word in the alignment stream
     (:class:`~attnlab.attention.syntactic.ComposedWordEmbedding`); ``alignment_peers`` reads it,
@@ -109,6 +112,8 @@ class ScanModelConfig:
     translation_encoder: Literal["linear", "rnn"] = "linear"
     translate_from_context: bool = False
     previous_output: bool = True
+    attender: str = "additive"
+    attender_options: dict[str, Any] = field(default_factory=dict)
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
     end_marker: bool = False
     stop_from_attention: bool = False
@@ -124,15 +129,23 @@ class ScanModelConfig:
         if self.architecture != "syntactic_attention" and (
             self.translation_encoder != "linear"
             or self.translate_from_context
-            or self.end_marker
-            or self.stop_from_attention
             or self.alignment_word_dropout
             or self.alignment_peers
             or self.decoder_init != "summary"
         ):
             raise ValueError(
-                "translation_encoder / translate_from_context / end_marker / stop_from_attention / "
-                "alignment_word_dropout / alignment_peers / decoder_init apply to syntactic_attention only"
+                "translation_encoder / translate_from_context / alignment_word_dropout / alignment_peers / "
+                "decoder_init apply to syntactic_attention only"
+            )
+        if self.architecture == "transformer" and (self.end_marker or self.stop_from_attention):
+            raise ValueError(
+                "end_marker / stop_from_attention apply to syntactic_attention and gru_attention; the "
+                "Transformer's are transformer.end_marker / transformer.stop_from_attention"
+            )
+        if self.architecture != "gru_attention" and changed_options(self, ("attender", "attender_options")):
+            raise ValueError(
+                "attender / attender_options apply to gru_attention only (Syntactic Attention's alignment "
+                "is its own; the Transformer's heads are transformer.cross_attention)"
             )
         if self.transformer.stop_from_attention and not self.transformer.end_marker:
             raise ValueError(
@@ -255,7 +268,16 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
                 decoder_init=model.decoder_init,
                 **common,
             )
-        return GRUAttentionSeq2Seq(len(source), len(target), previous_output=model.previous_output, **common)
+        return GRUAttentionSeq2Seq(
+            len(source),
+            len(target),
+            previous_output=model.previous_output,
+            attender=model.attender,
+            attender_options=model.attender_options,
+            end_marker=model.end_marker,
+            stop_from_attention=model.stop_from_attention,
+            **common,
+        )
     except ValueError as error:
         raise ConfigError(f"model: {error}") from None
 
@@ -265,6 +287,8 @@ def describe_model(model: ScanModelConfig) -> str:
     if model.architecture == "transformer":
         options = model.transformer
         return f"transformer, positional {options.positional}, cross-attention {options.cross_attention}"
+    if model.architecture == "gru_attention" and model.attender != "additive":
+        return f"gru attention, attender {model.attender}"
     return model.architecture.replace("_", " ")
 
 
