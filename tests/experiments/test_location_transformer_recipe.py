@@ -128,9 +128,30 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     assert "|  | 22 | 24 | 25 | 26 |" in cutoffs
     assert "| rope · shift |  |  |  | 77.0 ± 0.0 (n=1) |" in cutoffs
     assert "Csordás et al. 2021" in text and "(theirs)" in text
+    assert "no finished runs" in text.split("the recurrent Shift Attender")[1].split("###")[0]
     assert (tmp_path / "results.md").read_text().rstrip() == text
     assert "no finished runs" not in text.split("paper's data protocol")[0]
     assert "no finished runs" in text.split("paper's data protocol")[1].split("###")[0]
+
+
+def test_the_recurrent_shift_attender_has_a_scan_table_and_its_length_cells_a_sentence_row(tmp_path):
+    recurrent = "scan_recurrent_shift"
+    length = {"test": {"seq_acc": 10.0, "seq_acc_given_length": 50.0, "examples": 3920.0}}
+    length["test"] |= {"long_sentence_examples": 3144.0, "seq_acc_short_sentences": 40.0}
+    _finish(tmp_path, recurrent, {"data.split": "length"}, 0, length)
+    _finish(tmp_path, recurrent, {"data.split": "length"}, 1, {"test": {**length["test"], "seq_acc": 20.0}})
+    _finish(tmp_path, recurrent, {"data.split": "simple"}, 0, {"test": {"seq_acc": 99.0}})
+
+    text = recipe.report(tmp_path)
+
+    section = text.split("the recurrent Shift Attender")[1].split("###")[0]
+    assert "|  | length | add-jump | simple |" in section
+    assert "| exact match, stopping by itself | 15.0 ± 7.1 (n=2) |  | 99.0 ± 0.0 (n=1) |" in section
+    assert "| exact match, the length given | 50.0 ± 0.0 (n=2) |  |  |" in section
+    sentences = text.split("longer than any training output")[1].split("###")[0]
+    assert "| scan_recurrent_shift · length | 22 | 776 | 40.0 ± 0.0 (n=2) |" in sentences
+    assert "scan_recurrent_shift · simple" not in sentences  # not a length split
+    assert "| scan_recurrent_shift · simple | test |" not in text  # no errors file, no error row
 
 
 def test_the_machine_tasks_tables_have_a_column_per_test_set_and_a_table_per_variant(tmp_path):

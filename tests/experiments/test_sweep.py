@@ -128,6 +128,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer_stop_keys": 36,
         "lookup_transformer_stop_machine_tasks": 63,
         "raffel2015_addition_lr": 24,
+        "scan_gru_shift": 9,
         "scan_transformer": 84,
         "scan_transformer_length_cutoffs": 66,
         "scan_transformer_peers": 42,

@@ -45,12 +45,15 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 * ``scan_peers_as_one`` (``scan_transformer_peers_as_one``): as ``scan_gated_heads``, with every peer
   word read as the peers' mean by both sides (``model.transformer.peers_as_one``), the decoder's
   peers the outputs of one-word commands and no peer dropout, up to 100 epochs, 7 schemes ×
-  {dot, shift}, 3 seeds.
+  {dot, shift}, 3 seeds;
+* ``scan_recurrent_shift`` (``scan_gru_shift``): the recurrent Shift Attender beside them, the GRU +
+  attention model of Russin et al.'s Table 1 with Dubois et al.'s Shift Attender as its attention and
+  ``<eos>`` from the attention on the end marker, on the length, add-jump and simple splits, 3 seeds.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
 positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 14 minutes; all
-seventeen parts are 1,004 runs, roughly 380–490 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
+eighteen parts are 1,013 runs, roughly 380–490 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
 on a GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
 halfway has every row at one seed.
 
@@ -119,6 +122,7 @@ PARTS: dict[str, str] = {
     "scan_shared_heads": "scan_transformer_shared_heads",
     "scan_gated_heads": "scan_transformer_gated_heads",
     "scan_peers_as_one": "scan_transformer_peers_as_one",
+    "scan_recurrent_shift": "scan_gru_shift",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
 
@@ -140,6 +144,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "scan_shared_heads": "test",
     "scan_gated_heads": "test",
     "scan_peers_as_one": "test",
+    "scan_recurrent_shift": "test",
 }
 """Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
@@ -458,6 +463,25 @@ def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") 
     return joined_table(found, sources, _scheme, schemes, SCAN_COLUMNS, "test", metric)
 
 
+RECURRENT_ROWS: dict[str, str] = {
+    "seq_acc": "exact match, stopping by itself",
+    "seq_acc_given_length": "exact match, the length given",
+}
+"""The rows of :func:`recurrent_scan_table`: metric → its label."""
+
+
+def recurrent_scan_table(found: Mapping[str, Mapping[str, Any]]) -> str:
+    """The recurrent Shift Attender on SCAN (part ``scan_recurrent_shift``): rows
+    :data:`RECURRENT_ROWS`, columns the splits (:data:`SPLIT_NAMES`), test exact match."""
+    table: dict[str, dict[str, str]] = {}
+    for metric, label in RECURRENT_ROWS.items():
+        pivoted = pivot(found.get("scan_recurrent_shift", {}), _named(label), _split, "test", metric)
+        table.update(pivoted)
+    if not table:
+        return NO_RUNS
+    return format_table(table, list(SPLIT_NAMES.values()), markdown=True)
+
+
 def cutoff_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     """Rows: scheme · heads; columns: the most actions a training output has (N); exact match on
     every longer command."""
@@ -484,9 +508,10 @@ SENTENCE_COLUMNS: tuple[str, ...] = (
 
 
 def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
-    """One row per finished length-split cell (part ``scan`` on the length split, ``scan_stop`` and
-    ``scan_cutoffs``): its test commands in two groups, those whose every sentence has at most N
-    actions (N the most actions of a training output) and those with a longer sentence, with each
+    """One row per finished length-split cell (parts ``scan`` and ``scan_recurrent_shift`` on the
+    length split, ``scan_stop`` and ``scan_cutoffs``): its test commands in two groups, those whose
+    every sentence has at most N actions (N the most actions of a training output) and those with a
+    longer sentence, with each
     group's size and exact match, stopping by itself and with the length given, mean ± std over seeds
     (:func:`~attnlab.experiments.scan.experiment.sentence_length_metrics`; runs evaluated before it
     existed have no row). A model that can join the sentences it was trained on but not lengthen
@@ -519,7 +544,7 @@ def _length_cutoff(part: str, params: Mapping[str, Any]) -> int | None:
     """The most actions a training output of a length-split cell has (``None``: not a length split)."""
     if part == "scan_cutoffs":
         return int(params[CUTOFF])
-    if part == "scan_stop" or part == "scan" and params[SPLIT] == "length":
+    if part == "scan_stop" or part in ("scan", "scan_recurrent_shift") and params[SPLIT] == "length":
         return scan.LENGTH_SPLIT_MAX_TRAIN_ACTIONS
     return None
 
@@ -569,6 +594,9 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         scan_table(found),
         "### SCAN: test exact match (%) with the output length given (what is wrong besides the stop)",
         scan_table(found, "seq_acc_given_length"),
+        "### SCAN: the recurrent Shift Attender (GRU + attention, `<eos>` from the attention on the end "
+        "marker), test exact match (%)",
+        recurrent_scan_table(found),
         "### SCAN length split cut at N actions: exact match (%) on all longer commands",
         cutoff_table(found),
         "### SCAN length splits: exact match (%) of the commands that only join training-length "
