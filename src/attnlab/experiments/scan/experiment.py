@@ -248,6 +248,8 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
         "encoder_layers": model.encoder_layers,
         "decoder_hidden_dim": model.decoder_hidden_dim,
         "dropout": model.dropout,
+        "end_marker": model.end_marker,
+        "stop_from_attention": model.stop_from_attention,
         "pad_id": target.pad_id,
         "sos_id": target.sos_id,
         "eos_id": target.eos_id,
@@ -261,8 +263,6 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
                 len(target),
                 translation_encoder=model.translation_encoder,
                 translate_from_context=model.translate_from_context,
-                end_marker=model.end_marker,
-                stop_from_attention=model.stop_from_attention,
                 alignment_word_dropout=model.alignment_word_dropout,
                 alignment_peers=model.alignment_peers,
                 decoder_init=model.decoder_init,
@@ -274,8 +274,6 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
             previous_output=model.previous_output,
             attender=model.attender,
             attender_options=model.attender_options,
-            end_marker=model.end_marker,
-            stop_from_attention=model.stop_from_attention,
             **common,
         )
     except ValueError as error:
