@@ -32,7 +32,13 @@ from torch import nn
 
 from attnlab.attention import AttentionState, build_attender
 from attnlab.attention.base import check_padding_mask
-from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, run_packed, stop_log_probs
+from attnlab.models.stepwise import (
+    StepwiseSeq2Seq,
+    append_end_marker,
+    end_marker_word,
+    run_packed,
+    stop_log_probs,
+)
 
 __all__ = ["GRUAttentionSeq2Seq"]
 
@@ -79,11 +85,7 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
         if min(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, encoder_layers) < 1:
             raise ValueError("embedding_dim, hidden sizes and encoder_layers must be >= 1")
-        if stop_from_attention and not end_marker:
-            raise ValueError(
-                "stop_from_attention needs end_marker=True: p(<eos>) is the attention on the end marker"
-            )
-        self.end_marker_id = source_vocab_size if end_marker else None
+        self.end_marker_id = end_marker_word(source_vocab_size, end_marker, stop_from_attention)
         self.stop_from_attention = stop_from_attention
         source_vocab_size += int(end_marker)
         self.previous_output = previous_output

@@ -9,11 +9,11 @@ stops each sequence at its own ``<eos>`` (with the optional stop rules ``stop_th
 ``stop_lookahead``), and decoding with the output length given (no ``<eos>`` predicted; Russin et
 al.'s evaluation). Tensors are batch-first; padding masks are ``True`` at padding.
 
-The helpers are those of a model that stops by itself (issues 28, 29): :func:`append_end_marker`
-puts an end position after each source's words, :func:`stop_log_probs` turns a stop probability
-(e.g. the attention on that position) and word logits into log-probabilities, and
-:func:`check_stop_threshold` checks a stop rule's option. :func:`run_packed` runs the recurrent
-encoders over right-padded sources.
+The helpers are those of a model that stops by itself (issues 28, 29): :func:`end_marker_word`
+gives the end marker its word id, :func:`append_end_marker` puts it after each source's words,
+:func:`stop_log_probs` turns a stop probability (e.g. the attention on that position) and word
+logits into log-probabilities, and :func:`check_stop_threshold` checks a stop rule's option.
+:func:`run_packed` runs the recurrent encoders over right-padded sources.
 """
 
 from __future__ import annotations
@@ -27,7 +27,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab.models.seq2seq import Seq2SeqOutput
 
-__all__ = ["StepwiseSeq2Seq", "append_end_marker", "check_stop_threshold", "run_packed", "stop_log_probs"]
+__all__ = [
+    "StepwiseSeq2Seq",
+    "append_end_marker",
+    "check_stop_threshold",
+    "end_marker_word",
+    "run_packed",
+    "stop_log_probs",
+]
 
 
 class StepwiseSeq2Seq(nn.Module):
@@ -235,6 +242,17 @@ def stop_log_probs(
     is_eos[eos_id] = True
     words = F.log_softmax(word_logits.masked_fill(is_eos, float("-inf")), dim=-1)
     return torch.where(is_eos, stop.clamp_min(tiny).log(), words + rest.clamp_min(tiny).log())
+
+
+def end_marker_word(source_vocab_size: int, end_marker: bool, stop_from_attention: bool) -> int | None:
+    """The end marker's word id, one past the ``source_vocab_size`` real words (``None`` without
+    ``end_marker``), for a recurrent model's options ``end_marker`` / ``stop_from_attention``; the
+    stop from the attention needs the marker (a ``ValueError`` without it)."""
+    if stop_from_attention and not end_marker:
+        raise ValueError(
+            "stop_from_attention needs end_marker=True: p(<eos>) is the attention on the end marker"
+        )
+    return source_vocab_size if end_marker else None
 
 
 def append_end_marker(

@@ -88,7 +88,13 @@ from attnlab.attention import AttentionState
 from attnlab.attention.base import check_padding_mask
 from attnlab.attention.syntactic import ComposedWordEmbedding, DotProductAttender, ShiftedBidirectionalEncoder
 from attnlab.models.seq2seq import Seq2SeqOutput
-from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, run_packed, stop_log_probs
+from attnlab.models.stepwise import (
+    StepwiseSeq2Seq,
+    append_end_marker,
+    end_marker_word,
+    run_packed,
+    stop_log_probs,
+)
 
 __all__ = ["SyntacticAttentionSeq2Seq"]
 
@@ -169,12 +175,8 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         _check_options(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, translation_encoder)
         if decoder_init not in DECODER_INITS:
             raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
-        if stop_from_attention and not end_marker:
-            raise ValueError(
-                "stop_from_attention needs end_marker=True: p(<eos>) is the attention on the end marker"
-            )
         self.translate_from_context = translate_from_context
-        self.end_marker_id = source_vocab_size if end_marker else None
+        self.end_marker_id = end_marker_word(source_vocab_size, end_marker, stop_from_attention)
         self.stop_from_attention = stop_from_attention
         source_vocab_size += int(end_marker)
         self.dropout = nn.Dropout(dropout)
