@@ -223,7 +223,8 @@ class ComposedWordEmbedding(nn.Module):
                 unknown = real & self._peer_mask()[words] & draws.gather(1, words)
             else:
                 unknown = real & (torch.rand(words.shape, device=words.device) < self.dropout)
-            peer_vector = self._peer_vector()
+            # the peers' mean only where an option reads it: one embedding mean an update saved
+            peer_vector = self._peer_vector() if self.dropout_to_peers or self.peers_as_one else None
             replacement: torch.Tensor = self.unknown
             if self.dropout_to_peers and peer_vector is not None:
                 replacement = peer_vector
