@@ -30,7 +30,7 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     stop = {"data.variant": "long", "model.transformer.positional": "sinusoidal"}
     _finish(tmp_path, "lookup_stop", stop, 0, _lookup_results(100.0))
     _finish(tmp_path, "lookup_stop", stop, 1, _lookup_results(90.0, long1=80.0))
-    _finish(tmp_path, "lookup_stop_all_layers", stop, 1, _lookup_results(97.5))
+    _finish(tmp_path, "lookup_stop_all_layers", {**stop, "data.variant": "noisy"}, 1, _lookup_results(97.5))
     _finish(tmp_path, "lookup_stop_gate10", stop, 2, _lookup_results(99.0))
     _finish(tmp_path, "lookup_stop_detached", stop, 0, _lookup_results(98.0))
     _finish(tmp_path, "lookup_stop_gradient01", stop, 0, _lookup_results(96.0))
@@ -42,12 +42,8 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
         "model.transformer.cross_attention": "shift",
     }
     _finish(tmp_path, "lookup", reversed_shift, 2, _lookup_results(40.0))
-    scan_cell = {
-        "data.split": "length",
-        "model.transformer.positional": "relative",
-        "model.transformer.cross_attention": "dot",
-    }
-    _finish(tmp_path, "scan", scan_cell, 0, {"test": {"seq_acc": 12.5, "seq_acc_given_length": 60.0}})
+    scan_cell = {"model.transformer.positional": "relative", "model.transformer.cross_attention": "dot"}
+    _finish(tmp_path, "scan_length", scan_cell, 0, {"test": {"seq_acc": 12.5, "seq_acc_given_length": 60.0}})
     stop_cell = {"model.transformer.positional": "relative", "model.transformer.cross_attention": "shift"}
     _finish(tmp_path, "scan_stop", stop_cell, 1, {"test": {"seq_acc": 18.0, "seq_acc_given_length": 55.0}})
     _finish(
@@ -80,21 +76,23 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     long_table = long5.split("**Long Lookup Tables**")[1].split("**Reversed Lookup Tables**")[0]
     reversed_table = long5.split("**Reversed Lookup Tables**")[1]
     header = (
-        "| dot | shift | shift + stop | shift + stop, all layers | shift + stop, all layers, gate ×10 "
+        "| dot | shift | shift + stop | shift + stop, all layers, gate ×10 "
         "| shift + stop, all layers, gate ×10, detached "
         "| shift + stop, all layers, gate ×10, gradient ×0.1 |"
     )
-    assert header in long_table and header in reversed_table
-    # sinusoidal: dot 0.0 (n=1), shift blank, shift + stop 95.0 ± 7.1 (n=2), from all layers 97.5
-    # (n=1), through the sharper gate 99.0 (n=1), detached 98.0 (n=1), over (head, end) 96.0 (n=1)
+    assert header in long_table and header in reversed_table  # the all-layers stop ran on Noisy-start only
+    # sinusoidal: dot 0.0 (n=1), shift blank, shift + stop 95.0 ± 7.1 (n=2), through the sharper gate
+    # 99.0 (n=1), detached 98.0 (n=1), over (head, end) 96.0 (n=1)
     row = (
-        "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) | 97.5 ± 0.0 (n=1) | 99.0 ± 0.0 (n=1) "
+        "| sinusoidal | 0.0 ± 0.0 (n=1) |  | 95.0 ± 7.1 (n=2) | 99.0 ± 0.0 (n=1) "
         "| 98.0 ± 0.0 (n=1) | 96.0 ± 0.0 (n=1) |"
     )
     assert row in long_table
-    assert "| rope |  | 40.0 ± 0.0 (n=1) |  |  |  |  |  |" in reversed_table
+    assert "| rope |  | 40.0 ± 0.0 (n=1) |  |  |  |  |" in reversed_table
     assert "| rope |" not in long_table  # no Long run with RoPE finished
-    assert "Noisy-start" not in long5  # a variant with no finished run gets no table
+    noisy_table = long5.split("**Noisy-start Lookup Tables**")[1]
+    assert "| shift + stop | shift + stop, all layers | shift + stop, all layers, gate ×10 |" in noisy_table
+    assert "| sinusoidal |  |  |  | 97.5 ± 0.0 (n=1) |  |  |  |" in noisy_table
     assert "| sinusoidal | 100.0 ± 0.0 (n=1) |  | 90.0 ± 14.1 (n=2) |" in long1
     # rows follow the sweep's order of schemes, not the order runs were found in
     sinusoidal_reversed = {**stop, "data.variant": "reversed"}
@@ -265,17 +263,13 @@ def test_failure_plots_show_the_first_wrong_example_of_each_cell(scan_files, tmp
     linked; a cell whose examples are all right and one without predictions say so."""
     from attnlab.cli import main
 
-    cell = {
-        "data.split": "length",
-        "model.transformer.positional": "relative",
-        "model.transformer.cross_attention": "dot",
-    }
+    cell = {"model.transformer.positional": "relative", "model.transformer.cross_attention": "dot"}
     (run,) = [
         run
-        for run in sweep.expand(recipe.spec_of("scan"))
+        for run in sweep.expand(recipe.spec_of("scan_length"))
         if run.seed == 0 and all(run.params[key] == value for key, value in cell.items())
     ]
-    run_dir = run.run_dir(tmp_path / "scan")
+    run_dir = run.run_dir(tmp_path / "scan_length")
     overrides = {
         "data.split": "files",
         "data.train_file": scan_files["train"],
@@ -319,11 +313,11 @@ def test_failure_plots_show_the_first_wrong_example_of_each_cell(scan_files, tmp
 
     failures = text.split("Where each cell goes wrong")[1]
     plotted = next(
-        line for line in failures.splitlines() if "| scan · length, relative, dot · seed 0 |" in line
+        line for line in failures.splitlines() if "| scan_length · relative, dot · seed 0 |" in line
     )
     assert f"| test | #{first_wrong} |" in plotted
     link = plotted.split("](")[1].split(")")[0]
-    assert link == f"scan/{run.cell}/seed0/plots/attention_test_{first_wrong}.png"
+    assert link == f"scan_length/{run.cell}/seed0/plots/attention_test_{first_wrong}.png"
     assert (tmp_path / link).stat().st_size > 1000
     all_right_row = "| scan · addprim_jump, relative, dot · seed 1 |"
     assert "| none wrong |" in next(line for line in failures.splitlines() if all_right_row in line)
@@ -349,13 +343,9 @@ def _length_results(short, long, examples=3920, longer=3144):
 
 
 def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
-    cell = {
-        "data.split": "length",
-        "model.transformer.positional": "rope",
-        "model.transformer.cross_attention": "shift",
-    }
-    _finish(tmp_path, "scan", cell, 0, _length_results(50.0, 25.0))
-    _finish(tmp_path, "scan", cell, 1, _length_results(25.0, 0.0))
+    cell = {"model.transformer.positional": "rope", "model.transformer.cross_attention": "shift"}
+    _finish(tmp_path, "scan_stop", cell, 0, _length_results(50.0, 25.0))
+    _finish(tmp_path, "scan_stop", cell, 1, _length_results(25.0, 0.0))
     cutoff = {
         "data.max_train_actions": 24,
         "model.transformer.positional": "relative",
@@ -368,6 +358,7 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     _finish(tmp_path, "scan", addjump, 0, {"test": {"seq_acc": 5.0}})
     stop = {"model.transformer.positional": "none", "model.transformer.cross_attention": "dot"}
     _finish(tmp_path, "scan_stop", stop, 2, _length_results(90.0, 10.0))
+    _finish(tmp_path, "scan_length", cell, 0, _length_results(0.0, 0.0))
 
     table = recipe.report(tmp_path).split("sentence longer than any training output")[1]
 
@@ -379,6 +370,7 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     )
     assert "| 24 | 3,584 | 50.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 0 |  |  |" in table
     assert "| scan_stop · none, dot |" in table
-    assert "| scan · length, rope, shift |" in table and "| scan_cutoffs · 24, relative, dot |" in table
+    assert "| scan_stop · rope, shift |" in table and "| scan_cutoffs · 24, relative, dot |" in table
+    assert "| scan_length · rope, shift | 22 | 776 | 0.0 ± 0.0 (n=1) |" in table
     assert "| 22 | 776 | 90.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 3,144 | 10.0 ± 0.0 (n=1) |" in table
     assert "scan_cutoffs · 26," not in table and "addprim_jump" not in table

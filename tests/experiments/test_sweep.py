@@ -109,8 +109,9 @@ def test_builtin_example_spec_expands():
 
 
 def test_every_builtin_spec_expands_into_valid_runs():
-    """The issue-28 sweeps are grids of 3 variants x 7 positional schemes x 2 kinds of head x 3
-    seeds; the machine-tasks one trains every run on that protocol's data."""
+    """The issue-28 sweeps are grids of variants x 7 positional schemes x 2 kinds of head x 3 seeds,
+    but for the SCAN add-jump chain's steps (one cell) and the length split's baseline (one seed);
+    the machine-tasks one trains every run on that protocol's data."""
     from attnlab.experiments.lookup import experiment as lookup
     from attnlab.experiments.sweep import builtin_sweeps
     from attnlab.tasks.lookup_machine_tasks import MACHINE_TASKS_VARIANTS
@@ -120,7 +121,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer": 126,
         "lookup_transformer_machine_tasks": 126,
         "lookup_transformer_stop": 63,
-        "lookup_transformer_stop_all_layers": 63,
+        "lookup_transformer_stop_all_layers": 21,
         "lookup_transformer_stop_gate10": 63,
         "lookup_transformer_stop_detached": 63,
         "lookup_transformer_stop_gradient01": 63,
@@ -129,14 +130,15 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer_stop_machine_tasks": 63,
         "raffel2015_addition_lr": 24,
         "scan_gru_shift": 9,
-        "scan_transformer": 84,
+        "scan_transformer": 42,
+        "scan_transformer_length": 14,
         "scan_transformer_length_cutoffs": 66,
-        "scan_transformer_peers": 42,
-        "scan_transformer_peers_as_one": 42,
-        "scan_transformer_peers_dropout": 42,
-        "scan_transformer_gated_heads": 42,
-        "scan_transformer_semantic": 42,
-        "scan_transformer_shared_heads": 42,
+        "scan_transformer_peers": 3,
+        "scan_transformer_peers_as_one": 6,
+        "scan_transformer_peers_dropout": 3,
+        "scan_transformer_gated_heads": 3,
+        "scan_transformer_semantic": 3,
+        "scan_transformer_shared_heads": 3,
         "scan_transformer_simple": 14,
         "scan_transformer_stop": 42,
     }
@@ -177,6 +179,23 @@ def test_every_builtin_spec_expands_into_valid_runs():
         for model in (config.model for config in stop)
     }
     assert options == {(True, "all", 10.0)}
+    standard = [scan.EXPERIMENT.parse_config(run.config) for run in expand(load_spec("scan_transformer"))]
+    assert {config.data.split for config in standard} == {"addprim_jump"}
+    baseline = expand(load_spec("scan_transformer_length"))
+    assert {run.seed for run in baseline} == {0}
+    baseline_configs = [scan.EXPERIMENT.parse_config(run.config) for run in baseline]
+    assert {
+        (config.data.split, config.model.transformer.stop_from_attention) for config in baseline_configs
+    } == {("length", False)}
+    assert {config.model.transformer.positional for config in baseline_configs} == {
+        config.model.transformer.positional for config in standard
+    }
+    chain = ("semantic", "peers", "peers_dropout", "shared_heads", "gated_heads", "peers_as_one")
+    for step in chain:
+        configs = [
+            scan.EXPERIMENT.parse_config(run.config) for run in expand(load_spec(f"scan_transformer_{step}"))
+        ]
+        assert {config.model.transformer.positional for config in configs} == {"relative"}, step
     semantic = [
         scan.EXPERIMENT.parse_config(run.config) for run in expand(load_spec("scan_transformer_semantic"))
     ]

@@ -12,7 +12,8 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 * ``lookup_stop`` (``lookup_transformer_stop``): shift heads that only walk, keys from a window of
   three words, ``<eos>`` from the last layer's attention (``model.transformer.stop_from_attention``);
 * ``lookup_stop_all_layers`` (``lookup_transformer_stop_all_layers``): the same with ``<eos>`` from
-  every decoder layer's heads (``model.transformer.stop_layers=all``);
+  every decoder layer's heads (``model.transformer.stop_layers=all``), on Noisy-start only, whose
+  failures it was built for;
 * ``lookup_stop_gate10`` (``lookup_transformer_stop_gate10``): the same with a sharper gate over those
   heads (``model.transformer.stop_gate_scale=10``);
 * ``lookup_stop_detached`` (``lookup_transformer_stop_detached``): the same with a stop whose loss
@@ -22,38 +23,44 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
 * ``lookup_stop_gradient01_machine_tasks`` (``lookup_transformer_stop_gradient01_machine_tasks``):
   that model on the paper's own data protocol instead of attnlab's generator
   (``data.protocol=machine_tasks``), all five of its variants × 7 schemes, 3 seeds, every test set;
-* ``scan`` (``scan_transformer``): SCAN length and add-jump × 7 schemes × {dot, shift}, 3 seeds;
+* ``scan`` (``scan_transformer``): SCAN add-jump × 7 schemes × {dot, shift}, 3 seeds;
+* ``scan_length`` (``scan_transformer_length``): the length split with ``<eos>`` from the output
+  layer, 7 schemes × {dot, shift}, one seed (no output of it is longer than the training outputs);
 * ``scan_stop`` (``scan_transformer_stop``): the length split with ``<eos>`` from every layer's
   attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_simple`` (``scan_transformer_simple``): the simple split, one seed per row;
 * ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions;
 * ``scan_semantic`` (``scan_transformer_semantic``): add-jump with the output read from the attended
-  words' embeddings (``model.transformer.semantic_output``, Russin et al. 2019's separation), 7
-  schemes × {dot, shift}, 3 seeds;
+  words' embeddings (``model.transformer.semantic_output``, Russin et al. 2019's separation);
 * ``scan_peers`` (``scan_transformer_peers``): as ``scan_semantic``, with the values' embeddings of
   their own and a word (or output token) seen only alone read by the syntax as its peers
-  (``model.transformer.peer_words``), 7 schemes × {dot, shift}, 3 seeds;
+  (``model.transformer.peer_words``);
 * ``scan_peers_dropout`` (``scan_transformer_peers_dropout``): as ``scan_peers``, with the decoder's
-  inputs read as the peers' mean a tenth of the time in training (``model.transformer.peer_dropout``),
-  7 schemes × {dot, shift}, 3 seeds;
+  inputs read as the peers' mean a tenth of the time in training (``model.transformer.peer_dropout``);
 * ``scan_shared_heads`` (``scan_transformer_shared_heads``): as ``scan_peers_dropout``, with one value
   a word read by every head (``model.transformer.semantic_heads=shared``) and ``<eos>`` from every
-  layer's attention on the end marker as in ``scan_stop``, 7 schemes × {dot, shift}, 3 seeds;
+  layer's attention on the end marker as in ``scan_stop``;
 * ``scan_gated_heads`` (``scan_transformer_gated_heads``): as ``scan_shared_heads``, with the heads'
   glimpses weighted by a softmax over the heads from the decoder's state
-  (``model.transformer.semantic_heads=gated``), 7 schemes × {dot, shift}, 3 seeds;
+  (``model.transformer.semantic_heads=gated``);
 * ``scan_peers_as_one`` (``scan_transformer_peers_as_one``): as ``scan_gated_heads``, with every peer
   word read as the peers' mean by both sides (``model.transformer.peers_as_one``), the decoder's
-  peers the outputs of one-word commands and no peer dropout, up to 100 epochs, 7 schemes ×
-  {dot, shift}, 3 seeds;
+  peers the outputs of one-word commands and no peer dropout, up to 100 epochs;
 * ``scan_recurrent_shift`` (``scan_gru_shift``): the recurrent Shift Attender beside them, the GRU +
   attention model of Russin et al.'s Table 1 with Dubois et al.'s Shift Attender as its attention and
   ``<eos>`` from the attention on the end marker, on the length, add-jump and simple splits, 3 seeds.
 
+The add-jump chain (``scan_semantic`` → ``scan_peers`` → ``scan_peers_dropout`` → ``scan_shared_heads``
+→ ``scan_gated_heads`` → ``scan_peers_as_one``, each step the one before with one change) runs in the
+cell its steps were piloted in, relative positions with shift heads, 3 seeds, and its last step with
+dot heads too: the positional schemes are compared on the standard model (``scan``), and a chain
+step is a change of the model, not of the positions. Every scheme × heads × 3 seeds for each step
+would be 231 runs more, about 230 CPU-hours.
+
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 14 minutes; all
-eighteen parts are 1,013 runs, roughly 380–490 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
+positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 6–14 minutes; all
+nineteen parts are 712 runs, roughly 220 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
 on a GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
 halfway has every row at one seed.
 
@@ -113,6 +120,7 @@ PARTS: dict[str, str] = {
     "lookup_stop_gradient01": "lookup_transformer_stop_gradient01",
     "lookup_stop_gradient01_machine_tasks": "lookup_transformer_stop_gradient01_machine_tasks",
     "scan": "scan_transformer",
+    "scan_length": "scan_transformer_length",
     "scan_stop": "scan_transformer_stop",
     "scan_simple": "scan_transformer_simple",
     "scan_cutoffs": "scan_transformer_length_cutoffs",
@@ -135,6 +143,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "lookup_stop_gradient01": "long5",
     "lookup_stop_gradient01_machine_tasks": "longer_seen_5",
     "scan": "test",
+    "scan_length": "test",
     "scan_stop": "test",
     "scan_simple": "test",
     "scan_cutoffs": "test",
@@ -365,7 +374,8 @@ LOOKUP_SOURCES: tuple[tuple[str, Label], ...] = (
 
 def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
     """One table per variant with a finished run (Long, Reversed, Noisy-start), each under its name
-    in bold: rows positional schemes, columns :data:`LOOKUP_COLUMNS`."""
+    in bold: rows positional schemes, columns :data:`LOOKUP_COLUMNS` but those of the parts whose
+    grid leaves the variant out (``lookup_stop_all_layers`` runs on Noisy-start only)."""
     tables = []
     for variant in _grid_values("lookup", VARIANT):
         of_variant = {
@@ -373,8 +383,12 @@ def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
             for part, cells in found.items()
             if part == "lookup" or part in LOOKUP_STOP_PARTS
         }
+        left_out = {
+            column for part, column in LOOKUP_STOP_PARTS.items() if variant not in _grid_values(part, VARIANT)
+        }
+        columns = [column for column in LOOKUP_COLUMNS if column not in left_out]
         table = joined_table(
-            of_variant, LOOKUP_SOURCES, _scheme, _grid_values("lookup", POSITIONAL), LOOKUP_COLUMNS, test_set
+            of_variant, LOOKUP_SOURCES, _scheme, _grid_values("lookup", POSITIONAL), columns, test_set
         )
         if table != NO_RUNS:
             tables.append(f"**{VARIANT_NAMES.get(variant, variant)} Lookup Tables**\n\n{table}")
@@ -449,6 +463,7 @@ def scan_table(found: Mapping[str, Mapping[str, Any]], metric: str = "seq_acc") 
     (``metric`` ``seq_acc``: stopping by itself; ``seq_acc_given_length``: decoded to the target's
     length)."""
     sources: list[tuple[str, Label]] = [
+        ("scan_length", lambda params: f"length · {params[HEADS]}"),
         ("scan", lambda params: f"{_split(params)} · {params[HEADS]}"),
         ("scan_stop", lambda params: f"length · {params[HEADS]} + stop"),
         ("scan_semantic", lambda params: f"add-jump · {params[HEADS]} + semantic"),
@@ -544,7 +559,7 @@ def _length_cutoff(part: str, params: Mapping[str, Any]) -> int | None:
     """The most actions a training output of a length-split cell has (``None``: not a length split)."""
     if part == "scan_cutoffs":
         return int(params[CUTOFF])
-    if part == "scan_stop" or part in ("scan", "scan_recurrent_shift") and params[SPLIT] == "length":
+    if part in ("scan_length", "scan_stop") or part == "scan_recurrent_shift" and params[SPLIT] == "length":
         return scan.LENGTH_SPLIT_MAX_TRAIN_ACTIONS
     return None
 
