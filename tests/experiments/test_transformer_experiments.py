@@ -91,9 +91,13 @@ def test_scan_heatmap_titles_say_where_a_decoding_leaves_the_target(outputs, out
 
 @pytest.mark.parametrize(
     "option, saved",
-    [("decoder_offset=4", "decoder_offset: 4"), ("decoder_hides_start=true", "decoder_hides_start: true")],
+    [
+        ("decoder_offset=4", "decoder_offset: 4"),
+        ("decoder_hides_start=true", "decoder_hides_start: true"),
+        ("decoder_recurrence=gru", "decoder_recurrence: gru"),
+    ],
 )
-def test_scan_transformer_trains_with_a_random_or_hidden_decoder_start_and_evaluates_from_its_checkpoint(
+def test_scan_transformer_trains_with_a_decoder_option_and_evaluates_from_its_checkpoint(
     scan_files, tmp_path, option, saved
 ):
     run_dir = tmp_path / "run"

@@ -929,6 +929,52 @@ def test_a_decoder_that_hides_its_start_reads_sos_at_the_first_step_only(positio
             torch.testing.assert_close(logits, hidden[:, t], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_a_decoder_recurrence_keeps_masking_padding_and_cached_decoding_exact(positional):
+    """With ``decoder_recurrence="gru"`` a step reads no later input, padding is exact, cached
+    decoding equals teacher forcing, and the weights the model shares with the plain one are the
+    plain one's (the GRU is built last)."""
+    model, plain = build(positional, decoder_recurrence="gru"), build(positional)
+    source, mask = padded_batch(SOURCES, width=7)
+    with torch.no_grad():
+        full = model(source, mask, TARGET_INPUT)
+        changed = TARGET_INPUT.clone()
+        changed[:, 3] = 8
+        torch.testing.assert_close(
+            model(source, mask, changed).logits[:, :3], full.logits[:, :3], rtol=0, atol=0
+        )
+        other = source.masked_fill(mask, 5)
+        torch.testing.assert_close(model(other, mask, TARGET_INPUT).logits, full.logits, rtol=0, atol=0)
+        state = model.start(source, mask)
+        for t in range(TARGET_INPUT.size(1)):
+            logits, weights, state = model.step(state, TARGET_INPUT[:, t])
+            torch.testing.assert_close(logits, full.logits[:, t], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(weights, full.attention[:, t], rtol=1e-5, atol=1e-5)
+    shared = plain.state_dict()
+    recurrent = model.state_dict()
+    assert set(recurrent) - set(shared) and all(
+        name.startswith("decoder_recurrence.") for name in set(recurrent) - set(shared)
+    )
+    assert all(torch.equal(recurrent[name], value) for name, value in shared.items())
+
+
+def test_a_decoder_recurrence_reads_the_order_of_the_outputs_so_far():
+    """One decoder layer, no positions: a step's self-attention reads the earlier outputs as a set,
+    so swapping two of them leaves the step's logits as they are; the GRU reads them in order."""
+    source, mask = padded_batch(SOURCES)
+    swapped = TARGET_INPUT.clone()
+    swapped[:, [1, 2]] = TARGET_INPUT[:, [2, 1]]
+    options = {"decoder_layers": 1, "cross_attention": "dot"}
+    with torch.no_grad():
+        for recurrence, changes in (("none", False), ("gru", True)):
+            model = build("none", decoder_recurrence=recurrence, **options)
+            logits = model(source, mask, TARGET_INPUT).logits[:, 3:]
+            other = model(source, mask, swapped).logits[:, 3:]
+            assert (not torch.allclose(logits, other, atol=1e-6)) == changes, recurrence
+    with pytest.raises(ValueError, match="decoder_recurrence must be one of \\['none', 'gru'\\], got 'lstm'"):
+        build(decoder_recurrence="lstm")
+
+
 def test_hiding_the_decoder_start_and_a_decoder_offset_exclude_each_other():
     with pytest.raises(ValueError, match="decoder_offset adds <sos> tokens and decoder_hides_start hides"):
         build(decoder_offset=2, decoder_hides_start=True)

@@ -207,6 +207,10 @@ class TransformerModelConfig:
     never which (:mod:`attnlab.models.transformer`; with ``target_alone: command`` the turns stay
     themselves)."""
 
+    decoder_recurrence: Literal["none", "gru"] = "none"
+    """``gru``: a GRU over the decoder's inputs adds a recurrent count of the outputs so far to them,
+    which no positional scheme has to extrapolate (:mod:`attnlab.models.transformer`)."""
+
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
         for option in changed_options(self, stop_options):
@@ -282,6 +286,7 @@ def build_transformer(
         peer_dropout_unit=config.peer_dropout_unit,
         target_alone=config.target_alone,
         peers_as_one=config.peers_as_one,
+        decoder_recurrence=config.decoder_recurrence,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

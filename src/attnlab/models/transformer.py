@@ -127,6 +127,18 @@ sentence ("walk thrice" runs on as ``I_WALK`` past three), validation exact matc
 (99.5% with ``<sos>`` seen) and test exact match falls to 23.7% (76.5%). So ``<sos>`` is also where the first
 sentence is counted from; an option, not a default.
 
+A recurrent count in the decoder (an attnlab option, issue 28). ``decoder_recurrence="gru"`` runs a
+one-layer GRU (Cho et al. 2014) over the decoder's inputs, the previous outputs' embeddings with their
+positions, and adds its output to them before the first decoder layer: ``x_t ← x_t + GRU(x_{≤t})``.
+Every layer, and so every cross-attention head's query, then reads a recurrent summary of the
+outputs so far, which no positional scheme has to extrapolate. Why: on the SCAN length split the
+recurrent Shift Attender lengthens sentences it never saw by counting its walk's alternations in its
+GRU state (one seed of five; docs/results.md, issue 28, session 49), while the Transformer's Shift
+heads walk too but count by their positions, none past the training lengths. The GRU's state is
+carried from step to step in decoding; the choice to add it to the inputs rather than replace them
+keeps the positional scheme's reading of the step (set ``positional`` to ``none`` to count by the
+GRU alone).
+
 Output from the attended words (an attnlab option, issue 28). On SCAN's add-jump split the
 Transformer's outputs have the right structure and the wrong meaning for "jump": 39–71% of its
 test outputs are right but at ``I_JUMP``'s places, where heads that attend "jump" still emit another
@@ -743,10 +755,14 @@ class _DecoderState:
     step: int = 0
     stop_keys: torch.Tensor | None = None  # [B, H, S, D]: the keys of StopHeads, if any
     source_words: torch.Tensor | None = None  # [B]: each source's real tokens, no marker counted
+    recurrent: torch.Tensor | None = None  # [1, B, D]: the decoder_recurrence GRU's state, if any
 
 
 EMBEDDING_INITS = ("scaled", "xavier")
 """How :class:`TransformerSeq2Seq` initialises and reads its token embeddings (``embedding_init``)."""
+
+DECODER_RECURRENCES = ("none", "gru")
+"""What :class:`TransformerSeq2Seq` runs over its decoder's inputs (``decoder_recurrence``)."""
 
 
 class TransformerSeq2Seq(StepwiseSeq2Seq):
@@ -851,6 +867,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         peers_as_one: with ``peer_words``, the side(s) that read peers read every peer word as the
             peers' mean too, in training and at test, never which peer it is (module docstring);
             default ``False``.
+        decoder_recurrence: ``"gru"``: a GRU over the decoder's inputs adds a recurrent count of
+            the outputs so far to them (module docstring); default ``"none"``.
     """
 
     def __init__(
@@ -892,6 +910,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         peer_dropout_unit: str = "token",
         target_alone: str = "output",
         peers_as_one: bool = False,
+        decoder_recurrence: str = "none",
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -923,6 +942,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
+        if decoder_recurrence not in DECODER_RECURRENCES:
+            raise ValueError(
+                f"decoder_recurrence must be one of {list(DECODER_RECURRENCES)}, got {decoder_recurrence!r}"
+            )
         check_semantic_output(
             semantic_output,
             end_marker=end_marker,
@@ -1019,6 +1042,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.stop_attention = StopHeads(d_model, heads) if separate else None
         gate_shape = (stop_heads,) if stop_ends == "either" else (stop_heads, 2)
         self.stop_gate = nn.Parameter(torch.zeros(gate_shape)) if stop_from_attention else None
+        # built last, so that a model without it draws the same initial weights as before it existed
+        self.decoder_recurrence = (
+            nn.GRU(d_model, d_model, batch_first=True) if decoder_recurrence == "gru" else None
+        )
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
@@ -1104,6 +1131,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         positions = torch.arange(state.step, state.step + steps, device=tokens.device, dtype=embedded.dtype)
         positions = positions.expand(tokens.size(0), steps)
         x = self.dropout(self.target_positions(embedded, positions))
+        recurrent = None
+        if self.decoder_recurrence is not None:
+            counted, recurrent = self.decoder_recurrence(x, state.recurrent)
+            x = x + counted
         crosses, caches, layer_weights = [], [], []
         for layer, cross, cache in zip(self.decoder, state.cross, state.caches):
             x, glimpse, weights, cross, cache = layer(x, positions, cross, cache)
@@ -1121,7 +1152,13 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             stop_weights = layer_weights[-1]
         logits = self._readout(glimpse if self.semantic_output else x, stop_weights, state.end_positions)
         next_state = _DecoderState(
-            crosses, caches, state.end_positions, state.step + steps, state.stop_keys, state.source_words
+            crosses,
+            caches,
+            state.end_positions,
+            state.step + steps,
+            state.stop_keys,
+            state.source_words,
+            recurrent,
         )
         return logits, layer_weights, next_state
 
