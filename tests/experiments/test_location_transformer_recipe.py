@@ -65,6 +65,13 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
         "model.transformer.cross_attention": "shift",
     }
     _finish(tmp_path, "scan_cutoffs", cutoff, 0, {"test": {"seq_acc": 77.0}})
+    _finish(
+        tmp_path,
+        "scan_recurrent_shift_cutoffs",
+        {"data.max_train_actions": 24},
+        0,
+        {"test": {"seq_acc": 64.0}},
+    )
 
     text = recipe.report(tmp_path)
 
@@ -125,6 +132,8 @@ def test_the_tables_put_each_sweep_cell_in_its_row_and_column(tmp_path):
     cutoffs = text.split("cut at N actions")[1].split("###")[0]
     assert "|  | 22 | 24 | 25 | 26 |" in cutoffs
     assert "| rope · shift |  |  |  | 77.0 ± 0.0 (n=1) |" in cutoffs
+    assert "| recurrent Shift Attender (GRU) |  | 64.0 ± 0.0 (n=1) |  |  |" in cutoffs
+    assert cutoffs.index("| rope · shift |") < cutoffs.index("| recurrent Shift Attender (GRU) |")
     assert "Csordás et al. 2021" in text and "(theirs)" in text
     assert "no finished runs" in text.split("the recurrent Shift Attender")[1].split("###")[0]
     assert (tmp_path / "results.md").read_text().rstrip() == text
@@ -359,6 +368,14 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     stop = {"model.transformer.positional": "none", "model.transformer.cross_attention": "dot"}
     _finish(tmp_path, "scan_stop", stop, 2, _length_results(90.0, 10.0))
     _finish(tmp_path, "scan_length", cell, 0, _length_results(0.0, 0.0))
+    recurrent = {"data.max_train_actions": 30}
+    _finish(
+        tmp_path,
+        "scan_recurrent_shift_cutoffs",
+        recurrent,
+        0,
+        _length_results(70.0, None, examples=1000, longer=0),
+    )
 
     table = recipe.report(tmp_path).split("sentence longer than any training output")[1]
 
@@ -372,5 +389,6 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     assert "| scan_stop · none, dot |" in table
     assert "| scan_stop · rope, shift |" in table and "| scan_cutoffs · 24, relative, dot |" in table
     assert "| scan_length · rope, shift | 22 | 776 | 0.0 ± 0.0 (n=1) |" in table
+    assert "| scan_recurrent_shift_cutoffs · 30 | 30 | 1,000 | 70.0 ± 0.0 (n=1) |" in table
     assert "| 22 | 776 | 90.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 3,144 | 10.0 ± 0.0 (n=1) |" in table
     assert "scan_cutoffs · 26," not in table and "addprim_jump" not in table

@@ -130,6 +130,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "lookup_transformer_stop_machine_tasks": 63,
         "raffel2015_addition_lr": 24,
         "scan_gru_shift": 9,
+        "scan_gru_shift_cutoffs": 11,
         "scan_transformer": 42,
         "scan_transformer_length": 14,
         "scan_transformer_length_cutoffs": 66,

@@ -48,7 +48,9 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   peers the outputs of one-word commands and no peer dropout, up to 100 epochs;
 * ``scan_recurrent_shift`` (``scan_gru_shift``): the recurrent Shift Attender beside them, the GRU +
   attention model of Russin et al.'s Table 1 with Dubois et al.'s Shift Attender as its attention and
-  ``<eos>`` from the attention on the end marker, on the length, add-jump and simple splits, 3 seeds.
+  ``<eos>`` from the attention on the end marker, on the length, add-jump and simple splits, 3 seeds;
+* ``scan_recurrent_shift_cutoffs`` (``scan_gru_shift_cutoffs``): that model on the length split cut at
+  the cut-offs of ``scan_cutoffs``, one seed, a row of its table.
 
 The add-jump chain (``scan_semantic`` → ``scan_peers`` → ``scan_peers_dropout`` → ``scan_shared_heads``
 → ``scan_gated_heads`` → ``scan_peers_as_one``, each step the one before with one change) runs in the
@@ -60,7 +62,7 @@ would be 231 runs more, about 230 CPU-hours.
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
 positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 6–14 minutes; all
-nineteen parts are 712 runs, roughly 220 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
+twenty parts are 723 runs, roughly 225 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
 on a GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
 halfway has every row at one seed.
 
@@ -131,6 +133,7 @@ PARTS: dict[str, str] = {
     "scan_gated_heads": "scan_transformer_gated_heads",
     "scan_peers_as_one": "scan_transformer_peers_as_one",
     "scan_recurrent_shift": "scan_gru_shift",
+    "scan_recurrent_shift_cutoffs": "scan_gru_shift_cutoffs",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
 
@@ -154,6 +157,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "scan_gated_heads": "test",
     "scan_peers_as_one": "test",
     "scan_recurrent_shift": "test",
+    "scan_recurrent_shift_cutoffs": "test",
 }
 """Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
@@ -497,17 +501,30 @@ def recurrent_scan_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     return format_table(table, list(SPLIT_NAMES.values()), markdown=True)
 
 
+RECURRENT_CUTOFF_ROW = "recurrent Shift Attender (GRU)"
+"""The cut-off table's row of part ``scan_recurrent_shift_cutoffs``."""
+
+
 def cutoff_table(found: Mapping[str, Mapping[str, Any]]) -> str:
-    """Rows: scheme · heads; columns: the most actions a training output has (N); exact match on
-    every longer command."""
+    """Rows: the Transformer's scheme · heads, then the recurrent Shift Attender
+    (:data:`RECURRENT_CUTOFF_ROW`); columns: the most actions a training output has (N); exact
+    match on every longer command, stopping by itself."""
     rows = [
         f"{scheme} · {heads}"
         for scheme, heads in itertools.product(
             _grid_values("scan_cutoffs", POSITIONAL), _grid_values("scan_cutoffs", HEADS)
         )
     ]
-    sources: list[tuple[str, Label]] = [("scan_cutoffs", lambda params: str(params[CUTOFF]))]
-    return joined_table(found, sources, _scheme_heads, rows, _grid_values("scan_cutoffs", CUTOFF), "test")
+
+    def row(params: Mapping[str, Any]) -> str:
+        return _scheme_heads(params) if POSITIONAL in params else RECURRENT_CUTOFF_ROW
+
+    def cutoff(params: Mapping[str, Any]) -> str:
+        return str(params[CUTOFF])
+
+    sources: list[tuple[str, Label]] = [("scan_cutoffs", cutoff), ("scan_recurrent_shift_cutoffs", cutoff)]
+    columns = _grid_values("scan_cutoffs", CUTOFF)
+    return joined_table(found, sources, row, [*rows, RECURRENT_CUTOFF_ROW], columns, "test")
 
 
 SENTENCE_COLUMNS: tuple[str, ...] = (
@@ -523,11 +540,11 @@ SENTENCE_COLUMNS: tuple[str, ...] = (
 
 
 def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
-    """One row per finished length-split cell (parts ``scan`` and ``scan_recurrent_shift`` on the
-    length split, ``scan_stop`` and ``scan_cutoffs``): its test commands in two groups, those whose
-    every sentence has at most N actions (N the most actions of a training output) and those with a
-    longer sentence, with each
-    group's size and exact match, stopping by itself and with the length given, mean ± std over seeds
+    """One row per finished length-split cell (parts ``scan_length``, ``scan_stop``, ``scan_cutoffs``,
+    ``scan_recurrent_shift_cutoffs`` and ``scan_recurrent_shift`` on the length split): its test
+    commands in two groups, those whose every sentence has at most N actions (N the most actions of
+    a training output) and those with a longer sentence, with each group's size and exact match,
+    stopping by itself and with the length given, mean ± std over seeds
     (:func:`~attnlab.experiments.scan.experiment.sentence_length_metrics`; runs evaluated before it
     existed have no row). A model that can join the sentences it was trained on but not lengthen
     one gets only the first group right: at N = 22 that is 776 of 3,920 commands (19.8%), at every
@@ -557,7 +574,7 @@ def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
 
 def _length_cutoff(part: str, params: Mapping[str, Any]) -> int | None:
     """The most actions a training output of a length-split cell has (``None``: not a length split)."""
-    if part == "scan_cutoffs":
+    if part in ("scan_cutoffs", "scan_recurrent_shift_cutoffs"):
         return int(params[CUTOFF])
     if part in ("scan_length", "scan_stop") or part == "scan_recurrent_shift" and params[SPLIT] == "length":
         return scan.LENGTH_SPLIT_MAX_TRAIN_ACTIONS
