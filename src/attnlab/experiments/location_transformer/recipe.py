@@ -381,19 +381,16 @@ def lookup_table(found: Mapping[str, Mapping[str, Any]], test_set: str) -> str:
     in bold: rows positional schemes, columns :data:`LOOKUP_COLUMNS` but those of the parts whose
     grid leaves the variant out (``lookup_stop_all_layers`` runs on Noisy-start only)."""
     tables = []
+    schemes = _grid_values("lookup", POSITIONAL)
+    stop_variants = {column: _grid_values(part, VARIANT) for part, column in LOOKUP_STOP_PARTS.items()}
     for variant in _grid_values("lookup", VARIANT):
         of_variant = {
             part: {cell: entry for cell, entry in cells.items() if str(entry["params"][VARIANT]) == variant}
             for part, cells in found.items()
             if part == "lookup" or part in LOOKUP_STOP_PARTS
         }
-        left_out = {
-            column for part, column in LOOKUP_STOP_PARTS.items() if variant not in _grid_values(part, VARIANT)
-        }
-        columns = [column for column in LOOKUP_COLUMNS if column not in left_out]
-        table = joined_table(
-            of_variant, LOOKUP_SOURCES, _scheme, _grid_values("lookup", POSITIONAL), columns, test_set
-        )
+        columns = [column for column in LOOKUP_COLUMNS if variant in stop_variants.get(column, [variant])]
+        table = joined_table(of_variant, LOOKUP_SOURCES, _scheme, schemes, columns, test_set)
         if table != NO_RUNS:
             tables.append(f"**{VARIANT_NAMES.get(variant, variant)} Lookup Tables**\n\n{table}")
     return "\n\n".join(tables) or NO_RUNS
