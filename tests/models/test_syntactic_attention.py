@@ -53,6 +53,15 @@ VARIANTS = {
     "gru_shift_stop_from_attention": lambda: GRUAttentionSeq2Seq(
         SOURCE_VOCAB, TARGET_VOCAB, attender="shift", end_marker=True, stop_from_attention=True, **SMALL
     ),
+    "lstm_shift_stop_from_attention": lambda: GRUAttentionSeq2Seq(
+        SOURCE_VOCAB,
+        TARGET_VOCAB,
+        attender="shift",
+        end_marker=True,
+        stop_from_attention=True,
+        decoder_cell="lstm",
+        **SMALL,
+    ),
 }
 
 
@@ -752,6 +761,27 @@ def test_gru_attention_takes_any_attender_and_its_options():
         )
     with pytest.raises(ValueError, match="stop_from_attention needs end_marker"):
         GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, stop_from_attention=True, **SMALL)
+
+
+def test_an_lstm_decoder_carries_its_cell_state_from_step_to_step():
+    """``decoder_cell="lstm"``: the cell state starts at zero and is carried, so the logits of a
+    step depend on it: the same step from a changed cell state gives other logits; the GRU model
+    has no cell state. An unknown cell is refused by name."""
+    lstm, gru = build("lstm_shift_stop_from_attention"), build("gru_shift_stop_from_attention")
+    assert isinstance(lstm.decoder_cell, nn.LSTMCell) and isinstance(gru.decoder_cell, nn.GRUCell)
+    source, mask = padded_batch(SOURCES)
+    state = lstm.start(source, mask)
+    assert state.memory is not None and not state.memory.any()
+    assert gru.start(source, mask).memory is None
+    previous = torch.full((len(SOURCES),), SOS)
+    _, _, after_one = lstm.step(state, previous)
+    assert after_one.memory is not None and after_one.memory.abs().sum() > 0
+    logits, _, _ = lstm.step(after_one, previous)
+    after_one.memory = after_one.memory + 1.0
+    changed, _, _ = lstm.step(after_one, previous)
+    assert not torch.allclose(logits, changed)
+    with pytest.raises(ValueError, match=r"decoder_cell must be one of \['gru', 'lstm'\], got 'rnn'"):
+        GRUAttentionSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, decoder_cell="rnn", **SMALL)
 
 
 def test_gru_end_marker_is_a_word_of_its_own_that_the_attention_can_reach():

@@ -938,11 +938,12 @@ def test_a_decoder_that_hides_its_start_reads_sos_at_the_first_step_only(positio
             torch.testing.assert_close(logits, hidden[:, t], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("recurrence", ["gru", "lstm"])
 @pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
-def test_a_decoder_recurrence_leaves_the_plain_models_initial_weights(positional):
-    """The weights a ``decoder_recurrence="gru"`` model shares with the plain one are the plain
-    one's: the GRU is built last (masking, padding and cached decoding: the tests above)."""
-    model, plain = build(positional, decoder_recurrence="gru"), build(positional)
+def test_a_decoder_recurrence_leaves_the_plain_models_initial_weights(positional, recurrence):
+    """The weights a ``decoder_recurrence`` model shares with the plain one are the plain one's:
+    the recurrence is built last (masking, padding and cached decoding: the tests above)."""
+    model, plain = build(positional, decoder_recurrence=recurrence), build(positional)
     shared = plain.state_dict()
     recurrent = model.state_dict()
     assert set(recurrent) - set(shared) and all(
@@ -953,19 +954,21 @@ def test_a_decoder_recurrence_leaves_the_plain_models_initial_weights(positional
 
 def test_a_decoder_recurrence_reads_the_order_of_the_outputs_so_far():
     """One decoder layer, no positions: a step's self-attention reads the earlier outputs as a set,
-    so swapping two of them leaves the step's logits as they are; the GRU reads them in order."""
+    so swapping two of them leaves the step's logits as they are; the GRU and the LSTM read them in
+    order."""
     source, mask = padded_batch(SOURCES)
     swapped = TARGET_INPUT.clone()
     swapped[:, [1, 2]] = TARGET_INPUT[:, [2, 1]]
     options = {"decoder_layers": 1, "cross_attention": "dot"}
     with torch.no_grad():
-        for recurrence, changes in (("none", False), ("gru", True)):
+        for recurrence, changes in (("none", False), ("gru", True), ("lstm", True)):
             model = build("none", decoder_recurrence=recurrence, **options)
             logits = model(source, mask, TARGET_INPUT).logits[:, 3:]
             other = model(source, mask, swapped).logits[:, 3:]
             assert (not torch.allclose(logits, other, atol=1e-6)) == changes, recurrence
-    with pytest.raises(ValueError, match="decoder_recurrence must be one of \\['none', 'gru'\\], got 'lstm'"):
-        build(decoder_recurrence="lstm")
+    refused = "decoder_recurrence must be one of \\['none', 'gru', 'lstm'\\], got 'rnn'"
+    with pytest.raises(ValueError, match=refused):
+        build(decoder_recurrence="rnn")
 
 
 def test_hiding_the_decoder_start_and_a_decoder_offset_exclude_each_other():

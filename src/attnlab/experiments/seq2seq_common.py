@@ -207,9 +207,10 @@ class TransformerModelConfig:
     never which (:mod:`attnlab.models.transformer`; with ``target_alone: command`` the turns stay
     themselves)."""
 
-    decoder_recurrence: Literal["none", "gru"] = "none"
-    """``gru``: a GRU over the decoder's inputs adds a recurrent count of the outputs so far to them,
-    which no positional scheme has to extrapolate (:mod:`attnlab.models.transformer`)."""
+    decoder_recurrence: Literal["none", "gru", "lstm"] = "none"
+    """``gru`` / ``lstm``: a GRU or an LSTM over the decoder's inputs adds a recurrent count of the
+    outputs so far to them, which no positional scheme has to extrapolate
+    (:mod:`attnlab.models.transformer`)."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")

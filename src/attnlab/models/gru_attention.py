@@ -20,6 +20,14 @@ Transformer on SCAN):
   (:func:`~attnlab.models.stepwise.stop_log_probs`); the logits returned are these
   log-probabilities. ``c_i`` is the glimpse of every column, the end marker's included (the paper
   is silent; the marker's value tells the readout where the attention is).
+* ``decoder_cell="lstm"`` makes the decoder an LSTM cell (Hochreiter & Schmidhuber 1997):
+  ``(s_i, m_i) = LSTM([E y_{i−1} ; c_i], (s_{i−1}, m_{i−1}))`` with ``m_0 = 0`` (our choice), the
+  query and readout still reading ``s``. Why: the recurrent Shift Attender lengthens a SCAN sentence
+  past the training lengths only when its decoder counts the walk's steps past them (one draw of
+  six; docs/results.md, issue 28, sessions 49–50), and Weiss, Goldberg & Yahav (2018, "On the
+  Practical Computational Power of Finite Precision RNNs for Language Recognition") show that an
+  LSTM's cell can count without bound (``m_i = m_{i−1} + 1`` with its gates saturated), which a
+  GRU's state, an interpolation between its past and a squashed candidate, cannot.
 """
 
 from __future__ import annotations
@@ -40,7 +48,10 @@ from attnlab.models.stepwise import (
     stop_log_probs,
 )
 
-__all__ = ["GRUAttentionSeq2Seq"]
+__all__ = ["DECODER_CELLS", "GRUAttentionSeq2Seq"]
+
+DECODER_CELLS: dict[str, type[nn.GRUCell] | type[nn.LSTMCell]] = {"gru": nn.GRUCell, "lstm": nn.LSTMCell}
+"""The decoder cells of :class:`GRUAttentionSeq2Seq` (``decoder_cell``)."""
 
 
 @dataclass
@@ -50,6 +61,7 @@ class _GRUState:
     hidden: torch.Tensor  # [B, D]
     attention: AttentionState
     end_positions: torch.Tensor | None = None  # the end marker's column [B] (with end_marker)
+    memory: torch.Tensor | None = None  # [B, D]: the LSTM's cell state (decoder_cell="lstm")
 
 
 class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
@@ -60,7 +72,8 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
     ``previous_output=False``), ``p(y_i) = softmax(W_o dropout([s_i ; c_i]))``;
     ``s_0 = tanh(W_0 [→h_T ; ←h_1])``. Defaults: Lake & Baroni's best add-jump model (1 layer,
     100 units, dropout 0.1), which Bastings et al. start from. ``attender``, ``attender_options``,
-    ``end_marker`` and ``stop_from_attention``: the module docstring.
+    ``end_marker``, ``stop_from_attention`` and ``decoder_cell`` (``"gru"``, the default, or
+    ``"lstm"``): the module docstring.
     """
 
     def __init__(
@@ -78,6 +91,7 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         attender_options: dict[str, Any] | None = None,
         end_marker: bool = False,
         stop_from_attention: bool = False,
+        decoder_cell: str = "gru",
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -85,6 +99,8 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
         if min(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, encoder_layers) < 1:
             raise ValueError("embedding_dim, hidden sizes and encoder_layers must be >= 1")
+        if decoder_cell not in DECODER_CELLS:
+            raise ValueError(f"decoder_cell must be one of {list(DECODER_CELLS)}, got {decoder_cell!r}")
         self.end_marker_id = end_marker_word(source_vocab_size, end_marker, stop_from_attention)
         self.stop_from_attention = stop_from_attention
         source_vocab_size += int(end_marker)
@@ -108,7 +124,7 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
             nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id) if previous_output else None
         )
         input_dim = annotation_dim + (embedding_dim if previous_output else 0)
-        self.decoder_cell = nn.GRUCell(input_dim, decoder_hidden_dim)
+        self.decoder_cell = DECODER_CELLS[decoder_cell](input_dim, decoder_hidden_dim)
         self.output = nn.Linear(decoder_hidden_dim + annotation_dim, target_vocab_size)
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _GRUState:
@@ -120,12 +136,14 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
             )
         embedded = self.dropout(self.source_embedding(source))
         annotations, final = run_packed(self.encoder, embedded, source_padding_mask)
+        hidden = torch.tanh(self.bridge(final))
         return _GRUState(
             annotations=annotations,
             padding_mask=source_padding_mask,
-            hidden=torch.tanh(self.bridge(final)),
+            hidden=hidden,
             attention=self.attender.initial_state(annotations, source_padding_mask),
             end_positions=end_positions,
+            memory=torch.zeros_like(hidden) if isinstance(self.decoder_cell, nn.LSTMCell) else None,
         )
 
     def step(self, state: _GRUState, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, _GRUState]:
@@ -135,14 +153,17 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         inputs = attended.glimpse
         if self.target_embedding is not None:
             inputs = torch.cat([self.dropout(self.target_embedding(previous)), inputs], dim=-1)
-        hidden = self.decoder_cell(inputs, state.hidden)
+        memory = None
+        if state.memory is None:
+            hidden = self.decoder_cell(inputs, state.hidden)
+        else:
+            hidden, memory = self.decoder_cell(inputs, (state.hidden, state.memory))
         logits = self.output(self.dropout(torch.cat([hidden, attended.glimpse], dim=-1)))
         if self.stop_from_attention:
             assert state.end_positions is not None
             on_end = attended.weights.gather(1, state.end_positions.unsqueeze(1))  # α_i,end [B, 1]
             logits = stop_log_probs(logits, self.eos_id, on_end, 1.0 - on_end)
-        return (
-            logits,
-            attended.weights,
-            _GRUState(state.annotations, state.padding_mask, hidden, attended.state, state.end_positions),
+        next_state = _GRUState(
+            state.annotations, state.padding_mask, hidden, attended.state, state.end_positions, memory
         )
+        return logits, attended.weights, next_state

@@ -142,6 +142,11 @@ by). Measured on the SCAN length split (relative positions, shift heads, the sto
 attention, seed 0; docs/results.md, issue 28, session 50): 7.7% exact match (12.1 ± 2.9% without
 it), and still none of the commands with a sentence longer than any trained: the heads end the loop
 of "around ... thrice" at 16 actions, as without it. An option, not a default.
+``decoder_recurrence="lstm"`` runs a one-layer LSTM (Hochreiter & Schmidhuber 1997) instead, its
+state ``(h, c)`` carried the same way: Weiss, Goldberg & Yahav (2018, "On the Practical
+Computational Power of Finite Precision RNNs for Language Recognition") show that an LSTM's cell
+can count without bound (``c_t = c_{t-1} + 1`` with its gates saturated), which a GRU, whose state
+interpolates between its past and a squashed candidate, cannot.
 
 Output from the attended words (an attnlab option, issue 28). On SCAN's add-jump split the
 Transformer's outputs have the right structure and the wrong meaning for "jump": 39–71% of its
@@ -759,13 +764,14 @@ class _DecoderState:
     step: int = 0
     stop_keys: torch.Tensor | None = None  # [B, H, S, D]: the keys of StopHeads, if any
     source_words: torch.Tensor | None = None  # [B]: each source's real tokens, no marker counted
-    recurrent: torch.Tensor | None = None  # [1, B, D]: the decoder_recurrence GRU's state, if any
+    # the decoder_recurrence's state, if any: the GRU's h [1, B, D], the LSTM's (h, c)
+    recurrent: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 EMBEDDING_INITS = ("scaled", "xavier")
 """How :class:`TransformerSeq2Seq` initialises and reads its token embeddings (``embedding_init``)."""
 
-DECODER_RECURRENCES = ("none", "gru")
+DECODER_RECURRENCES = ("none", "gru", "lstm")
 """What :class:`TransformerSeq2Seq` runs over its decoder's inputs (``decoder_recurrence``)."""
 
 
@@ -871,8 +877,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         peers_as_one: with ``peer_words``, the side(s) that read peers read every peer word as the
             peers' mean too, in training and at test, never which peer it is (module docstring);
             default ``False``.
-        decoder_recurrence: ``"gru"``: a GRU over the decoder's inputs adds a recurrent count of
-            the outputs so far to them (module docstring); default ``"none"``.
+        decoder_recurrence: ``"gru"`` or ``"lstm"``: a GRU or an LSTM over the decoder's inputs adds
+            a recurrent count of the outputs so far to them (module docstring); default ``"none"``.
     """
 
     def __init__(
@@ -1047,8 +1053,11 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         gate_shape = (stop_heads,) if stop_ends == "either" else (stop_heads, 2)
         self.stop_gate = nn.Parameter(torch.zeros(gate_shape)) if stop_from_attention else None
         # built last, so that a model without it draws the same initial weights as before it existed
+        recurrences = {"gru": nn.GRU, "lstm": nn.LSTM}
         self.decoder_recurrence = (
-            nn.GRU(d_model, d_model, batch_first=True) if decoder_recurrence == "gru" else None
+            recurrences[decoder_recurrence](d_model, d_model, batch_first=True)
+            if decoder_recurrence in recurrences
+            else None
         )
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:

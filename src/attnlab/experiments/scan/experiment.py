@@ -87,7 +87,8 @@ class ScanModelConfig:
     :mod:`attnlab.models.syntactic_attention`; and the GRU baseline, issue 28).
     ``attender`` and ``attender_options`` (GRU baseline only) replace its additive attention by
     any attnlab attender: ``attender: shift`` is the recurrent Shift Attender on SCAN
-    (:mod:`attnlab.models.gru_attention`). ``alignment_word_dropout`` (a probability in
+    (:mod:`attnlab.models.gru_attention`); ``decoder_cell: lstm`` makes its decoder an LSTM, whose
+    cell can count past the training lengths (same module). ``alignment_word_dropout`` (a probability in
     [0, 1); Syntactic Attention only) reads a word never seen composed in training as a learned
     unknown word in the alignment stream
     (:class:`~attnlab.attention.syntactic.ComposedWordEmbedding`); ``alignment_peers`` reads it,
@@ -114,6 +115,7 @@ class ScanModelConfig:
     previous_output: bool = True
     attender: str = "additive"
     attender_options: dict[str, Any] = field(default_factory=dict)
+    decoder_cell: Literal["gru", "lstm"] = "gru"
     transformer: TransformerModelConfig = field(default_factory=TransformerModelConfig)
     end_marker: bool = False
     stop_from_attention: bool = False
@@ -142,10 +144,13 @@ class ScanModelConfig:
                 "end_marker / stop_from_attention apply to syntactic_attention and gru_attention; the "
                 "Transformer's are transformer.end_marker / transformer.stop_from_attention"
             )
-        if self.architecture != "gru_attention" and changed_options(self, ("attender", "attender_options")):
+        if self.architecture != "gru_attention" and changed_options(
+            self, ("attender", "attender_options", "decoder_cell")
+        ):
             raise ValueError(
-                "attender / attender_options apply to gru_attention only (Syntactic Attention's alignment "
-                "is its own; the Transformer's heads are transformer.cross_attention)"
+                "attender / attender_options / decoder_cell apply to gru_attention only (Syntactic "
+                "Attention's alignment and decoder are its own; the Transformer's heads are "
+                "transformer.cross_attention, its recurrence transformer.decoder_recurrence)"
             )
         if self.transformer.stop_from_attention and not self.transformer.end_marker:
             raise ValueError(
@@ -274,6 +279,7 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
             previous_output=model.previous_output,
             attender=model.attender,
             attender_options=model.attender_options,
+            decoder_cell=model.decoder_cell,
             **common,
         )
     except ValueError as error:
@@ -285,8 +291,9 @@ def describe_model(model: ScanModelConfig) -> str:
     if model.architecture == "transformer":
         options = model.transformer
         return f"transformer, positional {options.positional}, cross-attention {options.cross_attention}"
-    if model.architecture == "gru_attention" and model.attender != "additive":
-        return f"gru attention, attender {model.attender}"
+    cell = "" if model.decoder_cell == "gru" else f", decoder cell {model.decoder_cell}"
+    if model.architecture == "gru_attention" and (model.attender != "additive" or cell):
+        return f"gru attention, attender {model.attender}{cell}"
     return model.architecture.replace("_", " ")
 
 
