@@ -495,3 +495,59 @@ def test_relative_distances_read_at_evaluates_a_copy_whose_tables_read_far_dista
         [sys.executable, str(script), str(run), str(copy), "--at", "2"], capture_output=True, text=True
     )
     assert again.returncode == 2 and "exists: give a new folder" in again.stderr
+
+
+def test_the_loop_reach_table_counts_how_far_into_the_long_sentence_each_output_is_right(tmp_path):
+    """scripts/scan_loop_reach.py: for the test commands with a sentence of >= 24 actions, how many
+    of its actions the prediction has right before its first wrong token, by the sentence's place in
+    the output ("A after B" is B first); a prediction wrong before the sentence is counted apart."""
+    from attnlab.tasks.scan import interpret
+
+    def cut(command: str, keep: int) -> str:  # the gold output, wrong from position `keep` on
+        actions = list(interpret(command))
+        return " ".join(actions[:keep] + ["I_LOOK" if actions[keep] != "I_LOOK" else "I_RUN"])
+
+    long_first, long_second = "walk around left thrice and run", "walk twice after walk around left thrice"
+    rows = [
+        ("walk around left thrice", cut("walk around left thrice", 16)),  # first: 16 of 24
+        (long_first, " ".join(interpret(long_first))),  # first: all 24
+        (
+            "jump around right thrice after look",
+            cut("jump around right thrice after look", 1 + 21),
+        ),  # second: 21
+        (long_second, cut(long_second, 24 + 1)),  # first ("after": the long one is output first): all
+        (
+            "run and jump around left thrice",
+            cut("run and jump around left thrice", 0),
+        ),  # second: wrong before
+        ("walk twice", "I_WALK"),  # no long sentence: not counted
+    ]
+    lines = ["example\tsource\ttarget\tprediction\tseq_acc"]
+    for index, (command, prediction) in enumerate(rows):
+        target = " ".join(interpret(command))
+        lines.append(f"{index}\t{command}\t{target}\t{prediction}\t{int(prediction == target)}")
+    (tmp_path / "run" / "eval").mkdir(parents=True)
+    (tmp_path / "run" / "eval" / "test.predictions.tsv").write_text("\n".join(lines) + "\n")
+    script = REPOSITORY / "scripts" / "scan_loop_reach.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    rows_out = {
+        line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1]
+        for line in result.stdout.splitlines()[2:]
+    }
+    assert rows_out == {
+        "first sentence: 16–17": "1/3 (33%) |",
+        "first sentence: all": "2/3 (67%) |",
+        "second sentence: wrong before it": "1/2 (50%) |",
+        "second sentence: 20–21": "1/2 (50%) |",
+    }
+    bad = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run"), "--bins", "16,x"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "--bins 16,x: expected whole numbers" in bad.stderr
+    missing = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "missing")], capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "missing/eval/test.predictions.tsv" in missing.stderr

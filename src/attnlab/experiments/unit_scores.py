@@ -170,16 +170,21 @@ def read_prediction_units(path: Path, unit: str | None = None, metric: str | Non
     return Units(scores, identity, "example", ACCURACY, path, metric)
 
 
-def read_prediction_pairs(path: Path, limit: int | None = None) -> list[tuple[str, str]]:
-    """The (source, target) columns of a predictions file's first ``limit`` rows (all by default),
-    each a space-separated string of tokens."""
+def read_predictions(path: Path, limit: int | None = None) -> list[tuple[str, str, str]]:
+    """The (source, target, prediction) columns of a predictions file's first ``limit`` rows (all
+    by default), each a space-separated string of tokens."""
     header, rows = _read_table(path, PREDICTION_COLUMNS, delimiter="\t")
-    pairs = []
+    triples = []
     for line, row in rows[:limit]:
         if len(row) != len(header):
             raise DataFormatError(path, line, f"expected {len(header)} tab-separated fields")
-        pairs.append((row[1], row[2]))
-    return pairs
+        triples.append((row[1], row[2], row[3]))
+    return triples
+
+
+def read_prediction_pairs(path: Path, limit: int | None = None) -> list[tuple[str, str]]:
+    """The (source, target) columns of :func:`read_predictions`."""
+    return [(source, target) for source, target, _ in read_predictions(path, limit)]
 
 
 def read_prediction_errors(path: Path) -> dict[str, int]:

@@ -1,0 +1,145 @@
+"""How far into a sentence longer than any trained a SCAN run's outputs stay right; post hoc, from
+the runs' ``eval/<test set>.predictions.tsv`` (nothing is decoded again).
+
+On Lake & Baroni's length split 3,144 of the 3,920 test commands hold the sentence "U around D
+thrice" (24 actions, 12 loops of "around"), longer than every training output (22 actions at most);
+training's longest loop of "around" is "U around D twice" (16 actions). A model that counts its
+loops by what training showed ends the sentence early, at 16; one that counts on gets to 24. So for
+each run this prints, for the test commands with a sentence of at least ``--min-actions`` actions,
+grouped by where that sentence is in the output (first or second sentence, in output order: "A
+after B" is B then A),
+
+* how many of its actions the prediction has right before its first wrong token (bins at
+  ``--bins``, e.g. "16–17"; "all" when the whole sentence is right, whatever follows), and
+* "wrong before it": the prediction is already wrong in the sentence before the long one.
+
+Usage: ``python scripts/scan_loop_reach.py RUN_DIR [RUN_DIR ...] [--test-set test]
+[--min-actions 24] [--bins 16,18,20,22]``; a table with a column per run (markdown), counts as
+``commands/all (percent)`` of the commands with the long sentence at that place. A RUN_DIR may also
+be the folder of ``attnlab evaluate RUN --out DIR``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from scan_sentence_starts import (  # scripts/ is on sys.path when run as a script
+    count_cell,
+    print_table,
+    runs_parser,
+    table_head,
+)
+
+from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, read_predictions
+from attnlab.tasks.scan import sentence_actions
+
+PLACES = ("first", "second")
+WRONG_BEFORE = "wrong before it"
+WHOLE = "all"
+
+
+def long_sentence(command: str, min_actions: int) -> tuple[int, int, int] | None:
+    """``(place, start, actions)`` of the command's first sentence (in output order) of at least
+    ``min_actions`` actions: its place (0 first, 1 second), the output position where it starts
+    and its number of actions; ``None`` when it has none."""
+    lengths = list(sentence_actions(command))
+    if " after " in f" {command} ":
+        lengths.reverse()
+    start = 0
+    for place, length in enumerate(lengths):
+        if length >= min_actions:
+            return place, start, length
+        start += length
+    return None
+
+
+def reach(target: list[str], prediction: list[str], start: int, actions: int) -> int | None:
+    """How many of the actions ``target[start:start + actions]`` the prediction has right before its
+    first wrong token; ``None`` when it is wrong before ``start``."""
+    if prediction[:start] != target[:start]:
+        return None
+    right = 0
+    for position in range(start, start + actions):
+        if position >= len(prediction) or prediction[position] != target[position]:
+            break
+        right += 1
+    return right
+
+
+def reach_bin(right: int | None, actions: int, bins: Sequence[int]) -> str:
+    """The row label of a :func:`reach`: ``"< 16"``, ``"16–17"``, …, ``"22–23"`` for ``bins``
+    ``16, 18, 20, 22`` and a 24-action sentence, ``"all"`` for all of them, or "wrong before it"."""
+    if right is None:
+        return WRONG_BEFORE
+    if right == actions:
+        return WHOLE
+    edges = [edge for edge in bins if edge < actions]
+    if not edges or right < edges[0]:
+        return f"< {edges[0]}" if edges else f"< {actions}"
+    low = max(edge for edge in edges if edge <= right)
+    high = min([edge for edge in edges if edge > low] + [actions]) - 1
+    return f"{low}" if low == high else f"{low}–{high}"
+
+
+def counted(run: Path, test_set: str, min_actions: int, bins: Sequence[int]) -> tuple[Counter, Counter]:
+    """``(commands, all)`` counts: by ``(place, reach bin)``, and by place."""
+    name = f"{test_set}{PREDICTIONS_SUFFIX}"
+    path = run / name if (run / name).is_file() else run / "eval" / name
+    by_bin: Counter = Counter()
+    by_place: Counter = Counter()
+    for source, target, prediction in read_predictions(path):
+        found = long_sentence(source, min_actions)
+        if found is None:
+            continue
+        place, start, actions = found
+        right = reach(target.split(), prediction.split(), start, actions)
+        by_bin[(place, reach_bin(right, actions, bins))] += 1
+        by_place[place] += 1
+    return by_bin, by_place
+
+
+def table(runs: Sequence[Path], test_set: str, min_actions: int, bins: Sequence[int]) -> list[str]:
+    """The markdown table of :func:`counted` for every run, one column per run."""
+    counts = [counted(run, test_set, min_actions, bins) for run in runs]
+    if not any(by_place for _, by_place in counts):
+        raise ValueError(f"no {test_set} command of these runs has a sentence of ≥ {min_actions} actions")
+
+    def order(label: str) -> tuple[int, int]:
+        if label == WRONG_BEFORE:
+            return (0, 0)
+        if label == WHOLE:
+            return (2, 0)
+        return (1, int(label.split("–")[0].removeprefix("< ")) - (label.startswith("<")))
+
+    labels = sorted({label for by_bin, _ in counts for _, label in by_bin}, key=order)
+    lines = table_head(runs, f"a sentence of ≥ {min_actions} actions ({test_set}): its place, actions right")
+    for place, name in enumerate(PLACES):
+        for label in labels:
+            if not any(by_bin[(place, label)] for by_bin, _ in counts):
+                continue
+            cells = [count_cell(by_bin[(place, label)], by_place[place]) for by_bin, by_place in counts]
+            lines.append(f"| {name} sentence: {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = runs_parser(__doc__.split("\n")[0])
+    parser.add_argument("--min-actions", type=int, default=24, help="what counts as a long sentence")
+    parser.add_argument(
+        "--bins", default="16,18,20,22", help="the lower edges of the bins of actions right, comma-separated"
+    )
+    args = parser.parse_args(argv)
+    try:
+        bins = sorted({int(edge) for edge in args.bins.split(",")})
+    except ValueError:
+        parser.error(f"--bins {args.bins}: expected whole numbers separated by commas, e.g. 16,18,20,22")
+    if args.min_actions < 1 or min(bins) < 1:
+        parser.error("--min-actions and the --bins edges must be at least 1")
+    return print_table(lambda: table(args.runs, args.test_set, args.min_actions, bins))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
