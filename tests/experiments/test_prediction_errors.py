@@ -12,6 +12,7 @@ from attnlab.experiments.unit_scores import (
     error_test_sets,
     read_prediction_errors,
     read_prediction_pairs,
+    read_predictions,
     read_test_set_errors,
 )
 from attnlab.tasks.tsv import DataFormatError
@@ -62,7 +63,7 @@ def test_a_predictions_file_counts_each_kind_of_wrong_output(tmp_path):
         (HEADER + "0\tx y\ta b\ta b\t1\t1\n1\tx\ta\n", 3, "expected 6 tab-separated fields"),
     ],
 )
-@pytest.mark.parametrize("reader", [read_prediction_errors, read_prediction_pairs])
+@pytest.mark.parametrize("reader", [read_prediction_errors, read_prediction_pairs, read_predictions])
 def test_a_malformed_predictions_file_is_an_error_naming_the_line(tmp_path, text, line, message, reader):
     path = tmp_path / "test.predictions.tsv"
     path.write_text(text)
@@ -71,11 +72,12 @@ def test_a_malformed_predictions_file_is_an_error_naming_the_line(tmp_path, text
     assert str(error.value).startswith(f"{path} line {line}: ")
 
 
-def test_the_source_and_target_of_a_predictions_files_first_rows(tmp_path):
+def test_the_source_target_and_prediction_of_a_predictions_files_first_rows(tmp_path):
     path = tmp_path / "long5.predictions.tsv"
     path.write_text(HEADER + "0\tx y\ta b\ta\t0\t1\n1\tz\tc\tc\t1\t1\n2\tw\td\td\t1\t1\n")
     assert read_prediction_pairs(path) == [("x y", "a b"), ("z", "c"), ("w", "d")]
     assert read_prediction_pairs(path, 2) == [("x y", "a b"), ("z", "c")]
+    assert read_predictions(path, 2) == [("x y", "a b", "a"), ("z", "c", "c")]
 
 
 def test_a_test_sets_errors_come_from_its_errors_file_else_its_predictions(tmp_path):
