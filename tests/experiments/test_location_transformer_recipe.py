@@ -148,15 +148,27 @@ def test_the_recurrent_shift_attender_has_a_scan_table_and_its_length_cells_a_se
     _finish(tmp_path, recurrent, {"data.split": "length"}, 0, length)
     _finish(tmp_path, recurrent, {"data.split": "length"}, 1, {"test": {**length["test"], "seq_acc": 20.0}})
     _finish(tmp_path, recurrent, {"data.split": "simple"}, 0, {"test": {"seq_acc": 99.0}})
+    _finish(
+        tmp_path,
+        "scan_recurrent_lstm_shift",
+        {"data.split": "length"},
+        0,
+        {"test": {**length["test"], "seq_acc": 30.0}},
+    )
 
     text = recipe.report(tmp_path)
 
     section = text.split("the recurrent Shift Attender")[1].split("###")[0]
     assert "|  | length | add-jump | simple |" in section
-    assert "| exact match, stopping by itself | 15.0 ± 7.1 (n=2) |  | 99.0 ± 0.0 (n=1) |" in section
-    assert "| exact match, the length given | 50.0 ± 0.0 (n=2) |  |  |" in section
+    assert (
+        "| GRU decoder: exact match, stopping by itself | 15.0 ± 7.1 (n=2) |  | 99.0 ± 0.0 (n=1) |" in section
+    )
+    assert "| GRU decoder: exact match, the length given | 50.0 ± 0.0 (n=2) |  |  |" in section
+    assert "| LSTM decoder: exact match, stopping by itself | 30.0 ± 0.0 (n=1) |  |  |" in section
+    assert section.index("| GRU decoder: exact match, the length given |") < section.index("| LSTM decoder:")
     sentences = text.split("longer than any training output")[1].split("###")[0]
     assert "| scan_recurrent_shift · length | 22 | 776 | 40.0 ± 0.0 (n=2) |" in sentences
+    assert "| scan_recurrent_lstm_shift · length | 22 | 776 | 40.0 ± 0.0 (n=1) |" in sentences
     assert "scan_recurrent_shift · simple" not in sentences  # not a length split
     assert "| scan_recurrent_shift · simple | test |" not in text  # no errors file, no error row
 

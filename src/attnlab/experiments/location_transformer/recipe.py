@@ -50,7 +50,10 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   attention model of Russin et al.'s Table 1 with Dubois et al.'s Shift Attender as its attention and
   ``<eos>`` from the attention on the end marker, on the length, add-jump and simple splits, 3 seeds;
 * ``scan_recurrent_shift_cutoffs`` (``scan_gru_shift_cutoffs``): that model on the length split cut at
-  the cut-offs of ``scan_cutoffs``, one seed, a row of its table.
+  the cut-offs of ``scan_cutoffs``, one seed, a row of its table;
+* ``scan_recurrent_lstm_shift`` (``scan_lstm_shift``): that model with an LSTM decoder
+  (``model.decoder_cell=lstm``, whose cell can count without bound: Weiss et al. 2018) on the length
+  split, 5 seeds.
 
 The add-jump chain (``scan_semantic`` → ``scan_peers`` → ``scan_peers_dropout`` → ``scan_shared_heads``
 → ``scan_gated_heads`` → ``scan_peers_as_one``, each step the one before with one change) runs in the
@@ -62,7 +65,7 @@ would be 231 runs more, about 230 CPU-hours.
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
 positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 6–14 minutes; all
-twenty parts are 723 runs, roughly 225 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
+twenty-one parts are 728 runs, roughly 226 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
 on a GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
 halfway has every row at one seed.
 
@@ -134,6 +137,7 @@ PARTS: dict[str, str] = {
     "scan_peers_as_one": "scan_transformer_peers_as_one",
     "scan_recurrent_shift": "scan_gru_shift",
     "scan_recurrent_shift_cutoffs": "scan_gru_shift_cutoffs",
+    "scan_recurrent_lstm_shift": "scan_lstm_shift",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
 
@@ -158,6 +162,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "scan_peers_as_one": "test",
     "scan_recurrent_shift": "test",
     "scan_recurrent_shift_cutoffs": "test",
+    "scan_recurrent_lstm_shift": "test",
 }
 """Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
@@ -483,16 +488,22 @@ RECURRENT_ROWS: dict[str, str] = {
     "seq_acc": "exact match, stopping by itself",
     "seq_acc_given_length": "exact match, the length given",
 }
-"""The rows of :func:`recurrent_scan_table`: metric → its label."""
+"""The rows of :func:`recurrent_scan_table` for each decoder: metric → its label."""
+
+RECURRENT_PARTS: dict[str, str] = {
+    "scan_recurrent_shift": "GRU decoder",
+    "scan_recurrent_lstm_shift": "LSTM decoder",
+}
+"""The parts of :func:`recurrent_scan_table`: part → its decoder, in the table's order."""
 
 
 def recurrent_scan_table(found: Mapping[str, Mapping[str, Any]]) -> str:
-    """The recurrent Shift Attender on SCAN (part ``scan_recurrent_shift``): rows
+    """The recurrent Shift Attender on SCAN (parts :data:`RECURRENT_PARTS`): rows each decoder's
     :data:`RECURRENT_ROWS`, columns the splits (:data:`SPLIT_NAMES`), test exact match."""
     table: dict[str, dict[str, str]] = {}
-    for metric, label in RECURRENT_ROWS.items():
-        pivoted = pivot(found.get("scan_recurrent_shift", {}), _named(label), _split, "test", metric)
-        table.update(pivoted)
+    for part, decoder in RECURRENT_PARTS.items():
+        for metric, label in RECURRENT_ROWS.items():
+            table.update(pivot(found.get(part, {}), _named(f"{decoder}: {label}"), _split, "test", metric))
     if not table:
         return NO_RUNS
     return format_table(table, list(SPLIT_NAMES.values()), markdown=True)
@@ -538,7 +549,7 @@ SENTENCE_COLUMNS: tuple[str, ...] = (
 
 def sentence_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     """One row per finished length-split cell (parts ``scan_length``, ``scan_stop``, ``scan_cutoffs``,
-    ``scan_recurrent_shift_cutoffs`` and ``scan_recurrent_shift`` on the length split): its test
+    ``scan_recurrent_shift_cutoffs``, and :data:`RECURRENT_PARTS` on the length split): its test
     commands in two groups, those whose every sentence has at most N actions (N the most actions of
     a training output) and those with a longer sentence, with each group's size and exact match,
     stopping by itself and with the length given, mean ± std over seeds
@@ -573,7 +584,7 @@ def _length_cutoff(part: str, params: Mapping[str, Any]) -> int | None:
     """The most actions a training output of a length-split cell has (``None``: not a length split)."""
     if part in ("scan_cutoffs", "scan_recurrent_shift_cutoffs"):
         return int(params[CUTOFF])
-    if part in ("scan_length", "scan_stop") or part == "scan_recurrent_shift" and params[SPLIT] == "length":
+    if part in ("scan_length", "scan_stop") or part in RECURRENT_PARTS and params[SPLIT] == "length":
         return scan.LENGTH_SPLIT_MAX_TRAIN_ACTIONS
     return None
 
@@ -623,8 +634,8 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         scan_table(found),
         "### SCAN: test exact match (%) with the output length given (what is wrong besides the stop)",
         scan_table(found, "seq_acc_given_length"),
-        "### SCAN: the recurrent Shift Attender (GRU + attention, `<eos>` from the attention on the end "
-        "marker), test exact match (%)",
+        "### SCAN: the recurrent Shift Attender (GRU or LSTM decoder + attention, `<eos>` from the "
+        "attention on the end marker), test exact match (%)",
         recurrent_scan_table(found),
         "### SCAN length split cut at N actions: exact match (%) on all longer commands",
         cutoff_table(found),
