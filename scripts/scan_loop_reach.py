@@ -13,10 +13,15 @@ after B" is B then A),
   ``--bins``, e.g. "16–17"; "all" when the whole sentence is right, whatever follows), and
 * "wrong before it": the prediction is already wrong in the sentence before the long one.
 
+With ``--from-output-start`` the bins count the output's actions instead (the sentence's start
+plus the actions right in it: where in the whole output the first wrong token is), which tells a
+decoder that ends a loop at the loop's trained length from one that ends the output near the
+longest training output (22 actions on the length split).
+
 Usage: ``python scripts/scan_loop_reach.py RUN_DIR [RUN_DIR ...] [--test-set test]
-[--min-actions 24] [--bins 16,18,20,22]``; a table with a column per run (markdown), counts as
-``commands/all (percent)`` of the commands with the long sentence at that place. A RUN_DIR may also
-be the folder of ``attnlab evaluate RUN --out DIR``.
+[--min-actions 24] [--bins 16,18,20,22] [--from-output-start]``; a table with a column per run
+(markdown), counts as ``commands/all (percent)`` of the commands with the long sentence at that
+place. A RUN_DIR may also be the folder of ``attnlab evaluate RUN --out DIR``.
 """
 
 from __future__ import annotations
@@ -69,23 +74,29 @@ def reach(target: list[str], prediction: list[str], start: int, actions: int) ->
     return right
 
 
-def reach_bin(right: int | None, actions: int, bins: Sequence[int]) -> str:
-    """The row label of a :func:`reach`: ``"< 16"``, ``"16–17"``, …, ``"22–23"`` for ``bins``
-    ``16, 18, 20, 22`` and a 24-action sentence, ``"all"`` for all of them, or "wrong before it"."""
+def reach_bin(right: int | None, actions: int, bins: Sequence[int], offset: int = 0) -> str:
+    """The row label of a :func:`reach`: ``"< 16"``, ``"16–17"``, ``"18–19"``, ``"20–21"``,
+    ``"≥ 22"`` for ``bins`` ``16, 18, 20, 22``, ``"all"`` when all ``actions`` are right, or
+    "wrong before it"; with ``offset`` (the sentence's start) the bins count ``offset + right``."""
     if right is None:
         return WRONG_BEFORE
     if right == actions:
         return WHOLE
-    edges = [edge for edge in bins if edge < actions]
-    if not edges or right < edges[0]:
-        return f"< {edges[0]}" if edges else f"< {actions}"
-    low = max(edge for edge in edges if edge <= right)
-    high = min([edge for edge in edges if edge > low] + [actions]) - 1
-    return f"{low}" if low == high else f"{low}–{high}"
+    right += offset
+    if right < bins[0]:
+        return f"< {bins[0]}"
+    low = max(edge for edge in bins if edge <= right)
+    higher = [edge for edge in bins if edge > low]
+    if not higher:
+        return f"≥ {low}"
+    return f"{low}" if higher[0] == low + 1 else f"{low}–{higher[0] - 1}"
 
 
-def counted(run: Path, test_set: str, min_actions: int, bins: Sequence[int]) -> tuple[Counter, Counter]:
-    """``(commands, all)`` counts: by ``(place, reach bin)``, and by place."""
+def counted(
+    run: Path, test_set: str, min_actions: int, bins: Sequence[int], from_output_start: bool = False
+) -> tuple[Counter, Counter]:
+    """``(commands, all)`` counts: by ``(place, reach bin)``, and by place; ``from_output_start``:
+    the bins count from the output's start, not the sentence's."""
     name = f"{test_set}{PREDICTIONS_SUFFIX}"
     path = run / name if (run / name).is_file() else run / "eval" / name
     by_bin: Counter = Counter()
@@ -96,14 +107,20 @@ def counted(run: Path, test_set: str, min_actions: int, bins: Sequence[int]) -> 
             continue
         place, start, actions = found
         right = reach(target.split(), prediction.split(), start, actions)
-        by_bin[(place, reach_bin(right, actions, bins))] += 1
+        by_bin[(place, reach_bin(right, actions, bins, start if from_output_start else 0))] += 1
         by_place[place] += 1
     return by_bin, by_place
 
 
-def table(runs: Sequence[Path], test_set: str, min_actions: int, bins: Sequence[int]) -> list[str]:
+def table(
+    runs: Sequence[Path],
+    test_set: str,
+    min_actions: int,
+    bins: Sequence[int],
+    from_output_start: bool = False,
+) -> list[str]:
     """The markdown table of :func:`counted` for every run, one column per run."""
-    counts = [counted(run, test_set, min_actions, bins) for run in runs]
+    counts = [counted(run, test_set, min_actions, bins, from_output_start) for run in runs]
     if not any(by_place for _, by_place in counts):
         raise ValueError(f"no {test_set} command of these runs has a sentence of ≥ {min_actions} actions")
 
@@ -112,10 +129,11 @@ def table(runs: Sequence[Path], test_set: str, min_actions: int, bins: Sequence[
             return (0, 0)
         if label == WHOLE:
             return (2, 0)
-        return (1, int(label.split("–")[0].removeprefix("< ")) - (label.startswith("<")))
+        return (1, int(label.split("–")[0].removeprefix("< ").removeprefix("≥ ")) - label.startswith("<"))
 
     labels = sorted({label for by_bin, _ in counts for _, label in by_bin}, key=order)
-    lines = table_head(runs, f"a sentence of ≥ {min_actions} actions ({test_set}): its place, actions right")
+    right = "the output's actions right" if from_output_start else "actions right"
+    lines = table_head(runs, f"a sentence of ≥ {min_actions} actions ({test_set}): its place, {right}")
     for place, name in enumerate(PLACES):
         for label in labels:
             if not any(by_bin[(place, label)] for by_bin, _ in counts):
@@ -131,6 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--bins", default="16,18,20,22", help="the lower edges of the bins of actions right, comma-separated"
     )
+    parser.add_argument(
+        "--from-output-start",
+        action="store_true",
+        help="count the actions right from the output's start, not the long sentence's",
+    )
     args = parser.parse_args(argv)
     try:
         bins = sorted({int(edge) for edge in args.bins.split(",")})
@@ -138,7 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--bins {args.bins}: expected whole numbers separated by commas, e.g. 16,18,20,22")
     if args.min_actions < 1 or min(bins) < 1:
         parser.error("--min-actions and the --bins edges must be at least 1")
-    return print_table(lambda: table(args.runs, args.test_set, args.min_actions, bins))
+    return print_table(
+        lambda: table(args.runs, args.test_set, args.min_actions, bins, args.from_output_start)
+    )
 
 
 if __name__ == "__main__":

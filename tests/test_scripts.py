@@ -543,6 +543,15 @@ def test_the_loop_reach_table_counts_how_far_into_the_long_sentence_each_output_
         "second sentence: wrong before it": "1/2 (50%) |",
         "second sentence: 20–21": "1/2 (50%) |",
     }
+    # from the output's start: the second sentence starts after "look", so its 21 right are 22
+    from_start = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run"), "--from-output-start"],
+        capture_output=True,
+        text=True,
+    )
+    assert "the output's actions right" in from_start.stdout.splitlines()[0]
+    assert "| second sentence: ≥ 22 | 1/2 (50%) |" in from_start.stdout
+    assert "| first sentence: 16–17 | 1/3 (33%) |" in from_start.stdout
     bad = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "run"), "--bins", "16,x"], capture_output=True, text=True
     )
