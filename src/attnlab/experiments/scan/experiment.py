@@ -88,7 +88,7 @@ class ScanModelConfig:
     ``attender`` and ``attender_options`` (GRU baseline only) replace its additive attention by
     any attnlab attender: ``attender: shift`` is the recurrent Shift Attender on SCAN
     (:mod:`attnlab.models.gru_attention`); ``decoder_cell: lstm`` makes its decoder an LSTM, whose
-    cell can count past the training lengths (same module). ``alignment_word_dropout`` (a probability in
+    cell can count without bound (same module). ``alignment_word_dropout`` (a probability in
     [0, 1); Syntactic Attention only) reads a word never seen composed in training as a learned
     unknown word in the alignment stream
     (:class:`~attnlab.attention.syntactic.ComposedWordEmbedding`); ``alignment_peers`` reads it,
