@@ -33,31 +33,28 @@ from pathlib import Path
 
 from scan_sentence_starts import (  # scripts/ is on sys.path when run as a script
     count_cell,
+    output_sentences,
+    predictions_path,
     print_table,
     runs_parser,
     table_head,
 )
 
-from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, read_predictions
-from attnlab.tasks.scan import sentence_actions
+from attnlab.experiments.unit_scores import read_predictions
 
 PLACES = ("first", "second")
-WRONG_BEFORE = "wrong before it"
-WHOLE = "all"
+WRONG_BEFORE = (0, 0)
+WHOLE = (2, 0)
+"""Bin keys (:func:`reach_bin`) that sort before and after every count of actions right."""
 
 
 def long_sentence(command: str, min_actions: int) -> tuple[int, int, int] | None:
     """``(place, start, actions)`` of the command's first sentence (in output order) of at least
     ``min_actions`` actions: its place (0 first, 1 second), the output position where it starts
     and its number of actions; ``None`` when it has none."""
-    lengths = list(sentence_actions(command))
-    if " after " in f" {command} ":
-        lengths.reverse()
-    start = 0
-    for place, length in enumerate(lengths):
-        if length >= min_actions:
-            return place, start, length
-        start += length
+    for place, (start, actions) in enumerate(output_sentences(command)):
+        if actions >= min_actions:
+            return place, start, actions
     return None
 
 
@@ -74,18 +71,27 @@ def reach(target: list[str], prediction: list[str], start: int, actions: int) ->
     return right
 
 
-def reach_bin(right: int | None, actions: int, bins: Sequence[int], offset: int = 0) -> str:
-    """The row label of a :func:`reach`: ``"< 16"``, ``"16–17"``, ``"18–19"``, ``"20–21"``,
-    ``"≥ 22"`` for ``bins`` ``16, 18, 20, 22``, ``"all"`` when all ``actions`` are right, or
-    "wrong before it"; with ``offset`` (the sentence's start) the bins count ``offset + right``."""
+def reach_bin(right: int | None, actions: int, bins: Sequence[int], offset: int = 0) -> tuple[int, int]:
+    """The sort key of a :func:`reach`'s bin: :data:`WRONG_BEFORE`, ``(1, edge)`` for the bin from
+    that lower edge of ``bins`` (``(1, -1)`` below the first), or :data:`WHOLE` when all ``actions``
+    are right; with ``offset`` (the sentence's start) the bins count ``offset + right``."""
     if right is None:
         return WRONG_BEFORE
     if right == actions:
         return WHOLE
-    right += offset
-    if right < bins[0]:
+    return (1, max((edge for edge in bins if edge <= right + offset), default=-1))
+
+
+def bin_label(key: tuple[int, int], bins: Sequence[int]) -> str:
+    """The row label of a :func:`reach_bin` key: ``"< 16"``, ``"16–17"``, ``"18–19"``,
+    ``"20–21"``, ``"≥ 22"`` for ``bins`` ``16, 18, 20, 22``, ``"all"`` or "wrong before it"."""
+    if key == WRONG_BEFORE:
+        return "wrong before it"
+    if key == WHOLE:
+        return "all"
+    low = key[1]
+    if low < 0:
         return f"< {bins[0]}"
-    low = max(edge for edge in bins if edge <= right)
     higher = [edge for edge in bins if edge > low]
     if not higher:
         return f"≥ {low}"
@@ -97,11 +103,9 @@ def counted(
 ) -> tuple[Counter, Counter]:
     """``(commands, all)`` counts: by ``(place, reach bin)``, and by place; ``from_output_start``:
     the bins count from the output's start, not the sentence's."""
-    name = f"{test_set}{PREDICTIONS_SUFFIX}"
-    path = run / name if (run / name).is_file() else run / "eval" / name
     by_bin: Counter = Counter()
     by_place: Counter = Counter()
-    for source, target, prediction in read_predictions(path):
+    for source, target, prediction in read_predictions(predictions_path(run, test_set)):
         found = long_sentence(source, min_actions)
         if found is None:
             continue
@@ -124,22 +128,15 @@ def table(
     if not any(by_place for _, by_place in counts):
         raise ValueError(f"no {test_set} command of these runs has a sentence of ≥ {min_actions} actions")
 
-    def order(label: str) -> tuple[int, int]:
-        if label == WRONG_BEFORE:
-            return (0, 0)
-        if label == WHOLE:
-            return (2, 0)
-        return (1, int(label.split("–")[0].removeprefix("< ").removeprefix("≥ ")) - label.startswith("<"))
-
-    labels = sorted({label for by_bin, _ in counts for _, label in by_bin}, key=order)
+    keys = sorted({key for by_bin, _ in counts for _, key in by_bin})
     right = "the output's actions right" if from_output_start else "actions right"
     lines = table_head(runs, f"a sentence of ≥ {min_actions} actions ({test_set}): its place, {right}")
     for place, name in enumerate(PLACES):
-        for label in labels:
-            if not any(by_bin[(place, label)] for by_bin, _ in counts):
+        for key in keys:
+            if not any(by_bin[(place, key)] for by_bin, _ in counts):
                 continue
-            cells = [count_cell(by_bin[(place, label)], by_place[place]) for by_bin, by_place in counts]
-            lines.append(f"| {name} sentence: {label} | " + " | ".join(cells) + " |")
+            cells = [count_cell(by_bin[(place, key)], by_place[place]) for by_bin, by_place in counts]
+            lines.append(f"| {name} sentence: {bin_label(key, bins)} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -37,13 +37,18 @@ from attnlab.tasks.tsv import DataFormatError
 NO_LONG_SENTENCE = "-"
 
 
+def predictions_path(run: Path, test_set: str) -> Path:
+    """A run's ``eval/<test set>.predictions.tsv``, or that file at the top of ``run`` (an
+    ``attnlab evaluate --out`` folder)."""
+    name = f"{test_set}{PREDICTIONS_SUFFIX}"
+    return run / name if (run / name).is_file() else run / "eval" / name
+
+
 def scored_examples(run: Path, test_set: str, metric: str = "seq_acc") -> list[tuple[tuple[str, str], int]]:
     """``((source, target), right)`` for every example of a run's ``eval/<test set>.predictions.tsv``
     (or of that file at the top of ``run``, an ``attnlab evaluate --out`` folder), ``right`` the 0/1
     of its ``metric`` column."""
-    name = f"{test_set}{PREDICTIONS_SUFFIX}"
-    path = run / name if (run / name).is_file() else run / "eval" / name
-    units = read_prediction_units(path, metric=metric)
+    units = read_prediction_units(predictions_path(run, test_set), metric=metric)
     return [(pair, int(right)) for pair, right in zip(units.identity, np.asarray(units.scores.values[:, 0]))]
 
 
@@ -62,18 +67,21 @@ def count_cell(hits: int, examples: int) -> str:
     return f"{hits}/{examples} ({100 * hits / examples:.0f}%)" if examples else ""
 
 
-def long_sentence_start(command: str, min_actions: int) -> int | None:
-    """The output position where the command's last sentence of at least ``min_actions`` actions
-    starts (sentences in output order: ``A after B`` is B's actions, then A's), else ``None``."""
+def output_sentences(command: str) -> list[tuple[int, int]]:
+    """``(start, actions)`` of each sentence of the command in output order (``A after B`` is B's
+    actions, then A's): the output position where it starts and its number of actions."""
     lengths = list(sentence_actions(command))
     if " after " in f" {command} ":
         lengths.reverse()
-    start, found = 0, None
-    for length in lengths:
-        if length >= min_actions:
-            found = start
-        start += length
-    return found
+    starts = [sum(lengths[:place]) for place in range(len(lengths))]
+    return list(zip(starts, lengths))
+
+
+def long_sentence_start(command: str, min_actions: int) -> int | None:
+    """The output position where the command's last sentence of at least ``min_actions`` actions
+    starts (:func:`output_sentences`), else ``None``."""
+    starts = [start for start, actions in output_sentences(command) if actions >= min_actions]
+    return starts[-1] if starts else None
 
 
 def grouped(run: Path, test_set: str, min_actions: int, bin_width: int) -> tuple[Counter, Counter]:

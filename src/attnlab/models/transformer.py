@@ -772,7 +772,9 @@ class _DecoderState:
 EMBEDDING_INITS = ("scaled", "xavier")
 """How :class:`TransformerSeq2Seq` initialises and reads its token embeddings (``embedding_init``)."""
 
-DECODER_RECURRENCES = ("none", "gru", "lstm")
+_RECURRENCE_MODULES: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
+
+DECODER_RECURRENCES = ("none", *_RECURRENCE_MODULES)
 """What :class:`TransformerSeq2Seq` runs over its decoder's inputs (``decoder_recurrence``)."""
 
 
@@ -1054,10 +1056,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         gate_shape = (stop_heads,) if stop_ends == "either" else (stop_heads, 2)
         self.stop_gate = nn.Parameter(torch.zeros(gate_shape)) if stop_from_attention else None
         # built last, so that a model without it draws the same initial weights as before it existed
-        recurrences = {"gru": nn.GRU, "lstm": nn.LSTM}
         self.decoder_recurrence = (
-            recurrences[decoder_recurrence](d_model, d_model, batch_first=True)
-            if decoder_recurrence in recurrences
+            _RECURRENCE_MODULES[decoder_recurrence](d_model, d_model, batch_first=True)
+            if decoder_recurrence in _RECURRENCE_MODULES
             else None
         )
 
