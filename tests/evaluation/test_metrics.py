@@ -33,6 +33,23 @@ def test_sequence_accuracy_requires_tokens_and_length():
     assert correct.tolist() == [True, False, False, False]
 
 
+def test_ignored_tokens_are_removed_from_both_sides_before_comparing():
+    marker = 9
+    target = _target([5, marker, 5, EOS], [5, marker, 5, EOS], [5, 5, EOS], [5, marker, 5, EOS], [5, 6, EOS])
+    predicted = torch.tensor(
+        [
+            [5, marker, 5, EOS, PAD],  # right, marker and all
+            [5, 5, EOS, PAD, PAD],  # the marker left out: right once markers are ignored
+            [marker, 5, 5, marker, EOS],  # markers where the target has none
+            [5, marker, 5, 5, EOS],  # one action too many
+            [5, marker, 6, PAD, PAD],  # right tokens, but no <eos>
+        ]
+    )
+    assert sequence_correct(predicted, target, eos_id=EOS, pad_id=PAD).tolist() == [True] + [False] * 4
+    ignoring = sequence_correct(predicted, target, eos_id=EOS, pad_id=PAD, ignored_ids=[marker])
+    assert ignoring.tolist() == [True, True, True, False, False]
+
+
 def test_output_without_eos_is_wrong():
     target = _target([5, 6, EOS])
     predicted = torch.tensor([[5, 6]])

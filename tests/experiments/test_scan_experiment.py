@@ -19,7 +19,7 @@ from attnlab.experiments.scan import experiment
 from attnlab.experiments.scan.plots import plot_attention
 from attnlab.experiments.unit_scores import read_prediction_errors
 from attnlab.models.transformer import TransformerSeq2Seq
-from attnlab.tasks import scan_data
+from attnlab.tasks import scan, scan_data
 from attnlab.tasks.batching import collate
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import generate_scan, sentence_actions, write_scan_file
@@ -505,6 +505,45 @@ def test_unknown_word_at_evaluation_names_file_and_line(scan_slice, tmp_path):
         )
 
 
+def test_output_markers_are_learnt_and_exact_match_is_scored_without_them(scan_slice, tmp_path, monkeypatch):
+    """Learning test of ``data.output_markers`` (~10 s on one CPU thread, fixed seed): the model
+    writes the markers, and ``seq_acc`` compares its output with the markers stripped."""
+    ignored: list[list[str]] = []
+
+    def recording(model, split, target, *args, **kwargs):
+        ignored.append([target.id_to_token(i) for i in kwargs["ignored_ids"]])
+        return evaluate_split(model, split, target, *args, **kwargs)
+
+    monkeypatch.setattr(experiment, "evaluate_split", recording)
+    run_config = config(scan_slice, **LEARNING_MODEL, **{"data.output_markers": "[repetition, sentence]"})
+    results = experiment.EXPERIMENT.train(run_config, tmp_path / "run")
+    assert ignored == [["<rep>", "<sep>"]]
+    assert results["test"]["seq_acc"] >= 95.0
+    rows = (tmp_path / "run" / "eval" / "test.predictions.tsv").read_text().splitlines()
+    header = rows[0].split("\t")
+    fields = [dict(zip(header, row.split("\t"))) for row in rows[1:]]
+    predictions = [row["prediction"].split() for row in fields]
+    assert sum("<rep>" in p for p in predictions) > 20 and sum("<sep>" in p for p in predictions) > 100
+    for row, prediction in zip(fields, predictions):
+        gold = scan.marked_actions(row["source"], ["repetition", "sentence"])
+        assert tuple(row["target"].split()) == gold
+        assert row["seq_acc"] == str(int(scan.strip_markers(prediction) == scan.strip_markers(gold)))
+
+
+def test_output_markers_need_the_grammars_commands_and_outputs(scan_slice, tmp_path):
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("IN: walk OUT: I_WALK\nIN: walk twice OUT: I_WALK\n")
+    markers = {"data.output_markers": "[repetition]"}
+    with pytest.raises(
+        DataFormatError, match=r"wrong.txt line 2: .*the output of 'walk twice' is not its interpretation"
+    ):
+        scan_data.load_splits(config({**scan_slice, "test": wrong}, **markers).data)
+    unknown = tmp_path / "unknown.txt"
+    unknown.write_text("IN: walk OUT: I_WALK\nIN: fly OUT: I_FLY\n")
+    with pytest.raises(DataFormatError, match=r"unknown.txt line 2: data.output_markers needs SCAN commands"):
+        scan_data.load_splits(config({**scan_slice, "test": unknown}, **markers).data)
+
+
 def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("IN: walk OUT: I_WALK\nIN: OUT: I_WALK\n")
@@ -572,6 +611,11 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
             "uniform_alignment_epochs applies to model.architecture: syntactic_attention only",
         ),
         (["data.validation_fraction=1.5"], "validation_fraction"),
+        (
+            ["data.output_markers=[clause]"],
+            r"output_markers must be a list of kinds among \['repetition', 'sentence'\]",
+        ),
+        (["data.output_markers=[sentence, sentence]"], "output_markers names a kind twice"),
         (["evaluation.stop_threshold=0"], r"evaluation: stop_threshold must be a probability in \(0, 1\]"),
         (["evaluation.stop_threshold=1.5"], r"stop_threshold must be a probability in \(0, 1\] .*, got 1.5"),
         (["evaluation.stop_lookahead=0"], r"evaluation: stop_lookahead must be a probability in \(0, 1\]"),

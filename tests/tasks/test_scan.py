@@ -7,6 +7,7 @@ import pytest
 
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.scan import (
+    MARKERS,
     SCAN_SIZE,
     STANDARD_SPLITS,
     generate_scan,
@@ -14,10 +15,12 @@ from attnlab.tasks.scan import (
     interpret,
     length_split,
     load_standard_split,
+    marked_actions,
     primitive_split,
     random_split,
     read_scan_file,
     sentence_actions,
+    strip_markers,
     template_split,
     write_scan_file,
 )
@@ -104,6 +107,43 @@ def test_only_the_22_action_length_split_needs_a_sentence_longer_than_training(s
         assert sum(max(sentence_actions(ex.source)) > cutoff for ex in test) == longer
     test = length_split(scan_examples, max_train_actions=22).test
     assert {ex.source[-1] for ex in test if sentence_actions(ex.source)[-1] > 22} == {"thrice"}
+
+
+REP, SEP = MARKERS["repetition"], MARKERS["sentence"]
+
+
+@pytest.mark.parametrize(
+    ("command", "kinds", "marked"),
+    [
+        ("jump twice", ["repetition"], ("I_JUMP", REP, "I_JUMP")),
+        ("jump twice", ["sentence"], ("I_JUMP", "I_JUMP")),
+        ("turn around left thrice", ["repetition"], (L,) * 4 + (REP,) + (L,) * 4 + (REP,) + (L,) * 4),
+        ("walk and run left", ["sentence"], ("I_WALK", SEP, L, "I_RUN")),
+        (
+            "walk thrice after run twice",
+            ["repetition", "sentence"],
+            ("I_RUN", REP, "I_RUN", SEP, "I_WALK", REP, "I_WALK", REP, "I_WALK"),
+        ),
+        ("walk opposite right twice", ["repetition"], (R, R, "I_WALK", REP, R, R, "I_WALK")),
+        ("look", ["repetition", "sentence"], ("I_LOOK",)),
+    ],
+)
+def test_marked_actions_write_the_repetitions_and_sentences_into_the_output(command, kinds, marked):
+    assert marked_actions(command, kinds) == marked == marked_actions(command.split(), kinds)
+
+
+def test_marked_actions_stripped_are_every_commands_interpretation(scan_examples):
+    for kinds in (["repetition"], ["sentence"], ["sentence", "repetition"]):
+        assert all(strip_markers(marked_actions(ex.source, kinds)) == ex.target for ex in scan_examples)
+    longest = max(len(marked_actions(ex.source, ["repetition", "sentence"])) for ex in scan_examples)
+    assert longest == 48 + 4 + 1  # "U around D thrice and U around D thrice": 2 x 2 <rep>, one <sep>
+
+
+def test_marked_actions_refuse_unknown_kinds_and_commands():
+    with pytest.raises(ValueError, match="output marker kinds must be among"):
+        marked_actions("jump twice", ["clause"])
+    with pytest.raises(ValueError, match="not a SCAN command: 'jump jump'"):
+        marked_actions("jump jump", ["repetition"])
 
 
 @pytest.mark.skipif(not (SCAN_ROOT / "tasks.txt").is_file(), reason="../shared/data/scan is absent")

@@ -109,13 +109,40 @@ def target_lengths(target: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 
 def sequence_correct(
-    predicted: torch.Tensor, target: torch.Tensor, *, eos_id: int, pad_id: int
+    predicted: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    eos_id: int,
+    pad_id: int,
+    ignored_ids: Sequence[int] = (),
 ) -> torch.Tensor:
-    """Per-example seqAcc (bool ``[B]``)."""
+    """Per-example seqAcc (bool ``[B]``). With ``ignored_ids`` (e.g. SCAN's structure markers,
+    ``data.output_markers``), those tokens are removed from both the output before its ``<eos>``
+    and the target before the two are compared."""
+    if ignored_ids:
+        return _sequence_correct_ignoring(predicted, target, ignored_ids, eos_id=eos_id, pad_id=pad_id)
     length, has_eos = output_lengths(predicted, eos_id)
     gold_length = target_lengths(target, pad_id)
     prefix_ok = _prefix_matches(predicted, target, gold_length)
     return has_eos & (length == gold_length) & prefix_ok
+
+
+def _sequence_correct_ignoring(
+    predicted: torch.Tensor, target: torch.Tensor, ignored_ids: Sequence[int], *, eos_id: int, pad_id: int
+) -> torch.Tensor:
+    """:func:`sequence_correct` with the tokens ``ignored_ids`` removed from both sides."""
+    length, has_eos = output_lengths(predicted, eos_id)
+    gold_length = target_lengths(target, pad_id)
+    ignored = set(ignored_ids)
+    verdicts = [
+        bool(found)
+        and [token for token in output[:n] if token not in ignored]
+        == [token for token in gold[:m] if token not in ignored]
+        for output, gold, n, m, found in zip(
+            predicted.tolist(), target.tolist(), length.tolist(), gold_length.tolist(), has_eos.tolist()
+        )
+    ]
+    return torch.tensor(verdicts, dtype=torch.bool, device=predicted.device)
 
 
 def sequence_correct_before_eos(

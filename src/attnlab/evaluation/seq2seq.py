@@ -9,7 +9,7 @@ from one teacher-forced pass, without decoding (:func:`teacher_forced_verdicts`)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -158,9 +158,11 @@ def _accumulate(
     limit = decoding_budget(batch.source.size(1), max_length)
     decoded = model.greedy_decode(batch.source, batch.source_padding_mask, limit)
     assert decoded.tokens is not None
-    ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
-    correct = sequence_correct(decoded.tokens, batch.target_output, **ids)
-    correct_before_eos = sequence_correct_before_eos(decoded.tokens, batch.target_output, **ids)
+    eos_id, pad_id = model.eos_id, model.pad_id
+    correct = sequence_correct(decoded.tokens, batch.target_output, eos_id=eos_id, pad_id=pad_id)
+    correct_before_eos = sequence_correct_before_eos(
+        decoded.tokens, batch.target_output, eos_id=eos_id, pad_id=pad_id
+    )
     totals.examples += len(batch)
     totals.correct += int(correct.sum())
     totals.correct_before_eos += int(correct_before_eos.sum())
@@ -269,6 +271,7 @@ def evaluate_split(
     *,
     given_length: bool | None = None,
     outcomes: ExampleOutcomes | None = None,
+    ignored_ids: Sequence[int] = (),
 ) -> dict[str, float]:
     """The SCAN metrics of one encoded split, in batches of ``options.batch_size`` of similar target
     length (:func:`~attnlab.tasks.batching.length_sorted_batches`):
@@ -288,6 +291,10 @@ def evaluate_split(
 
     ``outcomes``, when given, receives each example's prediction and its ``seq_acc``
     (``seq_acc_given_length``) verdicts, in the split's order.
+
+    ``ignored_ids``: target tokens that ``seq_acc`` does not score (removed from the output and the
+    target before they are compared; SCAN's ``data.output_markers``). ``seq_acc_given_length`` and
+    ``loss`` still read them: the length given is the target's, markers included.
     """
     model.eval()
     given_length = options.given_length if given_length is None else given_length
@@ -300,8 +307,15 @@ def evaluate_split(
         batch = batch.to(device)
         decoded = decode_greedily(model, batch.source, batch.source_padding_mask, options)
         assert decoded.tokens is not None
-        ids = {"eos_id": model.eos_id, "pad_id": model.pad_id}
-        correct = {"seq_acc": sequence_correct(decoded.tokens, batch.target_output, **ids)}
+        correct = {
+            "seq_acc": sequence_correct(
+                decoded.tokens,
+                batch.target_output,
+                eos_id=model.eos_id,
+                pad_id=model.pad_id,
+                ignored_ids=ignored_ids,
+            )
+        }
         totals["correct"] += int(correct["seq_acc"].sum())
         verdicts = teacher_forced_verdicts(model, batch)
         if given_length:

@@ -63,10 +63,13 @@ __all__ = [
     "interpret",
     "length_split",
     "load_standard_split",
+    "MARKERS",
+    "marked_actions",
     "primitive_split",
     "random_split",
     "read_scan_file",
     "sentence_actions",
+    "strip_markers",
     "template_split",
     "write_scan_file",
 ]
@@ -80,6 +83,8 @@ TURNS: dict[str, str] = {"left": "I_TURN_LEFT", "right": "I_TURN_RIGHT"}
 REPETITIONS: dict[str, int] = {"twice": 2, "thrice": 3}
 CONJUNCTIONS: tuple[str, ...] = ("and", "after")
 ACTIONS: tuple[str, ...] = (*PRIMITIVES.values(), *TURNS.values())
+MARKERS: dict[str, str] = {"repetition": "<rep>", "sentence": "<sep>"}
+"""Output markers (:func:`marked_actions`) by kind → the token written into the output."""
 SCAN_SIZE = 20_910
 """Number of commands the grammar generates (the rows of the public ``tasks.txt``)."""
 
@@ -175,6 +180,62 @@ def sentence_actions(command: str | Sequence[str]) -> tuple[int, ...]:
     return tuple(len(actions) for actions in _interpreted_sentences(command)[1])
 
 
+def marked_actions(command: str | Sequence[str], kinds: Sequence[str]) -> tuple[str, ...]:
+    """The actions of one SCAN command with the grammar's structure written into them as marker
+    tokens (:data:`MARKERS`), for training with the structure as extra supervision:
+
+    * ``"repetition"``: ``<rep>`` between the copies of a ``twice`` / ``thrice`` sentence —
+      ``"jump around left thrice"`` → 8 actions ``<rep>`` 8 actions ``<rep>`` 8 actions;
+    * ``"sentence"``: ``<sep>`` between the two sentences of ``S and S`` / ``S after S``, in the
+      output's order.
+
+    Why (issue 28): on Lake & Baroni's length split every test command with a sentence longer than
+    the training outputs is ``U around D thrice`` (24 actions, :func:`sentence_actions`), a count
+    no model here learns (docs/results.md, sessions 34, 50–51). With repetition markers that
+    sentence is three 8-action passes, a count of passes (3) and a count within a pass (8) that
+    training shows apart ("U around D twice", "turn around D thrice"), so each count a decoder
+    needs stays within the trained ones. This changes the task: the markers are supervision of the
+    command's parse that the standard split does not give, and results with them are reported as
+    such. Stripping the markers gives :func:`interpret`'s actions. Raises ``ValueError`` as
+    :func:`interpret`, or for a kind not in :data:`MARKERS`.
+    """
+    unknown = [kind for kind in kinds if kind not in MARKERS]
+    if unknown:
+        raise ValueError(f"output marker kinds must be among {list(MARKERS)}, got {unknown}")
+    words, sentences = _interpreted_sentences(command)
+    if "repetition" in kinds:
+        sentences = [_marked_repetitions(sentence) for sentence in _sentence_words(words)]
+    if len(sentences) == 1:
+        return sentences[0]
+    conjunction = next(word for word in words if word in CONJUNCTIONS)
+    first, second = sentences if conjunction == "and" else sentences[::-1]
+    separator = (MARKERS["sentence"],) if "sentence" in kinds else ()
+    return (*first, *separator, *second)
+
+
+def strip_markers(tokens: Sequence[str]) -> tuple[str, ...]:
+    """``tokens`` without the marker tokens of :func:`marked_actions`."""
+    markers = set(MARKERS.values())
+    return tuple(token for token in tokens if token not in markers)
+
+
+def _sentence_words(words: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The words of each sentence of a command (of the grammar), in the command's order."""
+    conjunctions = [i for i, word in enumerate(words) if word in CONJUNCTIONS]
+    return [words[: conjunctions[0]], words[conjunctions[0] + 1 :]] if conjunctions else [words]
+
+
+def _marked_repetitions(words: tuple[str, ...]) -> tuple[str, ...]:
+    """A sentence's actions with ``<rep>`` between the copies of its verb phrase."""
+    if words[-1] not in REPETITIONS:
+        return _VERB_MEANINGS[words]
+    copy = _VERB_MEANINGS[words[:-1]]
+    marked = list(copy)
+    for _ in range(REPETITIONS[words[-1]] - 1):
+        marked += [MARKERS["repetition"], *copy]
+    return tuple(marked)
+
+
 def _interpreted_sentences(command: str | Sequence[str]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     """A command's words and the actions of each of its sentences (either side of its one ``and`` /
     ``after``, if it has one); a ``ValueError`` naming the command when it is not in the grammar."""
@@ -183,8 +244,7 @@ def _interpreted_sentences(command: str | Sequence[str]) -> tuple[tuple[str, ...
     try:
         if len(conjunctions) > 1:
             raise ValueError("a command has at most one 'and' or 'after'")
-        sentences = [words[: conjunctions[0]], words[conjunctions[0] + 1 :]] if conjunctions else [words]
-        return words, [_interpret_sentence(sentence) for sentence in sentences]
+        return words, [_interpret_sentence(sentence) for sentence in _sentence_words(words)]
     except ValueError as error:
         raise ValueError(f"not a SCAN command: {' '.join(words)!r}: {error}") from None
 

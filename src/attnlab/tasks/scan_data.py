@@ -26,6 +26,7 @@ from attnlab.tasks import scan
 from attnlab.tasks.batching import EncodedDataset, encode_examples
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.splits import random_hold_out
+from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import EOS_TOKEN, PAD_TOKEN, SOS_TOKEN, Vocabulary
 
 UNK_TOKEN = "<unk>"
@@ -70,6 +71,14 @@ class ScanDataConfig:
     """Keep a random subset of this many training examples (quick runs); ``null`` keeps all."""
     test_limit: int | None = None
     """Keep a random subset of this many examples of the validation set and of each test set."""
+    output_markers: list[str] = field(default_factory=list)
+    """Write the grammar's structure into every split's outputs as marker tokens
+    (:func:`attnlab.tasks.scan.marked_actions`): ``repetition`` (``<rep>`` between the copies of a
+    ``twice`` / ``thrice`` sentence) and / or ``sentence`` (``<sep>`` between the two sentences of a
+    command). Extra supervision the standard splits do not give; exact match (``seq_acc``) is then
+    scored with the markers stripped from the output, against the split's own outputs. Every
+    command must be in the SCAN grammar and its output must be the grammar's (an error names the
+    file and line otherwise). Default ``[]``: the outputs as they are."""
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_]+", self.split):
@@ -88,6 +97,13 @@ class ScanDataConfig:
             raise ValueError("train_file / validation_file / test_files need split: files")
         if not 0 < self.validation_fraction < 1:
             raise ValueError(f"validation_fraction must be in (0, 1), got {self.validation_fraction}")
+        if not isinstance(self.output_markers, list) or any(
+            kind not in scan.MARKERS for kind in self.output_markers
+        ):
+            kinds, found = list(scan.MARKERS), self.output_markers
+            raise ValueError(f"output_markers must be a list of kinds among {kinds}, got {found!r}")
+        if len(set(self.output_markers)) != len(self.output_markers):
+            raise ValueError(f"output_markers names a kind twice: {self.output_markers}")
         for name in ("train_limit", "test_limit"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -144,7 +160,35 @@ def load_splits(data: ScanDataConfig) -> dict[str, Split]:
         limit = data.test_limit
         validation = Split(_subset(validation.examples, limit, data.seed), validation.origin)
         tests = {name: Split(_subset(s.examples, limit, data.seed), s.origin) for name, s in tests.items()}
-    return {"train": train, "validation": validation, **tests}
+    splits = {"train": train, "validation": validation, **tests}
+    if data.output_markers:
+        splits = {name: _marked(split, data.output_markers) for name, split in splits.items()}
+    return splits
+
+
+def _marked(split: Split, kinds: Sequence[str]) -> Split:
+    """``split`` with the grammar's markers in its outputs (:func:`attnlab.tasks.scan.marked_actions`);
+    a :class:`DataFormatError` naming the example when its command is not in the grammar or its
+    output is not the command's."""
+    marked = []
+    for i, example in enumerate(split.examples):
+        line = i + 1 if split.item == "line" else None
+        which = "" if line is not None else f"{split.item} {i + 1}: "
+        try:
+            target = scan.marked_actions(example.source, kinds)
+        except ValueError as error:
+            raise DataFormatError(
+                split.origin, line, f"{which}data.output_markers needs SCAN commands: {error}"
+            ) from None
+        if scan.strip_markers(target) != example.target:
+            raise DataFormatError(
+                split.origin,
+                line,
+                f"{which}data.output_markers needs the grammar's outputs, but the output of "
+                f"{' '.join(example.source)!r} is not its interpretation",
+            )
+        marked.append(Seq2SeqExample(example.source, target))
+    return Split(marked, split.origin, split.item)
 
 
 def test_set_names(data: ScanDataConfig) -> list[str]:

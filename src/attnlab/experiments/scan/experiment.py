@@ -453,8 +453,16 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
         model, source, target = evaluation.loaded
         options, device, data = evaluation.config.evaluation, evaluation.device, evaluation.config.data
 
+        markers = [
+            target.token_to_id(token)
+            for token in (scan.MARKERS[kind] for kind in data.output_markers)
+            if token in target
+        ]
+
         def evaluate(outcomes: ExampleOutcomes) -> dict[str, Any]:
-            metrics = evaluate_split(model, test_set, target, options, device, outcomes=outcomes)
+            metrics = evaluate_split(
+                model, test_set, target, options, device, outcomes=outcomes, ignored_ids=markers
+            )
             if data.split == "length":
                 commands, _ = dataset_texts(test_set.dataset, source, target)
                 metrics |= sentence_length_metrics(name, commands, outcomes.correct, data.max_train_actions)
