@@ -18,6 +18,9 @@ plus the actions right in it: where in the whole output the first wrong token is
 decoder that ends a loop at the loop's trained length from one that ends the output near the
 longest training output (22 actions on the length split).
 
+The output markers of ``data.output_markers`` (``<rep>``, ``<sep>``) are stripped from the target
+and the prediction first, so the bins count actions with or without them.
+
 Usage: ``python scripts/scan_loop_reach.py RUN_DIR [RUN_DIR ...] [--test-set test]
 [--min-actions 24] [--bins 16,18,20,22] [--from-output-start]``; a table with a column per run
 (markdown), counts as ``commands/all (percent)`` of the commands with the long sentence at that
@@ -41,6 +44,7 @@ from scan_sentence_starts import (  # scripts/ is on sys.path when run as a scri
 )
 
 from attnlab.experiments.unit_scores import read_predictions
+from attnlab.tasks.scan import strip_markers
 
 PLACES = ("first", "second")
 WRONG_BEFORE = (0, 0)
@@ -110,7 +114,9 @@ def counted(
         if found is None:
             continue
         place, start, actions = found
-        right = reach(target.split(), prediction.split(), start, actions)
+        right = reach(
+            list(strip_markers(target.split())), list(strip_markers(prediction.split())), start, actions
+        )
         by_bin[(place, reach_bin(right, actions, bins, start if from_output_start else 0))] += 1
         by_place[place] += 1
     return by_bin, by_place

@@ -501,7 +501,7 @@ def test_the_loop_reach_table_counts_how_far_into_the_long_sentence_each_output_
     """scripts/scan_loop_reach.py: for the test commands with a sentence of >= 24 actions, how many
     of its actions the prediction has right before its first wrong token, by the sentence's place in
     the output ("A after B" is B first); a prediction wrong before the sentence is counted apart."""
-    from attnlab.tasks.scan import interpret
+    from attnlab.tasks.scan import MARKERS, interpret, marked_actions
 
     def cut(command: str, keep: int) -> str:  # the gold output, wrong from position `keep` on
         actions = list(interpret(command))
@@ -552,6 +552,20 @@ def test_the_loop_reach_table_counts_how_far_into_the_long_sentence_each_output_
     assert "the output's actions right" in from_start.stdout.splitlines()[0]
     assert "| second sentence: ≥ 22 | 1/2 (50%) |" in from_start.stdout
     assert "| first sentence: 16–17 | 1/3 (33%) |" in from_start.stdout
+    # a run trained with data.output_markers: the same outputs with the markers in, the same table
+    marked = ["example\tsource\ttarget\tprediction\tseq_acc"]
+    for index, (command, prediction) in enumerate(rows):
+        gold = marked_actions(command, ["repetition", "sentence"])
+        predicted = iter(prediction.split())
+        written = [token if token in MARKERS.values() else next(predicted, None) for token in gold]
+        with_markers = [token for token in written if token is not None] + list(predicted)
+        marked.append(f"{index}\t{command}\t{' '.join(gold)}\t{' '.join(with_markers)}\t0")
+    (tmp_path / "marked" / "eval").mkdir(parents=True)
+    (tmp_path / "marked" / "eval" / "test.predictions.tsv").write_text("\n".join(marked) + "\n")
+    with_markers_out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "marked")], capture_output=True, text=True
+    )
+    assert with_markers_out.stdout.splitlines()[2:] == result.stdout.splitlines()[2:]
     bad = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "run"), "--bins", "16,x"], capture_output=True, text=True
     )
