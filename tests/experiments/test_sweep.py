@@ -131,6 +131,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "raffel2015_addition_lr": 24,
         "scan_gru_shift": 9,
         "scan_gru_shift_cutoffs": 11,
+        "scan_gru_shift_markers": 10,
         "scan_lstm_shift": 5,
         "scan_transformer": 42,
         "scan_transformer_length": 14,
