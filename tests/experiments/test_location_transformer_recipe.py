@@ -156,10 +156,24 @@ def test_the_recurrent_shift_attender_has_a_scan_table_and_its_length_cells_a_se
         {"test": {**length["test"], "seq_acc": 30.0}},
     )
 
+    markers = "scan_recurrent_shift_markers"
+    repetition = {"data.split": "length", "data.output_markers": ["repetition"]}
+    _finish(tmp_path, markers, repetition, 0, {"test": {**length["test"], "seq_acc": 70.0}})
+    _finish(tmp_path, markers, repetition, 1, {"test": {**length["test"], "seq_acc": 60.0}})
+    both = {"data.split": "length", "data.output_markers": ["repetition", "sentence"]}
+    _finish(tmp_path, markers, both, 0, {"test": {**length["test"], "seq_acc": 80.0}})
+
     text = recipe.report(tmp_path)
 
     section = text.split("the recurrent Shift Attender")[1].split("###")[0]
     assert "|  | length | add-jump | simple |" in section
+    assert (
+        "| GRU decoder + repetition markers: exact match, stopping by itself | 65.0 ± 7.1 (n=2) |" in section
+    )
+    assert (
+        "| GRU decoder + repetition, sentence markers: exact match, stopping by itself | 80.0 ± 0.0 (n=1) |"
+        in (section)
+    )
     assert (
         "| GRU decoder: exact match, stopping by itself | 15.0 ± 7.1 (n=2) |  | 99.0 ± 0.0 (n=1) |" in section
     )
@@ -169,6 +183,7 @@ def test_the_recurrent_shift_attender_has_a_scan_table_and_its_length_cells_a_se
     sentences = text.split("longer than any training output")[1].split("###")[0]
     assert "| scan_recurrent_shift · length | 22 | 776 | 40.0 ± 0.0 (n=2) |" in sentences
     assert "| scan_recurrent_lstm_shift · length | 22 | 776 | 40.0 ± 0.0 (n=1) |" in sentences
+    assert "| scan_recurrent_shift_markers · length, repetition+sentence | 22 | 776 |" in sentences
     assert "scan_recurrent_shift · simple" not in sentences  # not a length split
     assert "| scan_recurrent_shift · simple | test |" not in text  # no errors file, no error row
 

@@ -53,7 +53,11 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   the cut-offs of ``scan_cutoffs``, one seed, a row of its table;
 * ``scan_recurrent_lstm_shift`` (``scan_lstm_shift``): that model with an LSTM decoder
   (``model.decoder_cell=lstm``, whose cell can count without bound: Weiss et al. 2018) on the length
-  split, 5 seeds.
+  split, 5 seeds;
+* ``scan_recurrent_shift_markers`` (``scan_gru_shift_markers``): the GRU model on the length split
+  with the grammar's structure written into its outputs (``data.output_markers``: ``<rep>`` between
+  the copies of a twice / thrice sentence, and ``<sep>`` between sentences as well), extra
+  supervision the standard split does not give, rows of their own; 5 seeds.
 
 The add-jump chain (``scan_semantic`` → ``scan_peers`` → ``scan_peers_dropout`` → ``scan_shared_heads``
 → ``scan_gated_heads`` → ``scan_peers_as_one``, each step the one before with one change) runs in the
@@ -65,7 +69,7 @@ would be 231 runs more, about 230 CPU-hours.
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
 SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
 positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 6–14 minutes; all
-twenty-one parts are 728 runs, roughly 226 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
+twenty-two parts are 738 runs, roughly 230 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
 on a GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
 halfway has every row at one seed.
 
@@ -138,6 +142,7 @@ PARTS: dict[str, str] = {
     "scan_recurrent_shift": "scan_gru_shift",
     "scan_recurrent_shift_cutoffs": "scan_gru_shift_cutoffs",
     "scan_recurrent_lstm_shift": "scan_lstm_shift",
+    "scan_recurrent_shift_markers": "scan_gru_shift_markers",
 }
 """Part → the built-in sweep that trains it (its runs in ``OUT/<part>/``)."""
 
@@ -163,6 +168,7 @@ HEADLINE_TEST_SETS: dict[str, str] = {
     "scan_recurrent_shift": "test",
     "scan_recurrent_shift_cutoffs": "test",
     "scan_recurrent_lstm_shift": "test",
+    "scan_recurrent_shift_markers": "test",
 }
 """Part → the test set its main table reports, where ``--failure-plots`` looks for a wrong example."""
 
@@ -171,6 +177,7 @@ HEADS = "model.transformer.cross_attention"
 VARIANT = "data.variant"
 SPLIT = "data.split"
 CUTOFF = "data.max_train_actions"
+MARKERS = "data.output_markers"
 
 VARIANT_NAMES = {
     "long": "Long",
@@ -493,20 +500,35 @@ RECURRENT_ROWS: dict[str, str] = {
 RECURRENT_PARTS: dict[str, str] = {
     "scan_recurrent_shift": "GRU decoder",
     "scan_recurrent_lstm_shift": "LSTM decoder",
+    "scan_recurrent_shift_markers": "GRU decoder",
 }
 """The parts of :func:`recurrent_scan_table`: part → its decoder, in the table's order."""
 
 
 def recurrent_scan_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     """The recurrent Shift Attender on SCAN (parts :data:`RECURRENT_PARTS`): rows each decoder's
-    :data:`RECURRENT_ROWS`, columns the splits (:data:`SPLIT_NAMES`), test exact match."""
+    :data:`RECURRENT_ROWS` (a cell trained with output markers its own rows, "GRU decoder +
+    repetition markers: …"), columns the splits (:data:`SPLIT_NAMES`), test exact match."""
     table: dict[str, dict[str, str]] = {}
     for part, decoder in RECURRENT_PARTS.items():
         for metric, label in RECURRENT_ROWS.items():
-            table.update(pivot(found.get(part, {}), _named(f"{decoder}: {label}"), _split, "test", metric))
+
+            def row(params: Mapping[str, Any], decoder: str = decoder, label: str = label) -> str:
+                return f"{decoder}{_markers_text(params)}: {label}"
+
+            table.update(pivot(found.get(part, {}), row, _split, "test", metric))
     if not table:
         return NO_RUNS
     return format_table(table, list(SPLIT_NAMES.values()), markdown=True)
+
+
+def _markers_text(params: Mapping[str, Any]) -> str:
+    """`` + repetition, sentence markers`` for a cell trained with ``data.output_markers``, else ``""``."""
+    markers = params.get(MARKERS)
+    if not markers:
+        return ""
+    kinds = ", ".join(markers) if isinstance(markers, list) else str(markers)
+    return f" + {kinds} markers"
 
 
 RECURRENT_CUTOFF_ROW = "recurrent Shift Attender (GRU)"
@@ -597,7 +619,9 @@ def cell_label(part: str, params: Mapping[str, Any]) -> str:
     """A row label for a sweep cell: its part and grid values in the grid's order, e.g.
     ``scan_stop · relative, dot`` for the run directory ``scan_stop/model.transformer.positional=
     relative,model.transformer.cross_attention=dot``."""
-    return f"{part} · " + ", ".join(str(value) for value in params.values())
+    return f"{part} · " + ", ".join(
+        "+".join(map(str, value)) if isinstance(value, list) else str(value) for value in params.values()
+    )
 
 
 def _scheme_heads(params: Mapping[str, Any]) -> str:
