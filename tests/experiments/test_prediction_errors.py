@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from attnlab.evaluation.seq2seq import ExampleOutcomes
 from attnlab.experiments import sweep
 from attnlab.experiments.location_transformer import recipe
 from attnlab.experiments.unit_scores import (
@@ -14,8 +15,10 @@ from attnlab.experiments.unit_scores import (
     read_prediction_pairs,
     read_predictions,
     read_test_set_errors,
+    write_predictions,
 )
 from attnlab.tasks.tsv import DataFormatError
+from attnlab.tasks.vocab import TARGET_SPECIALS, Vocabulary
 
 HEADER = "example\tsource\ttarget\tprediction\tseq_acc\tseq_acc_be\n"
 
@@ -54,6 +57,23 @@ def test_a_predictions_file_counts_each_kind_of_wrong_output(tmp_path):
         "one target word wrong": 1,
         "one target word left out": 1,
     }
+
+
+def test_ignored_tokens_are_left_out_when_wrong_outputs_are_counted(tmp_path):
+    """SCAN's output markers: the predictions file shows them, the kinds of error do not count them."""
+    target = Vocabulary(["<pad>", "<sos>", "<eos>", "a", "b", "<rep>"], TARGET_SPECIALS)
+    outcomes = ExampleOutcomes(
+        predictions=[target.encode(["a", "a"]), target.encode(["a", "<rep>"]), target.encode(["a", "b"])],
+        correct={"seq_acc": [True, False, False]},
+    )
+    references = ["a <rep> a", "a <rep> a", "a <rep> a"]
+    path = tmp_path / "test.predictions.tsv"
+    write_predictions(path, ["x"] * 3, references, outcomes, target, ignored_tokens=["<rep>"])
+    assert read_predictions(path)[0] == ("x", "a <rep> a", "a a")
+    errors = json.loads((tmp_path / "test.errors.json").read_text())
+    assert errors["wrong"] == 2 and errors["stops early"] == 1 and errors["wrong words, right length"] == 1
+    write_predictions(path, ["x"] * 3, references, outcomes, target)
+    assert json.loads((tmp_path / "test.errors.json").read_text())["wrong"] == 3
 
 
 @pytest.mark.parametrize(

@@ -528,6 +528,8 @@ def test_output_markers_are_learnt_and_exact_match_is_scored_without_them(scan_s
         gold = scan.marked_actions(row["source"], ["repetition", "sentence"])
         assert tuple(row["target"].split()) == gold
         assert row["seq_acc"] == str(int(scan.strip_markers(prediction) == scan.strip_markers(gold)))
+    errors = json.loads((tmp_path / "run" / "eval" / "test.errors.json").read_text())
+    assert errors["wrong"] == sum(row["seq_acc"] == "0" for row in fields)  # counted without the markers
 
 
 def test_output_markers_need_the_grammars_commands_and_outputs(scan_slice, tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
@@ -445,19 +445,22 @@ def evaluate_with_predictions(
     dataset: EncodedDataset,
     evaluate: Callable[[ExampleOutcomes], dict[str, Any]],
     references: list[str] | None = None,
+    ignored_tokens: Collection[str] = (),
 ) -> dict[str, Any]:
     """The metrics ``evaluate`` computes on test set ``name`` while it records each example's
     outcome, and those outcomes written to ``eval/<name>.predictions.tsv`` (``eval/files/`` for
     given files) for ``attnlab compare``; ``evaluation.loaded`` is the model with its source and
     target vocabularies. The target column holds ``references`` when given (the raw references
-    BLEU is computed against), else the targets as the model saw them."""
+    BLEU is computed against), else the targets as the model saw them. ``ignored_tokens`` are left
+    out when the wrong outputs are counted by kind
+    (:func:`~attnlab.experiments.unit_scores.write_predictions`)."""
     _, source, target = evaluation.loaded
     outcomes = ExampleOutcomes()
     metrics = evaluate(outcomes)
     sources, targets = dataset_texts(dataset, source, target)
     targets = targets if references is None else references
     path = evaluation.run.evaluation_file(name, PREDICTIONS_SUFFIX, data_file=evaluation.data_file)
-    write_predictions(path, sources, targets, outcomes, target)
+    write_predictions(path, sources, targets, outcomes, target, ignored_tokens)
     return metrics
 
 

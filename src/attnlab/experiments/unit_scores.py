@@ -23,7 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,10 +129,17 @@ def dataset_texts(
 
 
 def write_predictions(
-    path: Path, sources: list[str], targets: list[str], outcomes: ExampleOutcomes, target: Vocabulary
+    path: Path,
+    sources: list[str],
+    targets: list[str],
+    outcomes: ExampleOutcomes,
+    target: Vocabulary,
+    ignored_tokens: Collection[str] = (),
 ) -> None:
     """One row per example: its source, target, greedy prediction and a 0/1 column per metric; and
-    beside it (:func:`errors_path`) how many outputs are wrong, by kind (:func:`count_errors`)."""
+    beside it (:func:`errors_path`) how many outputs are wrong, by kind (:func:`count_errors`),
+    with ``ignored_tokens`` (SCAN's output markers, which ``seq_acc`` does not score) left out of
+    the target and the prediction first."""
     metrics = list(outcomes.correct)
     lines = ["\t".join([*PREDICTION_COLUMNS, *metrics])]
     pairs = []
@@ -140,7 +147,12 @@ def write_predictions(
         flags = [str(int(outcomes.correct[name][index])) for name in metrics]
         predicted = " ".join(target.decode(prediction, strip_specials=True))
         lines.append("\t".join([str(index), source, reference, predicted, *flags]))
-        pairs.append((reference.split(), predicted.split()))
+        pairs.append(
+            (
+                [token for token in reference.split() if token not in ignored_tokens],
+                [token for token in predicted.split() if token not in ignored_tokens],
+            )
+        )
     atomic_write_text(path, "\n".join(lines) + "\n")
     atomic_write_json(errors_path(path), count_errors(pairs))
 

@@ -453,11 +453,8 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
         model, source, target = evaluation.loaded
         options, device, data = evaluation.config.evaluation, evaluation.device, evaluation.config.data
 
-        markers = [
-            target.token_to_id(token)
-            for token in (scan.MARKERS[kind] for kind in data.output_markers)
-            if token in target
-        ]
+        marker_tokens = [scan.MARKERS[kind] for kind in data.output_markers]
+        markers = [target.token_to_id(token) for token in marker_tokens if token in target]
 
         def evaluate(outcomes: ExampleOutcomes) -> dict[str, Any]:
             metrics = evaluate_split(
@@ -474,6 +471,7 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
             test_set.dataset,
             evaluate,
             references=[" ".join(reference) for reference in test_set.references],
+            ignored_tokens=marker_tokens,
         )
 
 
