@@ -55,6 +55,7 @@ from attnlab.tasks.vocab import EOS_TOKEN, PAD_TOKEN, SOS_TOKEN
 
 __all__ = [
     "ACTIONS",
+    "MARKERS",
     "SCAN_SIZE",
     "STANDARD_SPLITS",
     "ScanSplit",
@@ -63,7 +64,6 @@ __all__ = [
     "interpret",
     "length_split",
     "load_standard_split",
-    "MARKERS",
     "marked_actions",
     "primitive_split",
     "random_split",
@@ -151,8 +151,10 @@ def generate_scan() -> list[Seq2SeqExample]:
     return examples
 
 
-def _conjoin(conjunction: str, first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
-    return first + second if conjunction == "and" else second + first
+def _conjoin(
+    conjunction: str, first: tuple[str, ...], second: tuple[str, ...], separator: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    return first + separator + second if conjunction == "and" else second + separator + first
 
 
 def interpret(command: str | Sequence[str]) -> tuple[str, ...]:
@@ -160,11 +162,7 @@ def interpret(command: str | Sequence[str]) -> tuple[str, ...]:
 
     Raises ``ValueError`` naming the command when it is not in the grammar.
     """
-    words, sentences = _interpreted_sentences(command)
-    if len(sentences) == 1:
-        return sentences[0]
-    conjunction = next(word for word in words if word in CONJUNCTIONS)
-    return _conjoin(conjunction, *sentences)
+    return _actions(command)
 
 
 def sentence_actions(command: str | Sequence[str]) -> tuple[int, ...]:
@@ -205,15 +203,8 @@ def marked_actions(command: str | Sequence[str], kinds: Sequence[str]) -> tuple[
     unknown = [kind for kind in kinds if kind not in MARKERS]
     if unknown:
         raise ValueError(f"output marker kinds must be among {list(MARKERS)}, got {unknown}")
-    words, sentences = _interpreted_sentences(command)
-    if "repetition" in kinds:
-        sentences = [_marked_repetitions(sentence) for sentence in _sentence_words(words)]
-    if len(sentences) == 1:
-        return sentences[0]
-    conjunction = next(word for word in words if word in CONJUNCTIONS)
-    first, second = sentences if conjunction == "and" else sentences[::-1]
-    separator = (MARKERS["sentence"],) if "sentence" in kinds else ()
-    return (*first, *separator, *second)
+    repetition, sentence = ((MARKERS[kind],) if kind in kinds else () for kind in ("repetition", "sentence"))
+    return _actions(command, repetition, sentence)
 
 
 def strip_markers(tokens: Sequence[str]) -> tuple[str, ...]:
@@ -222,43 +213,44 @@ def strip_markers(tokens: Sequence[str]) -> tuple[str, ...]:
     return tuple(token for token in tokens if token not in markers)
 
 
-def _sentence_words(words: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """The words of each sentence of a command (of the grammar), in the command's order."""
-    conjunctions = [i for i, word in enumerate(words) if word in CONJUNCTIONS]
-    return [words[: conjunctions[0]], words[conjunctions[0] + 1 :]] if conjunctions else [words]
+def _actions(
+    command: str | Sequence[str], repetition: tuple[str, ...] = (), sentence: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """A command's actions, ``repetition`` between the copies of a repeated sentence and ``sentence``
+    between the two sentences of a conjunction (both empty: :func:`interpret`)."""
+    words, sentences = _interpreted_sentences(command, repetition)
+    if len(sentences) == 1:
+        return sentences[0]
+    conjunction = next(word for word in words if word in CONJUNCTIONS)
+    first, second = sentences
+    return _conjoin(conjunction, first, second, sentence)
 
 
-def _marked_repetitions(words: tuple[str, ...]) -> tuple[str, ...]:
-    """A sentence's actions with ``<rep>`` between the copies of its verb phrase."""
-    if words[-1] not in REPETITIONS:
-        return _VERB_MEANINGS[words]
-    copy = _VERB_MEANINGS[words[:-1]]
-    marked = list(copy)
-    for _ in range(REPETITIONS[words[-1]] - 1):
-        marked += [MARKERS["repetition"], *copy]
-    return tuple(marked)
-
-
-def _interpreted_sentences(command: str | Sequence[str]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+def _interpreted_sentences(
+    command: str | Sequence[str], repetition: tuple[str, ...] = ()
+) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     """A command's words and the actions of each of its sentences (either side of its one ``and`` /
-    ``after``, if it has one); a ``ValueError`` naming the command when it is not in the grammar."""
+    ``after``, if it has one; ``repetition`` between the copies of a repeated one); a
+    ``ValueError`` naming the command when it is not in the grammar."""
     words = tuple(command.split()) if isinstance(command, str) else tuple(command)
     conjunctions = [i for i, word in enumerate(words) if word in CONJUNCTIONS]
     try:
         if len(conjunctions) > 1:
             raise ValueError("a command has at most one 'and' or 'after'")
-        return words, [_interpret_sentence(sentence) for sentence in _sentence_words(words)]
+        sentences = [words[: conjunctions[0]], words[conjunctions[0] + 1 :]] if conjunctions else [words]
+        return words, [_interpret_sentence(sentence, repetition) for sentence in sentences]
     except ValueError as error:
         raise ValueError(f"not a SCAN command: {' '.join(words)!r}: {error}") from None
 
 
-def _interpret_sentence(words: tuple[str, ...]) -> tuple[str, ...]:
+def _interpret_sentence(words: tuple[str, ...], repetition: tuple[str, ...] = ()) -> tuple[str, ...]:
     times = 1
     if words and words[-1] in REPETITIONS:
         words, times = words[:-1], REPETITIONS[words[-1]]
     if words not in _VERB_MEANINGS:
         raise ValueError(f"{' '.join(words)!r} is not a verb phrase (e.g. 'jump', 'walk opposite left')")
-    return _VERB_MEANINGS[words] * times
+    meaning = _VERB_MEANINGS[words]
+    return meaning + (*repetition, *meaning) * (times - 1)
 
 
 # --------------------------------------------------------------------------- file format
