@@ -276,6 +276,12 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
         (
             scan,
             "scan_transformer",
+            ["model.transformer.decoder_counting_heads=5"],
+            "decoder_counting_heads must be between 0 and heads \\(4\\), got 5",
+        ),
+        (
+            scan,
+            "scan_transformer",
             ["model.transformer.semantic_embeddings=separate"],
             "semantic_embeddings: 'separate' .* needs semantic_output: true",
         ),

@@ -16,10 +16,12 @@ from attnlab.attention.positions import (
 )
 from attnlab.models.stepwise import append_end_marker
 from attnlab.models.transformer import (
+    COUNTING_BIAS,
     DECODER_RECURRENCES,
     NORMS,
     STOP_FLOOR,
     CrossAttention,
+    SelfAttention,
     TransformerSeq2Seq,
     cross_attention_heads,
 )
@@ -1322,3 +1324,83 @@ def test_a_decoder_without_previous_outputs_reads_sos_at_every_step(cross_attent
         torch.testing.assert_close(logits, output[:, t], rtol=1e-5, atol=1e-5)
     reading = build("relative", **options)
     assert not torch.allclose(reading(source, mask, other).logits, reading(source, mask, TARGET_INPUT).logits)
+
+
+# ------------------------------------------------------------------------ counting heads
+
+
+def counting_layer(heads: int, counting: int) -> SelfAttention:
+    """One self-attention layer (no positions, ``head_dim`` 1) whose queries and keys are 0, so every
+    score is 0, and whose values are the input, read out unchanged."""
+    layer = SelfAttention(heads, heads, "none", 0.0, 16, counting_heads=counting).double()
+    with torch.no_grad():
+        layer.qkv.weight.zero_()
+        layer.qkv.bias.zero_()
+        layer.qkv.weight[2 * heads :] = torch.eye(heads)  # values = x
+        layer.out.weight.copy_(torch.eye(heads))
+        layer.out.bias.zero_()
+    return layer
+
+
+def test_a_counting_head_sums_its_keys_where_a_softmax_head_averages_them():
+    """Causal steps over inputs that are 1 at the marked positions (both heads see the same
+    input): the softmax head reads the share of marked inputs so far, the counting head
+    ``sigmoid(b)`` times their number, which keeps growing past any length."""
+    layer = counting_layer(heads=2, counting=1)
+    marked = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0], dtype=torch.float64)
+    x = marked[None, :, None].expand(1, -1, 2).clone()
+    output, _ = layer(x, torch.arange(8.0)[None], causal=True)
+    so_far = marked.cumsum(0)
+    steps = torch.arange(1, 9, dtype=torch.float64)
+    torch.testing.assert_close(output[0, :, 0], so_far / steps)  # the softmax head: a mean
+    torch.testing.assert_close(output[0, :, 1], torch.sigmoid(torch.tensor(COUNTING_BIAS)).double() * so_far)
+    # the counting head's bias is learnt: a large one counts exactly
+    with torch.no_grad():
+        layer.counting_bias.fill_(40.0)
+    torch.testing.assert_close(layer(x, torch.arange(8.0)[None], causal=True)[0][0, :, 1], so_far)
+
+
+def test_a_counting_head_gives_masked_keys_no_weight():
+    layer = counting_layer(heads=1, counting=1)
+    with torch.no_grad():
+        layer.counting_bias.fill_(40.0)
+    x = torch.ones(2, 5, 1, dtype=torch.float64)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    output, _ = layer(x, torch.arange(5.0)[None].expand(2, -1), key_padding_mask=padding)
+    torch.testing.assert_close(output[:, :, 0], torch.tensor([[5.0] * 5, [3.0] * 5], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_decoder_counting_heads_keep_masking_padding_and_cached_decoding_exact(positional):
+    model = build(positional, decoder_counting_heads=1, cross_attention=["dot", ["location", "dot"]])
+    source, mask = padded_batch(SOURCES, width=7)
+    full = model(source, mask, TARGET_INPUT)
+    changed = TARGET_INPUT.clone()
+    changed[:, 3] = 8
+    new_logits = model(source, mask, changed).logits
+    torch.testing.assert_close(new_logits[:, :3], full.logits[:, :3], rtol=0, atol=0)
+    assert not torch.allclose(new_logits[:, 3:], full.logits[:, 3:])
+    other = source.masked_fill(mask, 5)
+    torch.testing.assert_close(model(other, mask, TARGET_INPUT).logits, full.logits, rtol=0, atol=0)
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        logits, weights, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(logits, full.logits[:, t], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(weights, full.attention[:, t], rtol=1e-5, atol=1e-5)
+
+
+def test_decoder_counting_heads_add_a_bias_to_the_plain_models_initial_weights():
+    """Only the decoder's self-attention gets counting heads (the encoder's heads average), and the
+    weights the model shares with the plain one are the plain one's."""
+    model, plain = build("relative", decoder_counting_heads=2), build("relative")
+    shared, counting = plain.state_dict(), model.state_dict()
+    added = set(counting) - set(shared)
+    assert added == {f"decoder.{layer}.self_attention.counting_bias" for layer in range(2)}
+    assert all(torch.equal(counting[name], value) for name, value in shared.items())
+    source, mask = padded_batch(SOURCES)
+    logits = model(source, mask, TARGET_INPUT).logits
+    assert not torch.allclose(logits, plain(source, mask, TARGET_INPUT).logits)
+    for heads in (-1, 3):
+        refused = f"decoder_counting_heads must be between 0 and heads \\(2\\), got {heads}"
+        with pytest.raises(ValueError, match=refused):
+            build(decoder_counting_heads=heads)

@@ -211,6 +211,10 @@ class TransformerModelConfig:
     """``gru`` / ``lstm``: a GRU or an LSTM over the decoder's inputs adds a recurrent count of the
     outputs so far to them, which no positional scheme has to extrapolate
     (:mod:`attnlab.models.transformer`)."""
+    decoder_counting_heads: int = 0
+    """This many of each decoder layer's self-attention heads (its last) sum their values under
+    sigmoid weights instead of a softmax's mean, so a step can read how many earlier outputs a head
+    selects, at any length (:mod:`attnlab.models.transformer`); 0: none."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -240,6 +244,11 @@ class TransformerModelConfig:
             peers_as_one=self.peers_as_one,
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
+        if not 0 <= self.decoder_counting_heads <= self.heads:
+            raise ValueError(
+                f"decoder_counting_heads must be between 0 and heads ({self.heads}), "
+                f"got {self.decoder_counting_heads}"
+            )
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
             raise ValueError(f"max_relative_distance must be >= 1, got {self.max_relative_distance!r}")
 
@@ -288,6 +297,7 @@ def build_transformer(
         target_alone=config.target_alone,
         peers_as_one=config.peers_as_one,
         decoder_recurrence=config.decoder_recurrence,
+        decoder_counting_heads=config.decoder_counting_heads,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

@@ -149,6 +149,19 @@ can count without bound (``c_t = c_{t-1} + 1`` with its gates saturated), which 
 interpolates between its past and a squashed candidate, cannot. Measured as the GRU above
 (docs/results.md, issue 28, session 51): 7.1%, the loop still ended at 16 actions.
 
+Counting heads in the decoder (an attnlab option, issue 28). A softmax head's glimpse is a mean
+over the keys it selects, so a step can read the *share* of the outputs so far that are turns, not
+their *number*; the number of keys a query selects is the "selector width" of Weiss, Goldberg &
+Yahav (2021, "Thinking Like Transformers", RASP), which softmax attention gets only as a fraction
+of the keys (a ratio that changes with the length). ``decoder_counting_heads=k`` makes the last
+``k`` self-attention heads of every decoder layer sum instead: weights ``sigmoid(s_tj + b_h)``, not a
+softmax over ``j``, so the glimpse of a head that selects the turns is their count times a vector,
+at any length. Why on SCAN: "walk around left thrice" (24 actions, longer than every training
+output of the length split) has 12 ``I_TURN_LEFT``, as "turn around left thrice" (12 actions, a
+training command) has, so a stop that reads how many turns the sentence has written is the same for
+both, while a stop read from the step's position is not. The counting heads read the same scores
+as the others (the positional scheme's terms included); padding and later steps weigh 0.
+
 Output from the attended words (an attnlab option, issue 28). On SCAN's add-jump split the
 Transformer's outputs have the right structure and the wrong meaning for "jump": 39–71% of its
 test outputs are right but at ``I_JUMP``'s places, where heads that attend "jump" still emit another
@@ -399,11 +412,22 @@ class _SelfCache:
     positions: torch.Tensor  # [B, t]
 
 
+COUNTING_BIAS = -3.0
+"""The initial bias of a counting head's scores: ``sigmoid(-3) ≈ 0.05``, so that at the start of
+training a step's sum over its keys stays small at every length."""
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention with a positional scheme; causal or with key padding.
 
     ``hide_start``: a causal step after position 0 does not read position 0 (the decoder's
-    ``<sos>``; ``decoder_hides_start`` of :class:`TransformerSeq2Seq`)."""
+    ``<sos>``; ``decoder_hides_start`` of :class:`TransformerSeq2Seq`).
+
+    ``counting_heads``: the last that many heads are *counting heads*: their weights are
+    ``sigmoid(s_tj + b_h)`` (``b_h`` a learned bias per head, from :data:`COUNTING_BIAS`) instead
+    of a softmax over the keys, so a step's glimpse is a sum, ``Σ_j sigmoid(s_tj + b_h) v_j``, that
+    grows with the number of keys the head selects rather than a mean that does not (masked keys
+    weigh 0). ``decoder_counting_heads`` of :class:`TransformerSeq2Seq` says why."""
 
     def __init__(
         self,
@@ -413,14 +437,21 @@ class SelfAttention(nn.Module):
         dropout: float,
         max_relative_distance: int,
         hide_start: bool = False,
+        counting_heads: int = 0,
     ) -> None:
         super().__init__()
+        if not 0 <= counting_heads <= heads:
+            raise ValueError(f"counting heads must be between 0 and the {heads} heads, got {counting_heads}")
         self.heads, self.head_dim = heads, d_model // heads
         self.hide_start = hide_start
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.positions = SelfAttentionPositions(scheme, heads, self.head_dim, max_relative_distance)
         self.dropout = Dropout(dropout)
+        self.counting_heads = counting_heads
+        self.counting_bias = (
+            nn.Parameter(torch.full((counting_heads,), COUNTING_BIAS)) if counting_heads else None
+        )
 
     def forward(
         self,
@@ -451,8 +482,17 @@ class SelfAttention(nn.Module):
             if self.hide_start:  # position 0 is read by itself only
                 future = future | ((key_positions == 0).unsqueeze(1) & (positions > 0).unsqueeze(2))
             scores = scores.masked_fill(future.unsqueeze(1), float("-inf"))
-        weights = self.dropout(torch.softmax(scores, dim=-1))
+        weights = self.dropout(self._weights(scores))
         return self.out(_merge_heads(weights @ values)), _SelfCache(keys, values, key_positions)
+
+    def _weights(self, scores: torch.Tensor) -> torch.Tensor:
+        """``scores [B, H, T, K]`` (``-inf`` where masked) → a softmax over the keys for the
+        attending heads, ``sigmoid(score + bias)`` for the counting heads (0 where masked)."""
+        if self.counting_bias is None:
+            return torch.softmax(scores, dim=-1)
+        attending = self.heads - self.counting_heads
+        counted = torch.sigmoid(scores[:, attending:] + self.counting_bias[:, None, None])
+        return torch.cat([torch.softmax(scores[:, :attending], dim=-1), counted], dim=1)
 
 
 @dataclass
@@ -697,10 +737,13 @@ class DecoderLayer(_Block):
         embedding_values: bool = False,
         shared_values: bool = False,
         gated_heads: bool = False,
+        counting_heads: int = 0,
     ):
         super().__init__(dropout, norm)
         self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
-        self.self_attention = SelfAttention(d_model, len(heads), scheme, dropout, distance, hide_start)
+        self.self_attention = SelfAttention(
+            d_model, len(heads), scheme, dropout, distance, hide_start, counting_heads
+        )
         self.cross_attention = CrossAttention(
             d_model, heads, options, dropout, attender_keys, embedding_values, shared_values, gated_heads
         )
@@ -882,6 +925,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             default ``False``.
         decoder_recurrence: ``"gru"`` or ``"lstm"``: a GRU or an LSTM over the decoder's inputs adds
             a recurrent count of the outputs so far to them (module docstring); default ``"none"``.
+        decoder_counting_heads: this many of each decoder layer's self-attention heads (its last)
+            sum their values under sigmoid weights instead of averaging them under a softmax, so
+            that a step can read how many earlier outputs a head selects (module docstring);
+            default 0.
     """
 
     def __init__(
@@ -924,6 +971,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         target_alone: str = "output",
         peers_as_one: bool = False,
         decoder_recurrence: str = "none",
+        decoder_counting_heads: int = 0,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -958,6 +1006,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if decoder_recurrence not in DECODER_RECURRENCES:
             raise ValueError(
                 f"decoder_recurrence must be one of {list(DECODER_RECURRENCES)}, got {decoder_recurrence!r}"
+            )
+        if not 0 <= decoder_counting_heads <= heads:
+            raise ValueError(
+                f"decoder_counting_heads must be between 0 and heads ({heads}), got {decoder_counting_heads}"
             )
         check_semantic_output(
             semantic_output,
@@ -1038,6 +1090,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 and layer == decoder_layers - 1
                 and semantic_heads != "separate",
                 gated_heads=semantic_output and layer == decoder_layers - 1 and semantic_heads == "gated",
+                counting_heads=decoder_counting_heads,
             )
             for layer, names in enumerate(self.head_names)
         )
