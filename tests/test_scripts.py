@@ -574,3 +574,37 @@ def test_the_loop_reach_table_counts_how_far_into_the_long_sentence_each_output_
         [sys.executable, str(script), str(tmp_path / "missing")], capture_output=True, text=True
     )
     assert missing.returncode == 2 and "missing/eval/test.predictions.tsv" in missing.stderr
+
+
+def test_the_counting_heads_table_gives_each_key_token_its_mean_weight_over_the_steps_that_see_it(tmp_path):
+    """scripts/transformer_counting_heads.py: for one gold target, a key token at position ``j``
+    of the decoder's input (``<sos>`` and the target, ``T`` tokens) is seen by the ``T - j`` steps
+    at or after it; each counting head's row for it holds that many pairs and a mean weight in
+    (0, 1). A run without counting heads is refused."""
+    from attnlab.tasks.scan import generate_scan, write_scan_file
+
+    examples = generate_scan()[:40]
+    files = {"train": tmp_path / "train.txt", "test": tmp_path / "test.txt"}
+    write_scan_file(files["train"], examples)
+    write_scan_file(files["test"], examples[:5])
+    script = REPOSITORY / "scripts" / "transformer_counting_heads.py"
+    counting, plain = tmp_path / "counting", tmp_path / "plain"
+    _train_tiny_scan_transformer(counting, files, "decoder_counting_heads=1")
+    result = subprocess.run(
+        [sys.executable, str(script), str(counting), "--examples", "1"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    tokens = ["<sos>", *examples[0].target]  # the first test row's gold target
+    expected = {
+        token: sum(len(tokens) - j for j, name in enumerate(tokens) if name == token) for token in tokens
+    }
+    rows = [line.strip("|").split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
+    table = [[cell.strip() for cell in row] for row in rows if row[0].strip().isdigit()]
+    assert sorted({(row[0], row[1]) for row in table}) == [("0", "0"), ("1", "0")]  # 2 layers, 1 head each
+    for layer in ("0", "1"):
+        pairs = {row[2]: int(row[4].replace(",", "")) for row in table if row[0] == layer}
+        assert pairs == expected
+        assert all(0.0 < float(row[3]) < 1.0 for row in table if row[0] == layer)
+    _train_tiny_scan_transformer(plain, files)
+    refused = subprocess.run([sys.executable, str(script), str(plain)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "has no counting heads" in refused.stderr, refused.stderr
