@@ -46,6 +46,16 @@ SOURCES = [[3, 4, 5, 6, 7], [8, 3], [5, 9, 10, 11]]
 TARGET_INPUT = torch.tensor([[SOS, 3, 4, 5, 6], [SOS, 4, 4, 8, 3], [SOS, 5, 6, 7, 7]])
 
 
+def assert_cached_decoding_matches(model, source, mask, full) -> None:
+    """Step-by-step decoding of ``TARGET_INPUT`` gives the teacher-forced ``full`` output's logits
+    and attention at every step."""
+    state = model.start(source, mask)
+    for t in range(TARGET_INPUT.size(1)):
+        logits, weights, state = model.step(state, TARGET_INPUT[:, t])
+        torch.testing.assert_close(logits, full.logits[:, t], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(weights, full.attention[:, t], rtol=1e-5, atol=1e-5)
+
+
 # ------------------------------------------------------------------------------ the schemes
 
 
@@ -321,11 +331,7 @@ def test_cached_decoding_equals_teacher_forcing(positional, norm, decoder_recurr
     )
     source, mask = padded_batch(SOURCES)
     full = model(source, mask, TARGET_INPUT)
-    state = model.start(source, mask)
-    for t in range(TARGET_INPUT.size(1)):
-        logits, weights, state = model.step(state, TARGET_INPUT[:, t])
-        torch.testing.assert_close(logits, full.logits[:, t], rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(weights, full.attention[:, t], rtol=1e-5, atol=1e-5)
+    assert_cached_decoding_matches(model, source, mask, full)
 
 
 @pytest.mark.parametrize("positional", ["relative", "transformer_xl", "none"])
@@ -345,11 +351,7 @@ def test_a_source_start_token_is_read_by_the_encoder_and_left_out_of_the_attenti
     torch.testing.assert_close(maps[:, -1].mean(dim=1), output.attention)
     other = source.masked_fill(mask, 5)
     torch.testing.assert_close(model(other, mask, TARGET_INPUT).logits, output.logits, rtol=0, atol=0)
-    state = model.start(source, mask)
-    for t in range(TARGET_INPUT.size(1)):
-        logits, weights, state = model.step(state, TARGET_INPUT[:, t])
-        torch.testing.assert_close(logits, output.logits[:, t], rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(weights, output.attention[:, t], rtol=1e-5, atol=1e-5)
+    assert_cached_decoding_matches(model, source, mask, output)
     # the encoder reads it: another start embedding gives other outputs
     assert model.start_marker_id == SOURCE_VOCAB
     with torch.no_grad():
@@ -789,11 +791,7 @@ def test_end_marker_is_a_learned_last_token_that_the_stop_reads(cross_attention)
     alone = model(torch.tensor([SOURCES[1]]), torch.zeros(1, 2, dtype=torch.bool), TARGET_INPUT[1:2])
     torch.testing.assert_close(alone.logits, output.logits[1:2], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(alone.attention, output.attention[1:2, :, :3], rtol=1e-5, atol=1e-6)
-    state = model.start(source, mask)
-    for t in range(TARGET_INPUT.size(1)):
-        step_log_probs, weights, state = model.step(state, TARGET_INPUT[:, t])
-        torch.testing.assert_close(step_log_probs, output.logits[:, t], rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(weights, output.attention[:, t], rtol=1e-5, atol=1e-5)
+    assert_cached_decoding_matches(model, source, mask, output)
 
 
 def test_end_marker_needs_right_padded_sources():
@@ -1382,11 +1380,7 @@ def test_decoder_counting_heads_keep_masking_padding_and_cached_decoding_exact(p
     assert not torch.allclose(new_logits[:, 3:], full.logits[:, 3:])
     other = source.masked_fill(mask, 5)
     torch.testing.assert_close(model(other, mask, TARGET_INPUT).logits, full.logits, rtol=0, atol=0)
-    state = model.start(source, mask)
-    for t in range(TARGET_INPUT.size(1)):
-        logits, weights, state = model.step(state, TARGET_INPUT[:, t])
-        torch.testing.assert_close(logits, full.logits[:, t], rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(weights, full.attention[:, t], rtol=1e-5, atol=1e-5)
+    assert_cached_decoding_matches(model, source, mask, full)
 
 
 def test_decoder_counting_heads_add_a_bias_to_the_plain_models_initial_weights():
