@@ -76,8 +76,6 @@ def main() -> None:
         with torch.no_grad():
             model(source, source == source_vocab.pad_id, torch.tensor([tokens]))
         for layer, store in enumerate(stores):
-            if not store:
-                continue
             weights = store[0][0]  # [k, T, K]
             seen = torch.ones(weights.shape[1:]).tril()  # (step, key): the key at or before the step
             for token in set(names):

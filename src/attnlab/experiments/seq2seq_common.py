@@ -25,6 +25,7 @@ from attnlab.models.transformer import (
     TransformerSeq2Seq,
     added_source_positions,
     check_attender_keys,
+    check_counting_heads,
     check_cross_attention_options,
     check_decoder_offset,
     check_peer_words,
@@ -244,11 +245,7 @@ class TransformerModelConfig:
             peers_as_one=self.peers_as_one,
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
-        if not 0 <= self.decoder_counting_heads <= self.heads:
-            raise ValueError(
-                f"decoder_counting_heads must be between 0 and heads ({self.heads}), "
-                f"got {self.decoder_counting_heads}"
-            )
+        check_counting_heads(self.decoder_counting_heads, self.heads)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
             raise ValueError(f"max_relative_distance must be >= 1, got {self.max_relative_distance!r}")
 

@@ -301,6 +301,7 @@ __all__ = [
     "CrossAttention",
     "TransformerSeq2Seq",
     "check_attender_keys",
+    "check_counting_heads",
     "check_decoder_offset",
     "check_peer_words",
     "check_semantic_output",
@@ -1007,10 +1008,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(
                 f"decoder_recurrence must be one of {list(DECODER_RECURRENCES)}, got {decoder_recurrence!r}"
             )
-        if not 0 <= decoder_counting_heads <= heads:
-            raise ValueError(
-                f"decoder_counting_heads must be between 0 and heads ({heads}), got {decoder_counting_heads}"
-            )
+        check_counting_heads(decoder_counting_heads, heads)
         check_semantic_output(
             semantic_output,
             end_marker=end_marker,
@@ -1521,6 +1519,14 @@ def check_decoder_offset(
         raise ValueError(
             f"decoder_offset needs dot-product cross-attention heads; {', '.join(attenders)} would "
             "step through the extra <sos> tokens"
+        )
+
+
+def check_counting_heads(decoder_counting_heads: int, heads: int) -> None:
+    """A ``ValueError`` unless ``decoder_counting_heads`` is one of a layer's ``0 … heads`` heads."""
+    if not 0 <= decoder_counting_heads <= heads:
+        raise ValueError(
+            f"decoder_counting_heads must be between 0 and heads ({heads}), got {decoder_counting_heads}"
         )
 
 
