@@ -539,8 +539,8 @@ def test_an_auto_relative_clip_is_each_stacks_longest_distance_in_training(looku
 @pytest.mark.parametrize(
     ("value", "error"),
     [
-        ("0", "max_relative_distance must be >= 1, got 0"),
-        ("[3, 0]", "max_relative_distance must be >= 1, got [3, 0]"),
+        ("-1", "max_relative_distance must be >= 0, got -1"),
+        ("[3, -1]", "max_relative_distance must be >= 0, got [3, -1]"),
         ("[1, 2, 3]", "a pair (encoder, decoder) of ints, got [1, 2, 3]"),
         ("near", "max_relative_distance"),
     ],

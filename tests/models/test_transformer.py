@@ -153,6 +153,28 @@ def test_relative_model_is_translation_invariant_in_positions():
             assert not torch.allclose(spread, out, atol=1e-4), scheme
 
 
+@pytest.mark.parametrize("decoder_clip", [0, 2])
+def test_a_relative_clip_of_0_leaves_the_decoder_no_order_to_read(decoder_clip):
+    """At ``max_relative_distance=(k, 0)`` every pair's relative term is ``q_i . a_0``, which the
+    softmax cancels: a one-layer decoder's last step reads its earlier inputs as a set, so swapping
+    two of them changes nothing. At clip 2 the two inputs swapped (distances 1 and 2 from the last
+    step) have embeddings of their own, and the swap matters."""
+    model = build("relative", decoder_layers=1, max_relative_distance=(3, decoder_clip))
+    with torch.no_grad():
+        model.decoder[0].self_attention.positions.relative.weight.normal_(std=3.0)
+    source, mask = padded_batch(SOURCES)
+    swapped = TARGET_INPUT.clone()
+    swapped[:, [2, 3]] = TARGET_INPUT[:, [3, 2]]
+    last = model(source, mask, TARGET_INPUT).logits[:, -1]
+    last_swapped = model(source, mask, swapped).logits[:, -1]
+    rows_that_differ = (TARGET_INPUT[:, 2] != TARGET_INPUT[:, 3]).nonzero().flatten()
+    assert len(rows_that_differ) == 3
+    if decoder_clip == 0:
+        torch.testing.assert_close(last_swapped, last, rtol=1e-5, atol=1e-6)
+    else:
+        assert not torch.allclose(last_swapped[rows_that_differ], last[rows_that_differ], atol=1e-4)
+
+
 @pytest.mark.parametrize(
     "query_positions, key_positions",
     [

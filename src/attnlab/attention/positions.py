@@ -137,8 +137,8 @@ class SelfAttentionPositions(nn.Module):
         check_scheme(scheme)
         if scheme == "rope" and head_dim % 2:
             raise ValueError(f"positional='rope' needs an even head dimension, got {head_dim}")
-        if max_relative_distance < 1:
-            raise ValueError(f"max_relative_distance must be >= 1, got {max_relative_distance}")
+        if max_relative_distance < 0:
+            raise ValueError(f"max_relative_distance must be >= 0, got {max_relative_distance}")
         self.scheme, self.head_dim, self.max_distance = scheme, head_dim, max_relative_distance
         self.register_buffer("slopes", alibi_slopes(heads), persistent=False)
         self.relative = (

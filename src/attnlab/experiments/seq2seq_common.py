@@ -246,8 +246,8 @@ class TransformerModelConfig:
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
         check_counting_heads(self.decoder_counting_heads, self.heads)
-        if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 1:
-            raise ValueError(f"max_relative_distance must be >= 1, got {self.max_relative_distance!r}")
+        if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 0:
+            raise ValueError(f"max_relative_distance must be >= 0, got {self.max_relative_distance!r}")
 
 
 def build_transformer(

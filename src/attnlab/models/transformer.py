@@ -842,7 +842,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             read (:meth:`relative_distances`; at SCAN's cut-off 26, clip 64, a test-time clip at
             24 took one run from 36.5% to 63.4% exact match; docs/results.md, issue 28, session
             40). The experiments warn of it, and their ``max_relative_distance: auto`` sets each
-            stack's ``k`` to the longest distance its training reads.
+            stack's ``k`` to the longest distance its training reads. ``k = 0`` gives every pair
+            the same term ``q_i^T a_0``, which the softmax cancels: that stack has no positions
+            (as ``none``), e.g. ``(16, 0)`` for a decoder that only its recurrence can count in.
         stop_from_attention: ``p(<eos>)`` from the last layer's attention on a learned start
             position and on the source's last token (module docstring); default ``False``:
             ``<eos>`` from the output layer.
