@@ -282,6 +282,12 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
         (
             scan,
             "scan_transformer",
+            ["model.transformer.decoder_recurrence_layer=1"],
+            "decoder_recurrence_layer places decoder_recurrence, which is 'none'",
+        ),
+        (
+            scan,
+            "scan_transformer",
             ["model.transformer.semantic_embeddings=separate"],
             "semantic_embeddings: 'separate' .* needs semantic_output: true",
         ),

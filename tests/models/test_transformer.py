@@ -993,6 +993,53 @@ def test_a_decoder_recurrence_reads_the_order_of_the_outputs_so_far():
         build(decoder_recurrence="rnn")
 
 
+@pytest.mark.parametrize("recurrence_layer", [1, 2])
+@pytest.mark.parametrize("positional", ["relative", "none"])
+def test_a_recurrence_between_decoder_layers_keeps_masking_exact_and_decoding_cached(
+    positional, recurrence_layer
+):
+    model = build(
+        positional,
+        cross_attention=["dot", ["shift", "dot"]],
+        decoder_recurrence="gru",
+        decoder_recurrence_layer=recurrence_layer,
+    )
+    source, mask = padded_batch(SOURCES)
+    full = model(source, mask, TARGET_INPUT)
+    assert_cached_decoding_matches(model, source, mask, full)
+    changed = TARGET_INPUT.clone()
+    changed[:, 3] = 8
+    torch.testing.assert_close(model(source, mask, changed).logits[:, :3], full.logits[:, :3], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("recurrence_layer", [0, 1])
+def test_a_recurrence_after_the_first_decoder_layer_reads_what_its_cross_attention_read(recurrence_layer):
+    """Over the inputs (layer 0) the GRU reads the same sequence whatever the source; placed before
+    layer 1 it reads layer 0's output, which holds that layer's glimpses of the source."""
+    model = build("relative", decoder_recurrence="gru", decoder_recurrence_layer=recurrence_layer)
+    read = []
+    model.decoder_recurrence.register_forward_hook(lambda module, inputs, output: read.append(inputs[0]))
+    source, mask = padded_batch(SOURCES)
+    other_source = source.masked_fill(~mask, 9)
+    with torch.no_grad():
+        model(source, mask, TARGET_INPUT)
+        model(other_source, mask, TARGET_INPUT)
+    assert torch.equal(read[0], read[1]) == (recurrence_layer == 0)
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"decoder_recurrence": "gru", "decoder_recurrence_layer": 3}, "decoder_layers \\(2\\), got 3"),
+        ({"decoder_recurrence": "gru", "decoder_recurrence_layer": -1}, "decoder_layers \\(2\\), got -1"),
+        ({"decoder_recurrence_layer": 1}, "places decoder_recurrence, which is 'none'"),
+    ],
+)
+def test_a_recurrence_layer_must_be_a_place_in_the_decoder_and_have_a_recurrence(options, error):
+    with pytest.raises(ValueError, match=error):
+        build(**options)
+
+
 def test_hiding_the_decoder_start_and_a_decoder_offset_exclude_each_other():
     with pytest.raises(ValueError, match="decoder_offset adds <sos> tokens and decoder_hides_start hides"):
         build(decoder_offset=2, decoder_hides_start=True)

@@ -29,6 +29,7 @@ from attnlab.models.transformer import (
     check_cross_attention_options,
     check_decoder_offset,
     check_peer_words,
+    check_recurrence_layer,
     check_semantic_output,
     cross_attention_heads,
     longest_relative_distances,
@@ -216,6 +217,9 @@ class TransformerModelConfig:
     """This many of each decoder layer's self-attention heads (its last) sum their values under
     sigmoid weights instead of a softmax's mean, so a step can read how many earlier outputs a head
     selects, at any length (:mod:`attnlab.models.transformer`); 0: none."""
+    decoder_recurrence_layer: int = 0
+    """The decoder layer before which ``decoder_recurrence`` runs over the residual stream, so that
+    it reads the earlier layers' glimpses (``0 … decoder_layers``; 0: over the inputs)."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -246,6 +250,7 @@ class TransformerModelConfig:
         )
         check_cross_attention_options(self.cross_attention_options, head_names)
         check_counting_heads(self.decoder_counting_heads, self.heads)
+        check_recurrence_layer(self.decoder_recurrence_layer, self.decoder_recurrence, self.decoder_layers)
         if self.max_relative_distance != "auto" and min(relative_clips(self.max_relative_distance)) < 0:
             raise ValueError(f"max_relative_distance must be >= 0, got {self.max_relative_distance!r}")
 
@@ -295,6 +300,7 @@ def build_transformer(
         peers_as_one=config.peers_as_one,
         decoder_recurrence=config.decoder_recurrence,
         decoder_counting_heads=config.decoder_counting_heads,
+        decoder_recurrence_layer=config.decoder_recurrence_layer,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,

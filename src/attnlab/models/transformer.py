@@ -148,6 +148,14 @@ Computational Power of Finite Precision RNNs for Language Recognition") show tha
 can count without bound (``c_t = c_{t-1} + 1`` with its gates saturated), which a GRU, whose state
 interpolates between its past and a squashed candidate, cannot. Measured as the GRU above
 (docs/results.md, issue 28, session 51): 7.1%, the loop still ended at 16 actions.
+``decoder_recurrence_layer=k`` runs the recurrence over the residual stream before decoder layer
+``k`` instead of over the inputs (``0``, the default): ``x_t ← x_t + GRU(x_{≤t})`` between layers
+``k − 1`` and ``k``, so the recurrence reads what the earlier layers' cross-attention read (their
+glimpses are in that stream), as the recurrent Shift Attender's GRU reads each step's glimpse
+(``[E y_{i−1} ; c_i]``, :mod:`attnlab.models.gru_attention`), and the later layers' heads (and the
+stop, when read from them) read its count. Why: a decoder with no position to read and a GRU over
+its inputs alone still ended the 24-action sentence after two passes (docs/results.md, issue 28,
+session 54). ``k = decoder_layers`` puts it after the last layer, where only the readout reads it.
 
 Counting heads in the decoder (an attnlab option, issue 28). A softmax head's glimpse is a mean
 over the keys it selects, so a step can read the *share* of the outputs so far that are turns, not
@@ -928,6 +936,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             default ``False``.
         decoder_recurrence: ``"gru"`` or ``"lstm"``: a GRU or an LSTM over the decoder's inputs adds
             a recurrent count of the outputs so far to them (module docstring); default ``"none"``.
+        decoder_recurrence_layer: the decoder layer before which ``decoder_recurrence`` runs over
+            the residual stream, ``0 … decoder_layers`` (default 0: over the inputs; module
+            docstring).
         decoder_counting_heads: this many of each decoder layer's self-attention heads (its last)
             sum their values under sigmoid weights instead of averaging them under a softmax, so
             that a step can read how many earlier outputs a head selects (module docstring);
@@ -975,6 +986,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         peers_as_one: bool = False,
         decoder_recurrence: str = "none",
         decoder_counting_heads: int = 0,
+        decoder_recurrence_layer: int = 0,
         pad_id: int = 0,
         sos_id: int = 1,
         eos_id: int = 2,
@@ -1011,6 +1023,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 f"decoder_recurrence must be one of {list(DECODER_RECURRENCES)}, got {decoder_recurrence!r}"
             )
         check_counting_heads(decoder_counting_heads, heads)
+        check_recurrence_layer(decoder_recurrence_layer, decoder_recurrence, decoder_layers)
         check_semantic_output(
             semantic_output,
             end_marker=end_marker,
@@ -1114,6 +1127,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             if decoder_recurrence in _RECURRENCE_MODULES
             else None
         )
+        self.decoder_recurrence_layer = decoder_recurrence_layer
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
@@ -1200,15 +1214,16 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         positions = positions.expand(tokens.size(0), steps)
         x = self.dropout(self.target_positions(embedded, positions))
         recurrent = None
-        if self.decoder_recurrence is not None:
-            counted, recurrent = self.decoder_recurrence(x, state.recurrent)
-            x = x + counted
         crosses, caches, layer_weights = [], [], []
-        for layer, cross, cache in zip(self.decoder, state.cross, state.caches):
+        for index, (layer, cross, cache) in enumerate(zip(self.decoder, state.cross, state.caches)):
+            if index == self.decoder_recurrence_layer:
+                x, recurrent = self._add_recurrence(x, state)
             x, glimpse, weights, cross, cache = layer(x, positions, cross, cache)
             crosses.append(cross)
             caches.append(cache)
             layer_weights.append(weights)
+        if self.decoder_recurrence_layer == len(self.decoder):
+            x, recurrent = self._add_recurrence(x, state)
         x = self.decoder_norm(x)
         if self.stop_attention is not None:
             assert state.stop_keys is not None
@@ -1229,6 +1244,14 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             recurrent,
         )
         return logits, layer_weights, next_state
+
+    def _add_recurrence(self, x: torch.Tensor, state: _DecoderState) -> tuple[torch.Tensor, Any]:
+        """``x + recurrence(x)`` from the state it had after the previous steps, and its new state
+        (``x`` and no state without ``decoder_recurrence``)."""
+        if self.decoder_recurrence is None:
+            return x, None
+        counted, recurrent = self.decoder_recurrence(x, state.recurrent)
+        return x + counted, recurrent
 
     def stop_gate_weights(self) -> torch.Tensor:
         """The gate ``g = softmax(stop_gate_scale · w)`` of ``stop_from_attention`` over its heads
@@ -1530,6 +1553,20 @@ def check_counting_heads(decoder_counting_heads: int, heads: int) -> None:
         raise ValueError(
             f"decoder_counting_heads must be between 0 and heads ({heads}), got {decoder_counting_heads}"
         )
+
+
+def check_recurrence_layer(
+    decoder_recurrence_layer: int, decoder_recurrence: str, decoder_layers: int
+) -> None:
+    """A ``ValueError`` unless ``decoder_recurrence_layer`` is one of ``0 … decoder_layers`` and, past
+    0, there is a ``decoder_recurrence`` to place there."""
+    if not 0 <= decoder_recurrence_layer <= decoder_layers:
+        raise ValueError(
+            f"decoder_recurrence_layer must be between 0 and decoder_layers ({decoder_layers}), "
+            f"got {decoder_recurrence_layer}"
+        )
+    if decoder_recurrence_layer and decoder_recurrence == "none":
+        raise ValueError("decoder_recurrence_layer places decoder_recurrence, which is 'none'")
 
 
 def check_cross_attention_options(options: Mapping[str, Any], head_names: list[list[str]]) -> None:
