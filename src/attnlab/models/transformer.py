@@ -1366,19 +1366,24 @@ def longest_relative_distances(source_positions: int, decoder_positions: int) ->
 
 
 def relative_clips(max_relative_distance: int | tuple[int, int] | list[int]) -> tuple[int, int]:
-    """``max_relative_distance`` as ``(encoder, decoder)`` clips."""
+    """``max_relative_distance`` as ``(encoder, decoder)`` clips, each ``>= 0`` (a ``ValueError``
+    otherwise)."""
     if isinstance(max_relative_distance, int) and not isinstance(max_relative_distance, bool):
-        return max_relative_distance, max_relative_distance
-    if (
+        clips = max_relative_distance, max_relative_distance
+    elif (
         isinstance(max_relative_distance, (tuple, list))
         and len(max_relative_distance) == 2
         and all(isinstance(clip, int) and not isinstance(clip, bool) for clip in max_relative_distance)
     ):
-        return max_relative_distance[0], max_relative_distance[1]
-    raise ValueError(
-        "max_relative_distance must be an int (both stacks) or a pair (encoder, decoder) of ints, "
-        f"got {max_relative_distance!r}"
-    )
+        clips = max_relative_distance[0], max_relative_distance[1]
+    else:
+        raise ValueError(
+            "max_relative_distance must be an int (both stacks) or a pair (encoder, decoder) of ints, "
+            f"got {max_relative_distance!r}"
+        )
+    if min(clips) < 0:
+        raise ValueError(f"max_relative_distance must be >= 0, got {max_relative_distance!r}")
+    return clips
 
 
 def check_peer_words(
