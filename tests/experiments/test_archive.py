@@ -147,6 +147,7 @@ def test_archived_checkpoints_of_unfinished_runs_and_only_those(tmp_path):
     checkpoints = {name for name in _files(archive) if name.endswith(".pt")}
     assert checkpoints == {"addition/t0_50/attention/lr0.01/seed0/checkpoints/last.pt"}
     (unfinished / "eval" / "summary.json").write_text("{}")  # it finished since
+    (unfinished / "eval" / "test.json").write_text(json.dumps({"trained_epochs": 1}))
     main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
     assert not any(name.endswith(".pt") for name in _files(archive))
 
@@ -162,9 +163,34 @@ def test_a_finished_run_trained_again_since_its_evaluation_keeps_its_checkpoint(
     main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
     checkpoints = {name for name in _files(archive) if name.endswith(".pt")}
     assert checkpoints == {"multiplication/t0_10000/mean/lr0.001/seed0/checkpoints/last.pt"}
-    os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))  # evaluated
+    evaluated = {"test": {"accuracy": 70.25}, "trained_epochs": 2}  # evaluated again, as now recorded
+    (resumed / "eval" / "test.json").write_text(json.dumps(evaluated))
+    os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))
     main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
     assert not any(name.endswith(".pt") for name in _files(archive))
+
+
+def test_an_archived_checkpoint_whose_run_records_no_epochs_survives_a_copy_that_reorders_file_times(
+    tmp_path,
+):
+    """A run evaluated before evaluations recorded their epochs, then trained on: its archived
+    last.pt stays when the run tree comes back from a checkout or copy that made its summary the
+    newer file (file times are all the archive has to go on there, and they no longer tell)."""
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    resumed = source / "multiplication/t0_10000/mean/lr0.001/seed0"
+    last, summary = resumed / "checkpoints" / "last.pt", resumed / "eval" / "summary.json"
+    os.utime(last, ns=(last.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000))
+    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
+    archived = "multiplication/t0_10000/mean/lr0.001/seed0/checkpoints/last.pt"
+    assert archived in _files(archive)
+    restored = tmp_path / "restored"
+    shutil.copytree(archive, restored, copy_function=shutil.copy)  # the checkout of a new machine
+    last = restored / archived
+    summary = restored / "multiplication/t0_10000/mean/lr0.001/seed0/eval/summary.json"
+    os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))
+    assert main(["archive", str(restored), str(archive), "--unfinished-checkpoints"]) == 0
+    assert {name for name in _files(archive) if name.endswith(".pt")} == {archived}
 
 
 def test_which_finished_runs_trained_since_their_evaluation_reads_no_file_times(tmp_path):

@@ -394,7 +394,11 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     finished run that has trained since its evaluation (more epochs in its ``metrics.jsonl`` than its
     evaluation records, :func:`_trained_since_evaluated`: a learning-rate race resumes the rates it
     keeps with more epochs, and their summaries are those of the last round); the archived
-    ``last.pt`` of a run that has since finished is deleted. Nothing else is deleted. A predictions
+    ``last.pt`` of a run that has since finished is deleted, but only where its evaluation records
+    its epochs: for a run evaluated before evaluations recorded them, :func:`_trained_since_evaluated`
+    can only compare file times, which a checkout or copy of the run tree reorders, so its archived
+    ``last.pt`` is left as it is rather than lose a run that could resume. Nothing else is deleted.
+    A predictions
     file without its errors file beside it (evaluated before evaluation wrote one), or with one
     written before errors files counted the wrong outputs of one target word
     (:func:`~attnlab.experiments.unit_scores.errors_file_counts_words`), gets a new one in the
@@ -410,7 +414,8 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
         for run in [RunDirectory(path.parent) for path in kept if path.name == "config.yaml"]:
             last = run.checkpoint("last")
             if run_status(run.path) == "done" and not _trained_since_evaluated(run):
-                (destination / last.relative_to(source)).unlink(missing_ok=True)
+                if _epochs_when_evaluated(run) is not None:
+                    (destination / last.relative_to(source)).unlink(missing_ok=True)
             elif last.is_file():
                 kept.add(last)
     counted = [
