@@ -152,15 +152,27 @@ def test_archived_checkpoints_of_unfinished_runs_and_only_those(tmp_path):
     assert not any(name.endswith(".pt") for name in _files(archive))
 
 
+RESUMED = "multiplication/t0_10000/mean/lr0.001/seed0"
+"""The run of :func:`_archive_a_run_trained_since_evaluated`."""
+
+
+def _archive_a_run_trained_since_evaluated(tmp_path):
+    """A campaign whose run ``RESUMED`` trained on after its evaluation (its last.pt the newer file),
+    archived with ``--unfinished-checkpoints``; returns ``(source, archive)``."""
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    last, summary = source / RESUMED / "checkpoints" / "last.pt", source / RESUMED / "eval" / "summary.json"
+    os.utime(last, ns=(last.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000))
+    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
+    return source, archive
+
+
 def test_a_finished_run_trained_again_since_its_evaluation_keeps_its_checkpoint(tmp_path):
     """A race resumes the rates it keeps with more epochs: their last.pt is newer than the summary
     of the last round, and the archive keeps it until the run is evaluated again."""
-    source, archive = tmp_path / "runs", tmp_path / "results"
-    _campaign(source)
-    resumed = source / "multiplication/t0_10000/mean/lr0.001/seed0"
+    source, archive = _archive_a_run_trained_since_evaluated(tmp_path)
+    resumed = source / RESUMED
     last, summary = resumed / "checkpoints" / "last.pt", resumed / "eval" / "summary.json"
-    os.utime(last, ns=(last.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000))
-    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
     checkpoints = {name for name in _files(archive) if name.endswith(".pt")}
     assert checkpoints == {"multiplication/t0_10000/mean/lr0.001/seed0/checkpoints/last.pt"}
     evaluated = {"test": {"accuracy": 70.25}, "trained_epochs": 2}  # evaluated again, as now recorded
@@ -176,18 +188,13 @@ def test_an_archived_checkpoint_whose_run_records_no_epochs_survives_a_copy_that
     """A run evaluated before evaluations recorded their epochs, then trained on: its archived
     last.pt stays when the run tree comes back from a checkout or copy that made its summary the
     newer file (file times are all the archive has to go on there, and they no longer tell)."""
-    source, archive = tmp_path / "runs", tmp_path / "results"
-    _campaign(source)
-    resumed = source / "multiplication/t0_10000/mean/lr0.001/seed0"
-    last, summary = resumed / "checkpoints" / "last.pt", resumed / "eval" / "summary.json"
-    os.utime(last, ns=(last.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000))
-    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
-    archived = "multiplication/t0_10000/mean/lr0.001/seed0/checkpoints/last.pt"
+    _, archive = _archive_a_run_trained_since_evaluated(tmp_path)
+    archived = f"{RESUMED}/checkpoints/last.pt"
     assert archived in _files(archive)
     restored = tmp_path / "restored"
     shutil.copytree(archive, restored, copy_function=shutil.copy)  # the checkout of a new machine
     last = restored / archived
-    summary = restored / "multiplication/t0_10000/mean/lr0.001/seed0/eval/summary.json"
+    summary = restored / RESUMED / "eval" / "summary.json"
     os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))
     assert main(["archive", str(restored), str(archive), "--unfinished-checkpoints"]) == 0
     assert {name for name in _files(archive) if name.endswith(".pt")} == {archived}
