@@ -351,18 +351,12 @@ wrong outputs by kind, ``eval/<test set>.errors.json``), a race's record and a s
 Checkpoints, logs, predictions and plots are left out."""
 
 
-def _trained_since_evaluated(run: RunDirectory) -> bool:
+def _trained_since_evaluated(run: RunDirectory) -> bool | None:
     """Whether a finished run has trained more epochs than it had when its test sets were evaluated
-    (its ``metrics.jsonl`` longer than their ``eval/<set>.json`` record as :data:`TRAINED_EPOCHS`).
-    File times are not read, since a copy of the run tree resets them; only a run evaluated before
-    evaluation recorded its epochs falls back on its ``last.pt`` being newer than its summary."""
-    last, summary = run.checkpoint("last"), run.path / SUMMARY_FILE
-    if not (last.is_file() and summary.is_file()):
-        return False
+    (its ``metrics.jsonl`` longer than their ``eval/<set>.json`` record as :data:`TRAINED_EPOCHS`);
+    ``None`` when none of them records it (evaluated before evaluation recorded its epochs)."""
     evaluated = _epochs_when_evaluated(run)
-    if evaluated is None:
-        return last.stat().st_mtime_ns > summary.stat().st_mtime_ns
-    return run.trained_epochs() > evaluated
+    return None if evaluated is None else run.trained_epochs() > evaluated
 
 
 def _epochs_when_evaluated(run: RunDirectory) -> int | None:
@@ -395,12 +389,12 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     evaluation records, :func:`_trained_since_evaluated`: a learning-rate race resumes the rates it
     keeps with more epochs, and their summaries are those of the last round); the archived
     ``last.pt`` of a run that has since finished is deleted, but only where its evaluation records
-    its epochs: for a run evaluated before evaluations recorded them, :func:`_trained_since_evaluated`
-    can only compare file times, which a checkout or copy of the run tree reorders, so its archived
-    ``last.pt`` is left as it is rather than lose a run that could resume. Nothing else is deleted.
-    A predictions
-    file without its errors file beside it (evaluated before evaluation wrote one), or with one
-    written before errors files counted the wrong outputs of one target word
+    its epochs: for a run evaluated before evaluations recorded them only file times can tell (its
+    ``last.pt`` newer than its summary is copied), and a checkout or copy of the run tree reorders
+    them, so its archived ``last.pt`` is never deleted rather than lose a run that could resume.
+    Nothing else is deleted. A predictions file without its errors file beside it (evaluated before
+    evaluation wrote one), or with one written before errors files counted the wrong outputs of one
+    target word
     (:func:`~attnlab.experiments.unit_scores.errors_file_counts_words`), gets a new one in the
     archive, counted from it (:func:`~attnlab.experiments.unit_scores.read_prediction_errors`), so
     that the report of the archive says how the outputs are wrong as the one of the runs does."""
@@ -413,10 +407,18 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     if unfinished_checkpoints:
         for run in [RunDirectory(path.parent) for path in kept if path.name == "config.yaml"]:
             last = run.checkpoint("last")
-            if run_status(run.path) == "done" and not _trained_since_evaluated(run):
-                if _epochs_when_evaluated(run) is not None:
+            if run_status(run.path) == "done":
+                trained = _trained_since_evaluated(run)
+                if trained is False:
                     (destination / last.relative_to(source)).unlink(missing_ok=True)
-            elif last.is_file():
+                    continue
+                # No record of its epochs: only file times tell, which a copy reorders, so the
+                # archived last.pt is replaced when this one looks newer and never deleted.
+                if trained is None and not (
+                    last.is_file() and last.stat().st_mtime_ns > (run.path / SUMMARY_FILE).stat().st_mtime_ns
+                ):
+                    continue
+            if last.is_file():
                 kept.add(last)
     counted = [
         path
