@@ -288,6 +288,12 @@ def test_lookup_transformer_run_ends_at_the_validation_target(lookup_files, tmp_
         (
             scan,
             "scan_transformer",
+            ["model.transformer.universal=true", "model.transformer.cross_attention=[dot, shift]"],
+            "universal shares one decoder layer across depths, so every layer needs the same",
+        ),
+        (
+            scan,
+            "scan_transformer",
             ["model.transformer.semantic_embeddings=separate"],
             "semantic_embeddings: 'separate' .* needs semantic_output: true",
         ),

@@ -1467,3 +1467,52 @@ def test_decoder_counting_heads_add_a_bias_to_the_plain_models_initial_weights()
         refused = f"decoder_counting_heads must be between 0 and heads \\(2\\), got {heads}"
         with pytest.raises(ValueError, match=refused):
             build(decoder_counting_heads=heads)
+
+
+# ------------------------------------------------------------------------------ universal stacks
+
+
+def _parameter_count(model: torch.nn.Module) -> int:
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_a_universal_transformer_applies_one_layers_weights_at_every_depth(positional):
+    """``universal``: the two-layer stacks hold one layer's parameters each, compute what the
+    two-layer model computes with the first layer's weights copied to the second, and not what a
+    one-layer model with those weights computes; step-by-step decoding stays exact (shift heads,
+    whose state each depth carries on its own)."""
+    universal = build(positional, universal=True, cross_attention="shift")
+    one_layer = build(positional, encoder_layers=1, decoder_layers=1, cross_attention="shift")
+    assert _parameter_count(universal) == _parameter_count(one_layer)
+    layered = build(positional, cross_attention="shift")
+    layered.load_state_dict(universal.state_dict())  # it names the shared layer at both depths
+    one_layer.load_state_dict(universal.state_dict(), strict=False)  # depth 0 only
+    source, mask = padded_batch(SOURCES)
+    full = universal(source, mask, TARGET_INPUT)
+    torch.testing.assert_close(full.logits, layered(source, mask, TARGET_INPUT).logits, rtol=0, atol=0)
+    assert not torch.allclose(full.logits, one_layer(source, mask, TARGET_INPUT).logits)
+    assert_cached_decoding_matches(universal, source, mask, full)
+
+
+def test_a_universal_layers_gradient_is_the_sum_of_its_depths_gradients():
+    universal = build("relative", universal=True)
+    layered = build("relative")
+    layered.load_state_dict(universal.state_dict())
+    source, mask = padded_batch(SOURCES)
+    for model in (universal, layered):
+        model(source, mask, TARGET_INPUT).logits.square().sum().backward()
+    for stack in ("encoder", "decoder"):
+        shared = dict(getattr(universal, stack)[0].named_parameters())
+        first, second = (dict(layer.named_parameters()) for layer in getattr(layered, stack))
+        assert shared.keys() == first.keys()
+        for name, parameter in shared.items():
+            assert first[name].grad is not None and second[name].grad is not None
+            torch.testing.assert_close(parameter.grad, first[name].grad + second[name].grad)
+
+
+def test_a_universal_decoder_refuses_what_one_shared_layer_cannot_be():
+    with pytest.raises(ValueError, match="every layer needs the same cross-attention heads"):
+        build(universal=True, cross_attention=["dot", "shift"])
+    with pytest.raises(ValueError, match="semantic_output changes the last"):
+        build(universal=True, semantic_output=True, end_marker=True)

@@ -31,6 +31,7 @@ from attnlab.models.transformer import (
     check_peer_words,
     check_recurrence_layer,
     check_semantic_output,
+    check_universal,
     cross_attention_heads,
     longest_relative_distances,
     relative_clips,
@@ -220,6 +221,10 @@ class TransformerModelConfig:
     decoder_recurrence_layer: int = 0
     """The decoder layer before which ``decoder_recurrence`` runs over the residual stream, so that
     it reads the earlier layers' glimpses (``0 … decoder_layers``; 0: over the inputs)."""
+    universal: bool = False
+    """Each stack applies one layer's weights at every depth (a Universal Transformer without
+    adaptive computation time: Dehghani et al. 2019; Csordás et al. 2021's universal variants);
+    every decoder layer then needs the same cross-attention heads."""
 
     def __post_init__(self) -> None:
         stop_options = ("stop_layers", "stop_gate_scale", "stop_detached", "stop_head_gradient", "stop_ends")
@@ -251,6 +256,7 @@ class TransformerModelConfig:
         check_cross_attention_options(self.cross_attention_options, head_names)
         check_counting_heads(self.decoder_counting_heads, self.heads)
         check_recurrence_layer(self.decoder_recurrence_layer, self.decoder_recurrence, self.decoder_layers)
+        check_universal(self.universal, head_names, self.semantic_output)
         if self.max_relative_distance != "auto":
             relative_clips(self.max_relative_distance)
 
@@ -301,6 +307,7 @@ def build_transformer(
         decoder_recurrence=config.decoder_recurrence,
         decoder_counting_heads=config.decoder_counting_heads,
         decoder_recurrence_layer=config.decoder_recurrence_layer,
+        universal=config.universal,
         pad_id=target.pad_id,
         sos_id=target.sos_id,
         eos_id=target.eos_id,
