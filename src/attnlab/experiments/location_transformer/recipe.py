@@ -258,9 +258,10 @@ REFERENCE_POINTS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "SCAN length, cut at 26 actions",
-        "Transformer, relative positions (theirs)",
+        "Universal Transformer (one layer's weights at every depth), relative positions (theirs)",
         "100%",
-        "Csordás et al. 2021, abstract",
+        "Csordás et al. 2021, abstract; their results table's column Rel. Uni. Trafo "
+        "(RobertCsordas/transformer_generalization, paper/plot_big_result_table.py)",
     ),
 )
 """(task, model, number, source) of the reference table; published numbers are marked "theirs"."""
