@@ -371,6 +371,16 @@ def test_bad_transformer_options_are_config_errors(experiment, config, overrides
         experiment.EXPERIMENT.parse_config(resolve_config(config, overrides))
 
 
+@pytest.mark.parametrize("universal, kind", [("false", "transformer"), ("true", "universal transformer")])
+def test_a_runs_log_says_whether_its_transformer_is_universal(universal, kind):
+    overrides = [f"model.transformer.universal={universal}", "model.transformer.positional=rope"]
+    scan_config = scan.EXPERIMENT.parse_config(resolve_config("scan_transformer", overrides))
+    lookup_config = lookup.EXPERIMENT.parse_config(resolve_config("lookup_transformer", overrides))
+    described = f"{kind}, positional rope, cross-attention dot"
+    assert scan.describe_model(scan_config.model) == described
+    assert lookup.describe(lookup_config).endswith(f"(generated): {described}")
+
+
 @pytest.mark.parametrize(
     "config, overrides",
     [

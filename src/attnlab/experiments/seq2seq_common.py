@@ -261,6 +261,12 @@ class TransformerModelConfig:
             relative_clips(self.max_relative_distance)
 
 
+def describe_transformer(config: TransformerModelConfig) -> str:
+    """The Transformer of ``config`` in a few words (in the first line of a run's log)."""
+    kind = "universal transformer" if config.universal else "transformer"
+    return f"{kind}, positional {config.positional}, cross-attention {config.cross_attention}"
+
+
 def build_transformer(
     config: TransformerModelConfig, source: Vocabulary, target: Vocabulary
 ) -> TransformerSeq2Seq:

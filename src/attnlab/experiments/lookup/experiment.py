@@ -28,6 +28,7 @@ from attnlab.experiments.seq2seq_common import (
     changed_options,
     check_architecture_options,
     decoded_attention_samples,
+    describe_transformer,
     evaluate_with_predictions,
 )
 from attnlab.models.seq2seq import RecurrentSeq2Seq
@@ -203,11 +204,7 @@ def describe(config: LookupExperimentConfig) -> str:
     source = f"files ({data.train_file})" if data.train_file else f"{data.variant} Lookup Tables (generated)"
     model = config.model
     if model.architecture == "transformer":
-        options = model.transformer
-        return (
-            f"lookup on {source}: transformer, positional {options.positional}, "
-            f"cross-attention {options.cross_attention}"
-        )
+        return f"lookup on {source}: {describe_transformer(model.transformer)}"
     return f"lookup on {source}: recurrent seq2seq, attender {model.attender}"
 
 

@@ -46,6 +46,7 @@ from attnlab.experiments.seq2seq_common import (
     changed_options,
     check_architecture_options,
     decoded_attention_samples,
+    describe_transformer,
     evaluate_with_predictions,
 )
 from attnlab.experiments.unit_scores import dataset_texts
@@ -289,8 +290,7 @@ def build_model(model: ScanModelConfig, source: Vocabulary, target: Vocabulary) 
 def describe_model(model: ScanModelConfig) -> str:
     """The model in a few words (the first line of a run's log)."""
     if model.architecture == "transformer":
-        options = model.transformer
-        return f"transformer, positional {options.positional}, cross-attention {options.cross_attention}"
+        return describe_transformer(model.transformer)
     cell = "" if model.decoder_cell == "gru" else f", decoder cell {model.decoder_cell}"
     if model.architecture == "gru_attention" and (model.attender != "additive" or cell):
         return f"gru attention, attender {model.attender}{cell}"
