@@ -1058,7 +1058,6 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         check_attender_keys(attender_keys, self.head_names)
         check_decoder_offset(decoder_offset, self.head_names, decoder_hides_start)
         check_universal(universal, self.head_names, semantic_output)
-        self.universal = universal
         self.decoder_offset = decoder_offset
         self.attender_keys = attender_keys
         options = dict(cross_attention_options or {})
