@@ -282,553 +282,72 @@ and head's cross-attention, ``[B, layers, heads, T, S]``, comes from
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from attnlab.attention import Attender, AttentionState, build_attender
 from attnlab.attention.base import check_padding_mask
 from attnlab.attention.positional import source_positions
 from attnlab.attention.positions import (
     ABSOLUTE_SCHEMES,
     AbsolutePositions,
-    SelfAttentionPositions,
     check_scheme,
 )
-from attnlab.attention.shift import ShiftAttender, attend_heads, can_attend_together, heads_initial_state
-from attnlab.attention.syntactic import DROPOUT_UNITS, ComposedWordEmbedding
+from attnlab.attention.syntactic import ComposedWordEmbedding
 from attnlab.models.dropout import Dropout
-from attnlab.models.seq2seq import LocalEncoder, Seq2SeqOutput
+from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
-
-__all__ = [
-    "DOT",
-    "CrossAttention",
-    "TransformerSeq2Seq",
-    "check_attender_keys",
-    "check_counting_heads",
-    "check_decoder_offset",
-    "check_peer_words",
-    "check_semantic_output",
-    "check_universal",
-    "cross_attention_heads",
-]
-
-DOT = "dot"
-"""The standard scaled dot-product cross-attention head."""
-
-NORMS = ("pre", "post")
-"""Where each layer normalisation sits (``TransformerSeq2Seq(norm=...)``): before every sub-layer
-(on its branch) or after every residual sum."""
-
-ATTENDER_KEYS = ("memory", "embeddings", "local")
-"""What the attender heads' keys are projected from (``TransformerSeq2Seq(attender_keys=...)``)."""
-
-STOP_LAYERS = ("last", "all", "separate")
-"""Whose cross-attention heads the stop of ``stop_from_attention`` is read from
-(``TransformerSeq2Seq(stop_layers=...)``): the last decoder layer's, every decoder layer's, or
-heads of the stop's own (:class:`StopHeads`) that no output token reads."""
-
-STOP_ENDS = ("either", "gated")
-"""How the stop of ``stop_from_attention`` reads the two ends of the source
-(``TransformerSeq2Seq(stop_ends=...)``): a head's attention on either end, or a gate over (head,
-end) pairs."""
-
-SEMANTIC_EMBEDDINGS = ("shared", "separate")
-"""The token embeddings ``semantic_output``'s values read (``TransformerSeq2Seq(semantic_embeddings=...)``):
-the encoder's, or a table of their own."""
-
-SEMANTIC_HEADS = ("separate", "shared", "gated")
-"""How ``semantic_output``'s heads read the values (``TransformerSeq2Seq(semantic_heads=...)``): each
-head its own projection of a word's embedding, concatenated through the output projection
-(``"separate"``, multi-head attention's), or one projection every head reads, the heads' glimpses
-averaged (``"shared"``: the output a linear function of the words under the heads' mean attention)
-or weighted by a softmax over the heads read from the decoder's state (``"gated"``: the step
-chooses whose attended word it says)."""
-
-PEER_WORDS = ("none", "source", "target", "both")
-"""Who reads a word seen only alone in training as its peers (``TransformerSeq2Seq(peer_words=...)``):
-nobody, the encoder, the decoder's inputs, or both."""
-
-TARGET_ALONE = ("output", "command")
-"""Which output tokens the decoder's peers count as seen alone (``TransformerSeq2Seq(target_alone=...)``):
-every token that was a whole output, or only the whole output of a one-word command."""
-
-STOP_FLOOR = 0.01
-"""With ``stop_from_attention``, ``p(<eos>)`` is kept in ``[ε, 1 − ε]`` (``ε`` this floor): the
-Shift Attender's attention is a sampled one-hot move in training, so a step whose sample misses the
-end would otherwise cost ``−log 0``; the floor bounds that loss at ``−log ε`` (4.6 nats)."""
-
-CrossAttentionSpec = str | list[Any]
-"""One name for every head of every layer, or one entry per decoder layer: a name (all heads of
-that layer) or a list of one name per head."""
-
-
-def cross_attention_heads(spec: CrossAttentionSpec, layers: int, heads: int) -> list[list[str]]:
-    """Normalise a cross-attention spec to ``[layers][heads]`` names; bad shapes raise ``ValueError``."""
-    if isinstance(spec, str):
-        return [[spec] * heads for _ in range(layers)]
-    if len(spec) != layers:
-        raise ValueError(
-            f"cross_attention lists {len(spec)} layers, and the decoder has {layers}; give one "
-            "name for all, or one entry (a name, or a list of one name per head) per layer"
-        )
-    per_layer = []
-    for i, entry in enumerate(spec):
-        if isinstance(entry, str):
-            per_layer.append([entry] * heads)
-        elif isinstance(entry, list | tuple) and len(entry) == heads and _names(entry):
-            per_layer.append(list(entry))
-        else:
-            raise ValueError(
-                f"cross_attention[{i}] must be a name or a list of {heads} names (one per head), "
-                f"got {entry!r}"
-            )
-    return per_layer
-
-
-def _names(entry: list[Any] | tuple[Any, ...]) -> bool:
-    return all(isinstance(name, str) for name in entry)
-
-
-def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
-    """``[B, T, H*D]`` → ``[B, H, T, D]``."""
-    batch, steps, _ = x.shape
-    return x.view(batch, steps, heads, -1).transpose(1, 2)
-
-
-def _padded_dot_weights(query: torch.Tensor, keys: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-    """Scaled dot-product attention ``[B, H, T, S]`` of ``query [B, H, T, D]`` over ``keys [B, H, S,
-    D]``, zero on the source's padding (``padding_mask [B, S]``, ``True`` there)."""
-    scores = query @ keys.transpose(-1, -2) / math.sqrt(query.size(-1))
-    return torch.softmax(scores.masked_fill(padding_mask[:, None, None, :], float("-inf")), dim=-1)
-
-
-def _merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """``[B, H, T, D]`` → ``[B, T, H*D]``."""
-    batch, heads, steps, dim = x.shape
-    return x.transpose(1, 2).reshape(batch, steps, heads * dim)
-
-
-@dataclass
-class _SelfCache:
-    """A decoder layer's keys and values so far (positions rotated in for RoPE)."""
-
-    keys: torch.Tensor  # [B, H, t, D]
-    values: torch.Tensor  # [B, H, t, D]
-    positions: torch.Tensor  # [B, t]
-
-
-COUNTING_BIAS = -3.0
-"""The initial bias of a counting head's scores: ``sigmoid(-3) ≈ 0.05``, so that at the start of
-training a step's sum over its keys stays small at every length."""
-
-
-class SelfAttention(nn.Module):
-    """Multi-head self-attention with a positional scheme; causal or with key padding.
-
-    ``hide_start``: a causal step after position 0 does not read position 0 (the decoder's
-    ``<sos>``; ``decoder_hides_start`` of :class:`TransformerSeq2Seq`).
-
-    ``counting_heads``: the last that many heads are *counting heads*: their weights are
-    ``sigmoid(s_tj + b_h)`` (``b_h`` a learned bias per head, from :data:`COUNTING_BIAS`) instead
-    of a softmax over the keys, so a step's glimpse is a sum, ``Σ_j sigmoid(s_tj + b_h) v_j``, that
-    grows with the number of keys the head selects rather than a mean that does not (masked keys
-    weigh 0). ``decoder_counting_heads`` of :class:`TransformerSeq2Seq` says why."""
-
-    def __init__(
-        self,
-        d_model: int,
-        heads: int,
-        scheme: str,
-        dropout: float,
-        max_relative_distance: int,
-        hide_start: bool = False,
-        counting_heads: int = 0,
-    ) -> None:
-        super().__init__()
-        if not 0 <= counting_heads <= heads:
-            raise ValueError(f"counting heads must be between 0 and the {heads} heads, got {counting_heads}")
-        self.heads, self.head_dim = heads, d_model // heads
-        self.hide_start = hide_start
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
-        self.positions = SelfAttentionPositions(scheme, heads, self.head_dim, max_relative_distance)
-        self.dropout = Dropout(dropout)
-        self.counting_heads = counting_heads
-        self.counting_bias = (
-            nn.Parameter(torch.full((counting_heads,), COUNTING_BIAS)) if counting_heads else None
-        )
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        positions: torch.Tensor,
-        *,
-        key_padding_mask: torch.Tensor | None = None,
-        causal: bool = False,
-        cache: _SelfCache | None = None,
-    ) -> tuple[torch.Tensor, _SelfCache]:
-        """``x [B, T, D]`` at ``positions [B, T]``; with ``cache``, the new steps follow the cached ones."""
-        query, keys, values = (_split_heads(part, self.heads) for part in self.qkv(x).chunk(3, dim=-1))
-        query = self.positions.rotate(query, positions)
-        keys = self.positions.rotate(keys, positions)
-        key_positions = positions
-        if cache is not None:
-            keys = torch.cat([cache.keys, keys], dim=2)
-            values = torch.cat([cache.values, values], dim=2)
-            key_positions = torch.cat([cache.positions, positions], dim=1)
-        scores = query @ keys.transpose(-1, -2) / math.sqrt(self.head_dim)  # [B, H, T, K]
-        bias = self.positions.score_bias(query, positions, key_positions, keys)
-        if bias is not None:
-            scores = scores + bias
-        if key_padding_mask is not None:
-            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-        if causal:
-            future = key_positions.unsqueeze(1) > positions.unsqueeze(2)  # [B, T, K]
-            if self.hide_start:  # position 0 is read by itself only
-                future = future | ((key_positions == 0).unsqueeze(1) & (positions > 0).unsqueeze(2))
-            scores = scores.masked_fill(future.unsqueeze(1), float("-inf"))
-        weights = self.dropout(self._weights(scores))
-        return self.out(_merge_heads(weights @ values)), _SelfCache(keys, values, key_positions)
-
-    def _weights(self, scores: torch.Tensor) -> torch.Tensor:
-        """``scores [B, H, T, K]`` (``-inf`` where masked) → a softmax over the keys for the
-        attending heads, ``sigmoid(score + bias)`` for the counting heads (0 where masked)."""
-        if self.counting_bias is None:
-            return torch.softmax(scores, dim=-1)
-        attending = self.heads - self.counting_heads
-        counted = torch.sigmoid(scores[:, attending:] + self.counting_bias[:, None, None])
-        return torch.cat([torch.softmax(scores[:, :attending], dim=-1), counted], dim=1)
-
-
-@dataclass
-class _CrossState:
-    """A decoder layer's projected memory and the state of each attender head."""
-
-    keys: torch.Tensor  # [B, H, S, D]
-    values: torch.Tensor  # [B, H, S, D]
-    padding_mask: torch.Tensor  # [B, S]
-    attender_keys: torch.Tensor  # [B, H, S, D]: the keys the attender heads read
-    attender_states: dict[int, AttentionState] = field(default_factory=dict)
-    shift_state: AttentionState | None = None  # the Shift Attender heads run together, if any
-
-
-class CrossAttention(nn.Module):
-    """Multi-head cross-attention whose heads are ``"dot"`` or attnlab attenders (module docstring).
-
-    ``attender_keys="embeddings"`` gives the attender heads keys projected from the source's token
-    embeddings (no position, no context) instead of from the encoder's output; ``"local"`` keys
-    from a window of three token embeddings (:class:`~attnlab.models.seq2seq.LocalEncoder`: the
-    word and its neighbours, no position). ``embedding_values`` projects every head's values from
-    the source's token embeddings (no position, no context) instead of from the encoder's output:
-    the last layer's values under ``semantic_output`` (module docstring); with ``shared_values``
-    every head reads the same projection of them (``head_dim`` wide) and the output projection reads
-    the heads' mean glimpse (``semantic_heads="shared"``), or with ``gated_heads`` their glimpses
-    weighted by a softmax over the heads of a projection of the step's input ``x``
-    (``semantic_heads="gated"``).
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        heads: list[str],
-        options: dict[str, dict[str, Any]],
-        dropout: float,
-        attender_keys: str = "memory",
-        embedding_values: bool = False,
-        shared_values: bool = False,
-        gated_heads: bool = False,
-    ) -> None:
-        super().__init__()
-        if shared_values and not embedding_values:
-            raise ValueError(
-                "shared_values are the embedding values of every head: they need embedding_values"
-            )
-        if gated_heads and not shared_values:
-            raise ValueError(
-                "gated_heads weighs the heads' glimpses of shared values: it needs shared_values"
-            )
-        self.heads, self.head_dim = len(heads), d_model // len(heads)
-        self.shared_values = shared_values
-        self.head_gate = nn.Linear(d_model, self.heads) if gated_heads else None
-        self.kinds = list(heads)
-        self.query = nn.Linear(d_model, d_model)
-        self.key_value = nn.Linear(d_model, 2 * d_model)
-        self.embedding_key = nn.Linear(d_model, d_model) if attender_keys == "embeddings" else None
-        self.local_key = LocalEncoder(d_model, d_model, window=3) if attender_keys == "local" else None
-        value_dim = self.head_dim if shared_values else d_model
-        self.embedding_value = nn.Linear(d_model, value_dim) if embedding_values else None
-        self.out = nn.Linear(value_dim, d_model)
-        self.dropout = Dropout(dropout)
-        dim = self.head_dim
-        self.dot_heads = [h for h, kind in enumerate(heads) if kind == DOT]
-        self.attenders = nn.ModuleDict(
-            {
-                str(h): build_attender(kind, dim, dim, dim, **options.get(kind, {}))
-                for h, kind in enumerate(heads)
-                if kind != DOT
-            }
-        )
-        # Shift Attender heads that walk alike run as one batch (shift.attend_heads: the same
-        # numbers, one walk instead of one per head); the other attender heads run one by one.
-        shift_heads = [h for h, kind in enumerate(heads) if kind == "shift"]
-        together = len(shift_heads) > 1 and can_attend_together([self._attender(h) for h in shift_heads])
-        self.shift_heads = shift_heads if together else []
-        self.single_heads = [int(name) for name in self.attenders if int(name) not in self.shift_heads]
-
-    def start(
-        self,
-        memory: torch.Tensor,
-        padding_mask: torch.Tensor,
-        embedded: torch.Tensor | None = None,
-        value_embedded: torch.Tensor | None = None,
-    ) -> _CrossState:
-        """The projected ``memory [B, S, D]`` and each attender head's initial state; ``embedded``:
-        the source's scaled token embeddings, needed with ``attender_keys`` ``"embeddings"`` or
-        ``"local"`` and with ``embedding_values``; ``value_embedded``: other token embeddings that
-        ``embedding_values`` reads instead (``semantic_embeddings="separate"``)."""
-        keys, values = (_split_heads(part, self.heads) for part in self.key_value(memory).chunk(2, dim=-1))
-        from_embeddings = (self.embedding_key, self.local_key, self.embedding_value)
-        if embedded is None and any(module is not None for module in from_embeddings):
-            raise ValueError("keys or values from the embeddings need the source's token embeddings")
-        if self.embedding_value is not None and embedded is not None:
-            read = self.embedding_value(embedded if value_embedded is None else value_embedded)
-            if self.shared_values:  # one value a word, read by every head
-                values = read.unsqueeze(1).expand(-1, self.heads, -1, -1)
-            else:
-                values = _split_heads(read, self.heads)
-        if self.local_key is not None and embedded is not None:
-            attender_keys = _split_heads(self.local_key(embedded, padding_mask), self.heads)
-        elif self.embedding_key is not None and embedded is not None:
-            attender_keys = _split_heads(self.embedding_key(embedded), self.heads)
-        else:
-            attender_keys = keys
-        states = {
-            h: self._attender(h).initial_state(attender_keys[:, h], padding_mask) for h in self.single_heads
-        }
-        shift_state = None
-        if self.shift_heads:
-            shift_state = heads_initial_state(
-                self._shift_attenders(), attender_keys[:, self.shift_heads], padding_mask
-            )
-        return _CrossState(keys, values, padding_mask, attender_keys, states, shift_state)
-
-    def _attender(self, head: int) -> Attender:
-        attender = self.attenders[str(head)]
-        assert isinstance(attender, Attender)
-        return attender
-
-    def call_heads_one_by_one(self) -> None:
-        """From now on, call every attender head on its own, the Shift Attender heads too: the same
-        numbers, slower (what running them together is tested against and timed beside)."""
-        self.shift_heads, self.single_heads = [], sorted(int(name) for name in self.attenders)
-
-    def _shift_attenders(self) -> list[ShiftAttender]:
-        attenders = [self._attender(h) for h in self.shift_heads]
-        assert all(isinstance(attender, ShiftAttender) for attender in attenders)
-        return attenders  # type: ignore[return-value]
-
-    def forward(self, x: torch.Tensor, state: _CrossState) -> tuple[torch.Tensor, torch.Tensor, _CrossState]:
-        """``x [B, T, D]`` → output ``[B, T, D]``, weights ``[B, H, T, S]`` and the next state."""
-        query = _split_heads(self.query(x), self.heads)
-        glimpses: list[torch.Tensor | None] = [None] * self.heads
-        weights: list[torch.Tensor | None] = [None] * self.heads
-        if self.dot_heads:
-            index = self.dot_heads
-            dot_weights = _padded_dot_weights(query[:, index], state.keys[:, index], state.padding_mask)
-            dot_glimpses = self.dropout(dot_weights) @ state.values[:, index]
-            for i, h in enumerate(index):
-                glimpses[h], weights[h] = dot_glimpses[:, i], dot_weights[:, i]
-        next_states = dict(state.attender_states)
-        shift_state = state.shift_state
-        if self.shift_heads:
-            assert shift_state is not None
-            index = self.shift_heads
-            together = attend_heads(
-                self._shift_attenders(),
-                query[:, index],
-                state.attender_keys[:, index],
-                state.values[:, index],
-                state.padding_mask,
-                shift_state,
-            )
-            for i, h in enumerate(index):
-                glimpses[h], weights[h] = together.glimpse[:, i], together.weights[:, i]
-            shift_state = together.state
-        for h in self.single_heads:
-            attended = self._attender(h)(
-                query[:, h],
-                state.attender_keys[:, h],
-                state.values[:, h],
-                state.padding_mask,
-                state.attender_states[h],
-            )
-            glimpses[h], weights[h], next_states[h] = attended.glimpse, attended.weights, attended.state
-        stacked = torch.stack(glimpses, dim=1)  # type: ignore[arg-type]
-        if self.head_gate is not None:  # [B, T, H] → a weight a head, each step
-            gate = torch.softmax(self.head_gate(x), dim=-1).transpose(1, 2).unsqueeze(-1)
-            output = self.out((gate * stacked).sum(dim=1))
-        else:
-            output = self.out(stacked.mean(dim=1) if self.shared_values else _merge_heads(stacked))
-        all_weights = torch.stack(weights, dim=1)  # type: ignore[arg-type]
-        return (
-            output,
-            all_weights,
-            _CrossState(
-                state.keys, state.values, state.padding_mask, state.attender_keys, next_states, shift_state
-            ),
-        )
-
-
-class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
-        super().__init__(nn.Linear(d_model, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, d_model))
-
-
-class _Block(nn.Module):
-    """What the encoder and decoder layers share: the placement of their layer normalisations."""
-
-    def __init__(self, dropout: float, norm: str) -> None:
-        super().__init__()
-        self.pre_norm = norm == "pre"
-        self.dropout = Dropout(dropout)
-
-    def _branch_input(self, x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
-        """What a sub-layer reads: ``LN(x)`` before it (pre-norm), else ``x``."""
-        return norm(x) if self.pre_norm else x
-
-    def _add(self, x: torch.Tensor, branch: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
-        """The residual sum ``x + dropout(branch)``, normalised after it in post-norm."""
-        total = x + self.dropout(branch)
-        return total if self.pre_norm else norm(total)
-
-
-class EncoderLayer(_Block):
-    def __init__(
-        self,
-        d_model: int,
-        heads: int,
-        ff_dim: int,
-        dropout: float,
-        scheme: str,
-        distance: int,
-        norm: str = "pre",
-    ):
-        super().__init__(dropout, norm)
-        self.attention_norm, self.ff_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.attention = SelfAttention(d_model, heads, scheme, dropout, distance)
-        self.ff = FeedForward(d_model, ff_dim, dropout)
-
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-        attended, _ = self.attention(
-            self._branch_input(x, self.attention_norm), positions, key_padding_mask=padding_mask
-        )
-        x = self._add(x, attended, self.attention_norm)
-        return self._add(x, self.ff(self._branch_input(x, self.ff_norm)), self.ff_norm)
-
-
-class DecoderLayer(_Block):
-    def __init__(
-        self,
-        d_model: int,
-        heads: list[str],
-        ff_dim: int,
-        dropout: float,
-        scheme: str,
-        distance: int,
-        options: dict[str, dict[str, Any]],
-        attender_keys: str = "memory",
-        norm: str = "pre",
-        hide_start: bool = False,
-        embedding_values: bool = False,
-        shared_values: bool = False,
-        gated_heads: bool = False,
-        counting_heads: int = 0,
-    ):
-        super().__init__(dropout, norm)
-        self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
-        self.self_attention = SelfAttention(
-            d_model, len(heads), scheme, dropout, distance, hide_start, counting_heads
-        )
-        self.cross_attention = CrossAttention(
-            d_model, heads, options, dropout, attender_keys, embedding_values, shared_values, gated_heads
-        )
-        self.ff = FeedForward(d_model, ff_dim, dropout)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        positions: torch.Tensor,
-        cross: _CrossState,
-        cache: _SelfCache | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, _CrossState, _SelfCache]:
-        """The layer's output ``[B, T, D]``, its cross-attention's output ``[B, T, D]`` (what it adds
-        to the residual stream) and weights ``[B, H, T, S]``, and the next states."""
-        attended, cache = self.self_attention(
-            self._branch_input(x, self.self_norm), positions, causal=True, cache=cache
-        )
-        x = self._add(x, attended, self.self_norm)
-        glimpse, weights, cross = self.cross_attention(self._branch_input(x, self.cross_norm), cross)
-        x = self._add(x, glimpse, self.cross_norm)
-        x = self._add(x, self.ff(self._branch_input(x, self.ff_norm)), self.ff_norm)
-        return x, glimpse, weights, cross, cache
-
-
-def _scale_gradient(x: torch.Tensor, share: float) -> torch.Tensor:
-    """``x`` unchanged, with ``share`` of the gradient passed back through it (0: none)."""
-    if share == 1.0:
-        return x
-    if share == 0.0:
-        return x.detach()
-    return x.detach() + share * (x - x.detach())
-
-
-class StopHeads(nn.Module):
-    """Dot-product heads over the memory that only the stop of ``stop_from_attention`` reads
-    (``stop_layers="separate"``): ``α_h = softmax(q_h K_hᵀ / sqrt(d_h))`` with ``q_h`` from the
-    decoder's output (after its final normalisation) and ``K_h`` from the memory (the start position
-    and the source, with its end marker if any); no values, no output projection."""
-
-    def __init__(self, d_model: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.query = nn.Linear(d_model, d_model)
-        self.key = nn.Linear(d_model, d_model)
-
-    def keys(self, memory: torch.Tensor) -> torch.Tensor:
-        """The heads' keys ``[B, H, S, D]`` of ``memory [B, S, d_model]``, projected once a source."""
-        return _split_heads(self.key(memory), self.heads)
-
-    def forward(self, x: torch.Tensor, keys: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-        """The attention ``[B, H, T, S]`` of the decoder's output ``x [B, T, d_model]``."""
-        return _padded_dot_weights(_split_heads(self.query(x), self.heads), keys, padding_mask)
+from attnlab.models.transformer.layers import (
+    CrossAttention,
+    CrossState,
+    DecoderLayer,
+    EncoderLayer,
+    SelfCache,
+    StopHeads,
+    scale_gradient,
+)
+from attnlab.models.transformer.options import (
+    DECODER_RECURRENCES,
+    DOT,
+    EMBEDDING_INITS,
+    NORMS,
+    RECURRENCE_MODULES,
+    STOP_ENDS,
+    STOP_FLOOR,
+    STOP_LAYERS,
+    CrossAttentionSpec,
+    added_source_positions,
+    check_attender_keys,
+    check_counting_heads,
+    check_cross_attention_options,
+    check_decoder_offset,
+    check_peer_words,
+    check_recurrence_layer,
+    check_semantic_output,
+    check_universal,
+    cross_attention_heads,
+    longest_relative_distances,
+    relative_clips,
+)
+
+__all__ = ["TransformerSeq2Seq"]
 
 
 @dataclass
 class _DecoderState:
     """The incremental decoding state of :class:`TransformerSeq2Seq`."""
 
-    cross: list[_CrossState]
-    caches: list[_SelfCache | None]
+    cross: list[CrossState]
+    caches: list[SelfCache | None]
     end_positions: torch.Tensor  # [B]: each source's last real token (in the memory's columns)
     step: int = 0
     stop_keys: torch.Tensor | None = None  # [B, H, S, D]: the keys of StopHeads, if any
     source_words: torch.Tensor | None = None  # [B]: each source's real tokens, no marker counted
     # the decoder_recurrence's state, if any: the GRU's h [1, B, D], the LSTM's (h, c)
     recurrent: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None
-
-
-EMBEDDING_INITS = ("scaled", "xavier")
-"""How :class:`TransformerSeq2Seq` initialises and reads its token embeddings (``embedding_init``)."""
-
-_RECURRENCE_MODULES: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
-
-DECODER_RECURRENCES = ("none", *_RECURRENCE_MODULES)
-"""What :class:`TransformerSeq2Seq` runs over its decoder's inputs (``decoder_recurrence``)."""
 
 
 class TransformerSeq2Seq(StepwiseSeq2Seq):
@@ -1134,8 +653,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.stop_gate = nn.Parameter(torch.zeros(gate_shape)) if stop_from_attention else None
         # built last, so that a model without it draws the same initial weights as before it existed
         self.decoder_recurrence = (
-            _RECURRENCE_MODULES[decoder_recurrence](d_model, d_model, batch_first=True)
-            if decoder_recurrence in _RECURRENCE_MODULES
+            RECURRENCE_MODULES[decoder_recurrence](d_model, d_model, batch_first=True)
+            if decoder_recurrence in RECURRENCE_MODULES
             else None
         )
         self.decoder_recurrence_layer = decoder_recurrence_layer
@@ -1187,7 +706,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         ]
         stop_keys = None
         if self.stop_attention is not None:
-            stop_keys = self.stop_attention.keys(_scale_gradient(memory, self.stop_head_gradient))
+            stop_keys = self.stop_attention.keys(scale_gradient(memory, self.stop_head_gradient))
         return _DecoderState(
             cross, [None] * len(self.decoder), end_positions, stop_keys=stop_keys, source_words=source_words
         )
@@ -1238,7 +757,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         x = self.decoder_norm(x)
         if self.stop_attention is not None:
             assert state.stop_keys is not None
-            stop_query = _scale_gradient(x, self.stop_head_gradient)
+            stop_query = scale_gradient(x, self.stop_head_gradient)
             stop_weights = self.stop_attention(stop_query, state.stop_keys, state.cross[-1].padding_mask)
         elif self.stop_layers == "all":
             stop_weights = torch.cat(layer_weights, dim=1)
@@ -1284,7 +803,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         if self.stop_gate is None:
             return logits
         if self.stop_attention is None:  # the heads read the input: scale what reaches them
-            weights = _scale_gradient(weights, self.stop_head_gradient)
+            weights = scale_gradient(weights, self.stop_head_gradient)
         index = end_positions.view(-1, 1, 1, 1).expand(-1, weights.size(1), weights.size(2), 1)
         ends = torch.stack([weights[..., 0], weights.gather(3, index).squeeze(3)], dim=-1)  # [B, H, T, 2]
         gate = self.stop_gate_weights()
@@ -1364,97 +883,6 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         return torch.cat([start, tokens[:, :-1]], dim=1)
 
 
-def added_source_positions(*, end_marker: bool, stop_from_attention: bool, source_start: bool) -> int:
-    """How many positions the model adds to every source: the end marker, and one start position
-    for ``stop_from_attention`` or ``source_start`` (they share it)."""
-    return int(end_marker) + int(stop_from_attention or source_start)
-
-
-def longest_relative_distances(source_positions: int, decoder_positions: int) -> tuple[int, int]:
-    """The longest offsets ``(encoder, decoder)`` that self-attention reads over sequences of these
-    many positions (0 for an empty one)."""
-    return max(source_positions - 1, 0), max(decoder_positions - 1, 0)
-
-
-def relative_clips(max_relative_distance: int | tuple[int, int] | list[int]) -> tuple[int, int]:
-    """``max_relative_distance`` as ``(encoder, decoder)`` clips, each ``>= 0`` (a ``ValueError``
-    otherwise)."""
-    if isinstance(max_relative_distance, int) and not isinstance(max_relative_distance, bool):
-        clips = max_relative_distance, max_relative_distance
-    elif (
-        isinstance(max_relative_distance, (tuple, list))
-        and len(max_relative_distance) == 2
-        and all(isinstance(clip, int) and not isinstance(clip, bool) for clip in max_relative_distance)
-    ):
-        clips = max_relative_distance[0], max_relative_distance[1]
-    else:
-        raise ValueError(
-            "max_relative_distance must be an int (both stacks) or a pair (encoder, decoder) of ints, "
-            f"got {max_relative_distance!r}"
-        )
-    if min(clips) < 0:
-        raise ValueError(f"max_relative_distance must be >= 0, got {max_relative_distance!r}")
-    return clips
-
-
-def check_peer_words(
-    peer_words: str,
-    *,
-    semantic_embeddings: str,
-    tied_output: bool,
-    peer_dropout: float = 0.0,
-    peer_dropout_unit: str = "token",
-    target_alone: str = "output",
-    peers_as_one: bool = False,
-) -> None:
-    """A ``ValueError`` unless ``peer_words`` is one of :data:`PEER_WORDS` and, if the encoder reads
-    peers (``"source"``, ``"both"``), the values read embeddings of their own
-    (``semantic_embeddings="separate"``: reading a word as its peers must not change what it means)
-    and, if the decoder does (``"target"``, ``"both"``), the output layer is not the target
-    embeddings (``tied_output``); ``peer_dropout`` in [0, 1), and above 0 only if the decoder reads
-    peers; ``peer_dropout_unit`` one of :data:`~attnlab.attention.syntactic.DROPOUT_UNITS`, other
-    than the default only with ``peer_dropout``; ``target_alone`` one of :data:`TARGET_ALONE`, other
-    than the default only if the decoder reads peers; ``peers_as_one`` only if a side reads peers."""
-    if peer_words not in PEER_WORDS:
-        raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
-    if peers_as_one and peer_words == "none":
-        raise ValueError(
-            "peers_as_one reads the peer words as their mean; it needs peer_words: source, target or both"
-        )
-    if peer_dropout_unit not in DROPOUT_UNITS:
-        raise ValueError(f"peer_dropout_unit must be one of {list(DROPOUT_UNITS)}, got {peer_dropout_unit!r}")
-    if peer_dropout_unit != "token" and not peer_dropout:
-        raise ValueError(
-            f"peer_dropout_unit: {peer_dropout_unit!r} says what peer_dropout drops; "
-            "it needs peer_dropout > 0"
-        )
-    if target_alone not in TARGET_ALONE:
-        raise ValueError(f"target_alone must be one of {list(TARGET_ALONE)}, got {target_alone!r}")
-    if target_alone != "output" and peer_words not in ("target", "both"):
-        raise ValueError(
-            f"target_alone: {target_alone!r} says which output tokens the decoder's peers count as seen "
-            f"alone; it needs peer_words: target or both, got {peer_words!r}"
-        )
-    if not 0.0 <= peer_dropout < 1.0:
-        raise ValueError(f"peer_dropout must be in [0, 1), got {peer_dropout}")
-    if peer_dropout and peer_words not in ("target", "both"):
-        raise ValueError(
-            "peer_dropout reads the decoder's input tokens as their peers; it needs peer_words: "
-            f"target or both, got {peer_words!r}"
-        )
-    if peer_words in ("source", "both") and semantic_embeddings != "separate":
-        raise ValueError(
-            f"peer_words: {peer_words!r} changes how the encoder reads a word; what the word means "
-            "must come from embeddings of its own: it needs semantic_output: true and "
-            "semantic_embeddings: separate"
-        )
-    if peer_words in ("target", "both") and tied_output:
-        raise ValueError(
-            f"peer_words: {peer_words!r} changes the decoder's input embeddings, which tied_output "
-            "makes the output layer; set tied_output: false"
-        )
-
-
 def _peers(
     table: nn.Embedding, dropout: float = 0.0, unit: str = "token", as_one: bool = False
 ) -> ComposedWordEmbedding:
@@ -1499,124 +927,12 @@ def _read_with_peers(
     return peers(tokens, not_words, words)
 
 
-def check_semantic_output(
-    semantic_output: bool,
-    *,
-    end_marker: bool,
-    stop_from_attention: bool,
-    semantic_embeddings: str = "shared",
-    semantic_heads: str = "separate",
-) -> None:
-    """A ``ValueError`` if ``semantic_output`` has no source position to emit ``<eos>`` from (module
-    docstring): it needs ``end_marker`` or ``stop_from_attention``; or if ``semantic_embeddings`` is
-    not one of :data:`SEMANTIC_EMBEDDINGS`, or is ``"separate"`` without ``semantic_output``; or if
-    ``semantic_heads`` is not one of :data:`SEMANTIC_HEADS`, or other than ``"separate"`` without it."""
-    if semantic_embeddings not in SEMANTIC_EMBEDDINGS:
-        raise ValueError(
-            f"semantic_embeddings must be one of {list(SEMANTIC_EMBEDDINGS)}, got {semantic_embeddings!r}"
-        )
-    if semantic_heads not in SEMANTIC_HEADS:
-        raise ValueError(f"semantic_heads must be one of {list(SEMANTIC_HEADS)}, got {semantic_heads!r}")
-    for option, value, default in (
-        ("semantic_embeddings", semantic_embeddings, "shared"),
-        ("semantic_heads", semantic_heads, "separate"),
-    ):
-        if value != default and not semantic_output:
-            raise ValueError(
-                f"{option}: {value!r} is how semantic_output reads the words; it needs semantic_output: true"
-            )
-    if semantic_output and not (end_marker or stop_from_attention):
-        raise ValueError(
-            "semantic_output emits every token, <eos> too, from the attended source positions: "
-            "it needs end_marker (or stop_from_attention)"
-        )
-
-
-def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None:
-    """A ``ValueError`` unless ``attender_keys`` is one of :data:`ATTENDER_KEYS` and, if not the
-    default, some cross-attention head (``head_names``: per decoder layer) is an attender."""
-    if attender_keys not in ATTENDER_KEYS:
-        raise ValueError(f"attender_keys must be one of {ATTENDER_KEYS}, got {attender_keys!r}")
-    if attender_keys != "memory" and all(name == DOT for names in head_names for name in names):
-        raise ValueError(
-            f"attender_keys={attender_keys!r} needs attender heads; every cross-attention head is dot"
-        )
-
-
-def check_decoder_offset(
-    decoder_offset: int, head_names: list[list[str]], decoder_hides_start: bool = False
-) -> None:
-    """A ``ValueError`` unless ``decoder_offset`` is ``>= 0`` and, if not 0, every cross-attention
-    head (``head_names``: per decoder layer) is a dot-product head (an attender head would step
-    through the extra ``<sos>``) and ``decoder_hides_start`` is off (it would hide one of them)."""
-    if decoder_offset < 0:
-        raise ValueError(f"decoder_offset must be >= 0, got {decoder_offset}")
-    if decoder_offset and decoder_hides_start:
-        raise ValueError(
-            "decoder_offset adds <sos> tokens and decoder_hides_start hides the first one: use one of them"
-        )
-    attenders = sorted({name for names in head_names for name in names} - {DOT})
-    if decoder_offset and attenders:
-        raise ValueError(
-            f"decoder_offset needs dot-product cross-attention heads; {', '.join(attenders)} would "
-            "step through the extra <sos> tokens"
-        )
-
-
-def check_universal(universal: bool, head_names: list[list[str]], semantic_output: bool) -> None:
-    """Refuse what one layer shared across the decoder's depths cannot be: layers with different
-    cross-attention heads, or ``semantic_output``'s last layer unlike the others."""
-    if not universal:
-        return
-    if any(names != head_names[0] for names in head_names):
-        raise ValueError(
-            f"universal shares one decoder layer across depths, so every layer needs the same "
-            f"cross-attention heads; got {head_names}"
-        )
-    if semantic_output:
-        raise ValueError("universal shares one decoder layer across depths; semantic_output changes the last")
-
-
 def _stack(make: Callable[[int], nn.Module], depth: int, universal: bool) -> nn.ModuleList:
     """The layers ``make(0) … make(depth - 1)`` of a stack, or with ``universal`` ``make(0)`` at
     every depth (the only layer built, so the only one to draw initial weights)."""
     if universal:
         return nn.ModuleList([make(0)] * depth)
     return nn.ModuleList(make(index) for index in range(depth))
-
-
-def check_counting_heads(decoder_counting_heads: int, heads: int) -> None:
-    """A ``ValueError`` unless ``decoder_counting_heads`` is one of a layer's ``0 … heads`` heads."""
-    if not 0 <= decoder_counting_heads <= heads:
-        raise ValueError(
-            f"decoder_counting_heads must be between 0 and heads ({heads}), got {decoder_counting_heads}"
-        )
-
-
-def check_recurrence_layer(
-    decoder_recurrence_layer: int, decoder_recurrence: str, decoder_layers: int
-) -> None:
-    """A ``ValueError`` unless ``decoder_recurrence_layer`` is one of ``0 … decoder_layers`` and, past
-    0, there is a ``decoder_recurrence`` to place there."""
-    if not 0 <= decoder_recurrence_layer <= decoder_layers:
-        raise ValueError(
-            f"decoder_recurrence_layer must be between 0 and decoder_layers ({decoder_layers}), "
-            f"got {decoder_recurrence_layer}"
-        )
-    if decoder_recurrence_layer and decoder_recurrence == "none":
-        raise ValueError("decoder_recurrence_layer places decoder_recurrence, which is 'none'")
-
-
-def check_cross_attention_options(options: Mapping[str, Any], head_names: list[list[str]]) -> None:
-    """A ``ValueError`` where ``options`` (attender name → its options) names an attender that no
-    cross-attention head (``head_names``: per decoder layer) is: those options would be ignored."""
-    used = {name for names in head_names for name in names}
-    unused = sorted(set(options) - used)
-    if unused:
-        raise ValueError(
-            f"cross_attention_options names {', '.join(unused)}, which no cross-attention head is "
-            f"(heads: {', '.join(sorted(used))}); options apply to the attenders named in cross_attention"
-        )
 
 
 def _init_embedding(embedding: nn.Embedding, d_model: int, init: str) -> None:
