@@ -14,6 +14,9 @@ if [ "${ATTNLAB_NO_APT:-0}" != 1 ] && ! command -v chromium >/dev/null && [ "$(i
         || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; }; } \
         || echo "could not install chromium: the browser tests will skip"
 fi
+# Test this checkout's code even where .venv is another checkout's (a clone beside the main tree,
+# sharing its environment, whose editable install points at the other src/).
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -n 2 "$@"
