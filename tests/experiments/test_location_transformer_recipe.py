@@ -419,3 +419,41 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     assert "| scan_recurrent_shift_cutoffs · 30 | 30 | 1,000 | 70.0 ± 0.0 (n=1) |" in table
     assert "| 22 | 776 | 90.0 ± 0.0 (n=1) | 100.0 ± 0.0 (n=1) | 3,144 | 10.0 ± 0.0 (n=1) |" in table
     assert "scan_cutoffs · 26," not in table and "addprim_jump" not in table
+
+
+def _stage(out, name, seed, epochs, seq_acc, given):
+    """Write what ``scripts/epoch_budget.sh`` keeps of a run's evaluation after ``epochs``."""
+    stage = out / recipe.BUDGET_RUNS / name / f"seed{seed}" / "eval_at" / f"epoch{epochs}"
+    stage.mkdir(parents=True)
+    (stage / "test.json").write_text(json.dumps({"seq_acc": seq_acc, "seq_acc_given_length": given}))
+
+
+def test_runs_trained_in_budget_stages_get_a_row_and_a_column_per_budget(tmp_path):
+    scan_cell = {"model.transformer.positional": "relative", "model.transformer.cross_attention": "dot"}
+    _finish(tmp_path, "scan_length", scan_cell, 0, {"test": {"seq_acc": 12.5, "seq_acc_given_length": 60.0}})
+    assert recipe.budget_table(tmp_path) == recipe.NO_RUNS
+    _stage(tmp_path, "universal", 0, 50, 0.0, 38.04)
+    _stage(tmp_path, "universal", 0, 200, 78.54, 93.79)
+    _stage(tmp_path, "layered", 1, 100, 15.0, 38.9)
+    metrics = tmp_path / recipe.BUDGET_RUNS / "universal" / "seed0" / "metrics.jsonl"
+    records = (json.dumps({"epoch": epoch, "seconds": 45.0}) for epoch in range(1, 206))
+    metrics.write_text("".join(record + "\n" for record in records))
+
+    text = recipe.report(tmp_path)
+
+    section = text.split("trained in budget stages")[1].split("###")[0]
+    lines = [line.strip("|") for line in section.splitlines() if "|" in line]
+    cells = [[cell.strip() for cell in line.split("|")] for line in lines]
+    assert cells[0] == ["", "epochs trained", "50 epochs", "100 epochs", "200 epochs"]
+    assert cells[2:] == [
+        ["layered · seed1", "0", "", "15.0 (38.9)", ""],
+        ["universal · seed0", "205", "0.0 (38.0)", "", "78.5 (93.8)"],
+    ]
+
+
+def test_a_budget_stage_record_that_is_not_an_evaluation_is_a_clear_error(tmp_path):
+    _stage(tmp_path, "universal", 0, 50, 0.0, 38.0)
+    record = tmp_path / recipe.BUDGET_RUNS / "universal" / "seed0" / "eval_at" / "epoch50" / "test.json"
+    record.write_text('{"seq_acc": 1.0}')
+    with pytest.raises(ConfigError, match=r"epoch50/test.json: expected an evaluation record"):
+        recipe.budget_table(tmp_path)

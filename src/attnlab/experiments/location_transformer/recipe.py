@@ -79,7 +79,9 @@ the stop from the rest, with the output length given), SCAN exact match by cut-o
 length-split cells' exact match on the commands that only join sentences of training length and on
 those with a sentence longer than any training output (at Lake & Baroni's 22 actions 80% of the
 test set, at every cut-off from 24 up none), and the reference points (attnlab's recurrent models
-and published numbers, cited, marked as theirs). A cell with no finished run is blank.
+and published numbers, cited, marked as theirs), and the runs of Csordás et al. 2021's protocol
+trained in budget stages outside the sweeps (``OUT/csordas2021``, :func:`budget_table`). A cell
+with no finished run is blank.
 
 A table says how each cell's wrong outputs on its headline test set are wrong, summed over its
 seeds: stopping too early or too late with every word right (the stop decision), or wrong words.
@@ -93,6 +95,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -637,6 +640,52 @@ def reference_table() -> str:
     return format_table(rows, ["number", "source"], markdown=True)
 
 
+BUDGET_RUNS = "csordas2021"
+"""The folder of the recipe's output (``OUT/csordas2021/<name>/seed<k>``) that holds runs trained in
+budget stages by ``scripts/epoch_budget.sh``, each stage's evaluation in ``eval_at/epoch<N>/``: Csordás
+et al. 2021's protocol (``scan_transformer_csordas2021``, the last weights evaluated) and its
+variants, trained outside the sweeps (docs/results.md, issue 28, sessions 37–57)."""
+
+
+def budget_table(out_dir: Path) -> str:
+    """Rows: the runs under ``out_dir/``:data:`BUDGET_RUNS` (``<name> · seed<k>``); columns: the
+    epochs each has trained so far, then every budget ``N`` any of them was evaluated at; a cell
+    is the test exact match after ``N`` epochs with the output length given in brackets, from
+    ``eval_at/epoch<N>/test.json``. A record that is not such JSON is a :class:`ConfigError`
+    naming the file."""
+    runs = sorted(path for path in (out_dir / BUDGET_RUNS).glob("*/seed*") if (path / "eval_at").is_dir())
+    stages = {
+        int(stage.name.removeprefix("epoch"))
+        for run in runs
+        for stage in (run / "eval_at").glob("epoch*")
+        if stage.name.removeprefix("epoch").isdigit() and (stage / "test.json").is_file()
+    }
+    if not stages:
+        return NO_RUNS
+    budgets = sorted(stages)
+    columns = ["epochs trained", *(f"{budget} epochs" for budget in budgets)]
+    rows: dict[str, dict[str, str]] = {}
+    for run in runs:
+        row = {"epochs trained": str(RunDirectory(run).trained_epochs())}
+        for budget in budgets:
+            record = run / "eval_at" / f"epoch{budget}" / "test.json"
+            if record.is_file():
+                row[f"{budget} epochs"] = _stage_text(record)
+        rows[f"{run.parent.name} · {run.name}"] = row
+    return format_table(rows, columns, markdown=True)
+
+
+def _stage_text(record: Path) -> str:
+    try:
+        metrics = json.loads(record.read_text())
+        return f"{float(metrics['seq_acc']):.1f} ({float(metrics['seq_acc_given_length']):.1f})"
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(
+            f"{record}: expected an evaluation record (JSON with numbers 'seq_acc' and "
+            "'seq_acc_given_length')"
+        ) from None
+
+
 def report(out_dir: Path, *, failure_plots: bool = False) -> str:
     """The recipe's tables from the finished runs under ``out_dir``, also written to
     ``out_dir/results.md``; with ``failure_plots`` also :func:`failure_table`. An error if no part
@@ -669,6 +718,9 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         sentence_table(found),
         "### Reference points (attnlab's recurrent models; published numbers marked theirs)",
         reference_table(),
+        "### Csordás et al. 2021's protocol (`scan_transformer_csordas2021`, the last weights), "
+        "trained in budget stages: test exact match (%) after N epochs (with the length given)",
+        budget_table(out_dir),
         "### How the wrong outputs are wrong (headline test set, summed over each cell's seeds)",
         error_table(out_dir, found),
     ]
