@@ -296,6 +296,31 @@ def test_post_norm_normalises_after_every_residual_sum_and_adds_no_final_norm():
         build(norm="sandwich")
 
 
+@pytest.mark.parametrize(
+    ("dropout", "embedding_dropout", "dropped"),
+    [(0.5, 0.0, False), (0.0, 0.5, True), (0.5, None, True), (0.0, None, False)],
+)
+def test_embedding_dropout_sets_the_input_embeddings_rate_apart_from_the_layers(
+    dropout, embedding_dropout, dropped
+):
+    """In training the first encoder layer reads the embeddings (with positions) dropped at
+    ``embedding_dropout``'s rate, or at ``dropout``'s when it is ``None``: about half of them zero
+    at 0.5, none at 0."""
+    model = build(dropout=dropout, embedding_dropout=embedding_dropout).train()
+    inputs: list[torch.Tensor] = []
+    model.encoder[0].register_forward_hook(lambda _m, args, _out: inputs.append(args[0]))
+    source, mask = padded_batch(SOURCES)
+    model.encode(source, mask)
+    zero_share = (inputs[0][~mask] == 0).float().mean().item()
+    assert (zero_share > 0.3) == dropped, zero_share
+    assert zero_share < 0.7
+
+
+def test_embedding_dropout_outside_its_range_is_an_error():
+    with pytest.raises(ValueError, match=r"embedding_dropout must be in \[0, 1\) or None"):
+        build(embedding_dropout=1.0)
+
+
 def test_unknown_scheme_and_bad_cross_attention_specs_are_errors():
     with pytest.raises(ValueError, match="positional must be one of"):
         build("wavelet")

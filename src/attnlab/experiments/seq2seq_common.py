@@ -116,6 +116,8 @@ class TransformerModelConfig:
     decoder_layers: int = 2
     ff_dim: int = 512
     dropout: float = 0.1
+    embedding_dropout: float | None = None
+    """The input embeddings' dropout rate instead of ``dropout`` (``null``: the same)."""
     positional: Literal["sinusoidal", "learned", "relative", "transformer_xl", "rope", "alibi", "none"] = (
         "sinusoidal"
     )
@@ -282,6 +284,7 @@ def build_transformer(
         decoder_layers=config.decoder_layers,
         ff_dim=config.ff_dim,
         dropout=config.dropout,
+        embedding_dropout=config.embedding_dropout,
         positional=config.positional,
         cross_attention=config.cross_attention,
         cross_attention_options=config.cross_attention_options,

@@ -1,7 +1,7 @@
 """Dropout whose masks are cheap on a CPU.
 
 PyTorch's CPU dropout draws one Bernoulli sample per element from its Mersenne Twister, which made
-dropout's masks 20% of a training update of ``scan_transformer_csordas2021`` (dropout 0.5 on
+dropout's masks 20% of a training update of ``scan_transformer_csordas2021`` (as it was then, dropout 0.5 on
 attention weights, residual branches and feed-forward layers) on one thread. :class:`Dropout`
 takes 16 random bits per element from one 64-bit draw per four elements instead: forward and
 backward 2.5-2.8× faster than ``torch.nn.functional.dropout`` on the Transformer's tensors

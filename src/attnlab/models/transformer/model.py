@@ -354,6 +354,12 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
     """Transformer encoder–decoder, pre-norm by default (see the module docstring).
 
     Args:
+        dropout: the rate of every dropout: the attention weights, the feed-forward layer's hidden
+            units, each residual branch and the input embeddings (with their positions).
+        embedding_dropout: the input embeddings' rate instead, if given (default ``None``: the
+            same as ``dropout``). Vaswani et al. 2017 drop the embeddings' sums with the
+            positional encodings; Csordás et al. 2021's code adds no dropout there
+            (``scan_transformer_csordas2021``: 0).
         positional: ``"sinusoidal"``, ``"learned"``, ``"relative"``, ``"transformer_xl"``,
             ``"rope"``, ``"alibi"`` or ``"none"`` (:data:`attnlab.attention.positions.POSITIONAL_SCHEMES`).
         cross_attention: ``"dot"`` or an attender name for every head, or per decoder layer a
@@ -482,6 +488,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         decoder_layers: int = 2,
         ff_dim: int = 512,
         dropout: float = 0.1,
+        embedding_dropout: float | None = None,
         positional: str = "sinusoidal",
         cross_attention: CrossAttentionSpec = DOT,
         cross_attention_options: dict[str, dict[str, Any]] | None = None,
@@ -528,6 +535,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"d_model ({d_model}) must be a multiple of heads ({heads})")
         if not 0 <= dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if embedding_dropout is not None and not 0 <= embedding_dropout < 1:
+            raise ValueError(f"embedding_dropout must be in [0, 1) or None, got {embedding_dropout}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {list(NORMS)}, got {norm!r}")
         if not stop_gate_scale > 0:
@@ -639,7 +648,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         )
         self.encoder_norm: nn.Module = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.decoder_norm: nn.Module = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
-        self.dropout = Dropout(dropout)
+        self.embedding_dropout = Dropout(dropout if embedding_dropout is None else embedding_dropout)
         self.output = nn.Linear(d_model, target_vocab_size)
         if tied_output:
             self.output.weight = self.target_embedding.weight
@@ -674,7 +683,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
 
     def _encode_embedded(self, embedded: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         positions = source_positions(embedded, source_padding_mask)
-        x = self.dropout(self.source_positions(embedded, positions))
+        x = self.embedding_dropout(self.source_positions(embedded, positions))
         for layer in self.encoder:
             x = layer(x, positions, source_padding_mask)
         return self.encoder_norm(x)
@@ -742,7 +751,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         steps = tokens.size(1)
         positions = torch.arange(state.step, state.step + steps, device=tokens.device, dtype=embedded.dtype)
         positions = positions.expand(tokens.size(0), steps)
-        x = self.dropout(self.target_positions(embedded, positions))
+        x = self.embedding_dropout(self.target_positions(embedded, positions))
         recurrent = None
         crosses, caches, layer_weights = [], [], []
         for index, (layer, cross, cache) in enumerate(zip(self.decoder, state.cross, state.caches)):
