@@ -321,6 +321,41 @@ def test_embedding_dropout_outside_its_range_is_an_error():
         build(embedding_dropout=1.0)
 
 
+def test_xavier_linear_init_draws_each_projection_part_from_its_own_xavier_bound():
+    """``linear_init="xavier"``: every query / key / value part, attention output, Transformer-XL
+    position projection and feed-forward layer is uniform within ``gain * sqrt(6 / (fan_in +
+    fan_out))`` of its own shape (reaching near it), with zero biases; the default keeps
+    ``nn.Linear``'s bound ``1 / sqrt(fan_in)`` and its random biases."""
+    xavier = build("transformer_xl", linear_init="xavier", d_model=32, ff_dim=64)
+    default = build("transformer_xl", d_model=32, ff_dim=64)
+    relu = torch.nn.init.calculate_gain("relu")
+
+    def bound(weight: torch.Tensor, gain: float = 1.0) -> float:
+        fan_out, fan_in = weight.shape
+        return gain * math.sqrt(6 / (fan_in + fan_out))
+
+    for model, is_xavier in ((xavier, True), (default, False)):
+        layer = model.encoder[0]
+        cross = model.decoder[0].cross_attention
+        parts = [
+            *layer.attention.qkv.weight.chunk(3),
+            layer.attention.out.weight,
+            layer.attention.positions.position_layer.weight,
+            cross.query.weight,
+            *cross.key_value.weight.chunk(2),
+            cross.out.weight,
+        ]
+        for weight in parts:
+            assert (0.9 * bound(weight) < weight.abs().max() <= bound(weight)) == is_xavier
+        first, second = layer.ff[0].weight, layer.ff[3].weight
+        assert (0.9 * bound(first, relu) < first.abs().max() <= bound(first, relu)) == is_xavier
+        assert (0.9 * bound(second) < second.abs().max() <= bound(second)) == is_xavier
+        biases = [layer.attention.qkv.bias, cross.key_value.bias, layer.ff[0].bias]
+        assert all(bool((bias == 0).all()) for bias in biases) == is_xavier
+    with pytest.raises(ValueError, match="linear_init must be one of"):
+        build(linear_init="orthogonal")
+
+
 def test_unknown_scheme_and_bad_cross_attention_specs_are_errors():
     with pytest.raises(ValueError, match="positional must be one of"):
         build("wavelet")

@@ -117,6 +117,8 @@ class TransformerModelConfig:
     ff_dim: int = 512
     dropout: float = 0.1
     embedding_dropout: float | None = None
+    linear_init: Literal["pytorch", "xavier"] = "pytorch"
+    """How the attention and feed-forward layers start: ``nn.Linear``'s own, or Xavier-uniform."""
     """The input embeddings' dropout rate instead of ``dropout`` (``null``: the same)."""
     positional: Literal["sinusoidal", "learned", "relative", "transformer_xl", "rope", "alibi", "none"] = (
         "sinusoidal"
@@ -285,6 +287,7 @@ def build_transformer(
         ff_dim=config.ff_dim,
         dropout=config.dropout,
         embedding_dropout=config.embedding_dropout,
+        linear_init=config.linear_init,
         positional=config.positional,
         cross_attention=config.cross_attention,
         cross_attention_options=config.cross_attention_options,

@@ -305,6 +305,8 @@ from attnlab.models.transformer.layers import (
     CrossState,
     DecoderLayer,
     EncoderLayer,
+    FeedForward,
+    SelfAttention,
     SelfCache,
     StopHeads,
     scale_gradient,
@@ -313,6 +315,7 @@ from attnlab.models.transformer.options import (
     DECODER_RECURRENCES,
     DOT,
     EMBEDDING_INITS,
+    LINEAR_INITS,
     NORMS,
     RECURRENCE_MODULES,
     STOP_ENDS,
@@ -421,6 +424,11 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             ``d_model ** -0.5``, multiplied by ``sqrt(d_model)`` when read, so unit scale) or
             ``"xavier"`` (Xavier-uniform and read as they are: Csordás et al. 2021's relative
             Transformer, ``embedding_init="xavier"`` with ``scale_mode="none"`` in their code).
+        linear_init: ``"pytorch"`` (default: ``nn.Linear``'s own) or ``"xavier"``: Xavier-uniform
+            weights and zero biases for the self- and cross-attention projections (each of the
+            query, key and value parts on its own), the attention outputs, Transformer-XL's
+            position projection and the feed-forward layers (the first with ReLU's gain), as
+            Csordás et al. 2021's code initialises them; other layers keep theirs.
         decoder_offset: in training, each target's decoder input gets ``r`` extra ``<sos>``
             tokens before it, ``r`` uniform in ``{0, …, decoder_offset}`` per example, so the
             decoder cannot learn where the output ends from how far it is into it (module
@@ -505,6 +513,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         norm: str = "pre",
         source_start: bool = False,
         embedding_init: str = "scaled",
+        linear_init: str = "pytorch",
         tied_output: bool = False,
         decoder_offset: int = 0,
         decoder_hides_start: bool = False,
@@ -552,6 +561,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             )
         if stop_ends not in STOP_ENDS:
             raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
+        if linear_init not in LINEAR_INITS:
+            raise ValueError(f"linear_init must be one of {list(LINEAR_INITS)}, got {linear_init!r}")
         if embedding_init not in EMBEDDING_INITS:
             raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
         if decoder_recurrence not in DECODER_RECURRENCES:
@@ -667,6 +678,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             else None
         )
         self.decoder_recurrence_layer = decoder_recurrence_layer
+        if linear_init == "xavier":
+            _xavier_init(self)
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
@@ -964,3 +977,31 @@ def _init_embedding(embedding: nn.Embedding, d_model: int, init: str) -> None:
 def _cross_attention(layer: nn.Module) -> CrossAttention:
     assert isinstance(layer, DecoderLayer)
     return layer.cross_attention
+
+
+def _xavier_init(model: nn.Module) -> None:
+    """``linear_init="xavier"`` (see :class:`TransformerSeq2Seq`) on every layer of ``model``."""
+    for module in model.modules():
+        if isinstance(module, SelfAttention):
+            _xavier(module.qkv, parts=3)
+            _xavier(module.out)
+            if module.positions.scheme == "transformer_xl":
+                _xavier(module.positions.position_layer)
+        elif isinstance(module, CrossAttention):
+            _xavier(module.query)
+            _xavier(module.key_value, parts=2)
+            _xavier(module.out)
+        elif isinstance(module, FeedForward):
+            _xavier(module[0], gain=nn.init.calculate_gain("relu"))
+            _xavier(module[3])
+
+
+@torch.no_grad()
+def _xavier(linear: nn.Module, parts: int = 1, gain: float = 1.0) -> None:
+    """Xavier-uniform weights for each of ``parts`` equal blocks of rows of ``linear`` (a fused
+    projection is ``parts`` projections of their own fan-out), and a zero bias."""
+    assert isinstance(linear, nn.Linear)
+    for block in linear.weight.chunk(parts, dim=0):
+        nn.init.xavier_uniform_(block, gain=gain)
+    if linear.bias is not None:
+        nn.init.zeros_(linear.bias)

@@ -89,6 +89,9 @@ def _names(entry: list[Any] | tuple[Any, ...]) -> bool:
     return all(isinstance(name, str) for name in entry)
 
 
+LINEAR_INITS = ("pytorch", "xavier")
+"""How :class:`TransformerSeq2Seq` initialises its attention and feed-forward layers (``linear_init``)."""
+
 EMBEDDING_INITS = ("scaled", "xavier")
 """How :class:`TransformerSeq2Seq` initialises and reads its token embeddings (``embedding_init``)."""
 
