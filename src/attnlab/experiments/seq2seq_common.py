@@ -117,9 +117,9 @@ class TransformerModelConfig:
     ff_dim: int = 512
     dropout: float = 0.1
     embedding_dropout: float | None = None
+    """The input embeddings' dropout rate instead of ``dropout`` (``null``: the same)."""
     linear_init: Literal["pytorch", "xavier"] = "pytorch"
     """How the attention and feed-forward layers start: ``nn.Linear``'s own, or Xavier-uniform."""
-    """The input embeddings' dropout rate instead of ``dropout`` (``null``: the same)."""
     positional: Literal["sinusoidal", "learned", "relative", "transformer_xl", "rope", "alibi", "none"] = (
         "sinusoidal"
     )
