@@ -92,6 +92,14 @@ class SelfAttention(nn.Module):
             nn.Parameter(torch.full((counting_heads,), COUNTING_BIAS)) if counting_heads else None
         )
 
+    def xavier_init_(self) -> None:
+        """``linear_init="xavier"``: the query, key and value projections, the output and
+        Transformer-XL's position projection (:func:`xavier_`)."""
+        xavier_(self.qkv, parts=3)
+        xavier_(self.out)
+        if self.positions.scheme == "transformer_xl":
+            xavier_(self.positions.position_layer)
+
     def forward(
         self,
         x: torch.Tensor,
@@ -209,6 +217,13 @@ class CrossAttention(nn.Module):
         self.shift_heads = shift_heads if together else []
         self.single_heads = [int(name) for name in self.attenders if int(name) not in self.shift_heads]
 
+    def xavier_init_(self) -> None:
+        """``linear_init="xavier"``: the query, key and value projections and the output
+        (:func:`xavier_`)."""
+        xavier_(self.query)
+        xavier_(self.key_value, parts=2)
+        xavier_(self.out)
+
     def start(
         self,
         memory: torch.Tensor,
@@ -316,6 +331,11 @@ class CrossAttention(nn.Module):
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
         super().__init__(nn.Linear(d_model, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, d_model))
+
+    def xavier_init_(self) -> None:
+        """``linear_init="xavier"``: both layers, the first with ReLU's gain (:func:`xavier_`)."""
+        xavier_(self[0], gain=nn.init.calculate_gain("relu"))
+        xavier_(self[3])
 
 
 class _Block(nn.Module):
@@ -435,3 +455,15 @@ class StopHeads(nn.Module):
     def forward(self, x: torch.Tensor, keys: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
         """The attention ``[B, H, T, S]`` of the decoder's output ``x [B, T, d_model]``."""
         return _padded_dot_weights(_split_heads(self.query(x), self.heads), keys, padding_mask)
+
+
+@torch.no_grad()
+def xavier_(linear: nn.Module, parts: int = 1, gain: float = 1.0) -> None:
+    """Xavier-uniform weights for each of ``parts`` equal blocks of rows of ``linear`` (a fused
+    projection is ``parts`` projections of their own fan-out), and a zero bias: how Csordás et al.
+    2021's code starts its layers (``TransformerSeq2Seq(linear_init="xavier")``)."""
+    assert isinstance(linear, nn.Linear)
+    for block in linear.weight.chunk(parts, dim=0):
+        nn.init.xavier_uniform_(block, gain=gain)
+    if linear.bias is not None:
+        nn.init.zeros_(linear.bias)

@@ -679,7 +679,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         )
         self.decoder_recurrence_layer = decoder_recurrence_layer
         if linear_init == "xavier":
-            _xavier_init(self)
+            for module in self.modules():
+                if isinstance(module, SelfAttention | CrossAttention | FeedForward):
+                    module.xavier_init_()
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
@@ -977,31 +979,3 @@ def _init_embedding(embedding: nn.Embedding, d_model: int, init: str) -> None:
 def _cross_attention(layer: nn.Module) -> CrossAttention:
     assert isinstance(layer, DecoderLayer)
     return layer.cross_attention
-
-
-def _xavier_init(model: nn.Module) -> None:
-    """``linear_init="xavier"`` (see :class:`TransformerSeq2Seq`) on every layer of ``model``."""
-    for module in model.modules():
-        if isinstance(module, SelfAttention):
-            _xavier(module.qkv, parts=3)
-            _xavier(module.out)
-            if module.positions.scheme == "transformer_xl":
-                _xavier(module.positions.position_layer)
-        elif isinstance(module, CrossAttention):
-            _xavier(module.query)
-            _xavier(module.key_value, parts=2)
-            _xavier(module.out)
-        elif isinstance(module, FeedForward):
-            _xavier(module[0], gain=nn.init.calculate_gain("relu"))
-            _xavier(module[3])
-
-
-@torch.no_grad()
-def _xavier(linear: nn.Module, parts: int = 1, gain: float = 1.0) -> None:
-    """Xavier-uniform weights for each of ``parts`` equal blocks of rows of ``linear`` (a fused
-    projection is ``parts`` projections of their own fan-out), and a zero bias."""
-    assert isinstance(linear, nn.Linear)
-    for block in linear.weight.chunk(parts, dim=0):
-        nn.init.xavier_uniform_(block, gain=gain)
-    if linear.bias is not None:
-        nn.init.zeros_(linear.bias)
