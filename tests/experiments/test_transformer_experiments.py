@@ -141,12 +141,14 @@ def test_the_csordas2021_config_builds_their_model():
     """Their relative Transformer (Csordás et al. 2021's code): post-norm, Transformer-XL positions,
     encoder start and end tokens, Xavier embeddings read unscaled and tied to the output layer, 3 + 3
     layers of 8 heads, dropout 0.1 in the layers (their Transformer's default: the profile's 0.5 is
-    the LSTM's) and none on the embeddings, Xavier-uniform layers."""
+    the LSTM's) and none on the embeddings, layers started as their code leaves them, attention
+    projections without biases, one token for the decoder's start and end."""
     vocabularies = build_vocabularies([])
     parsed = scan.EXPERIMENT.parse_config(resolve_config("scan_transformer_csordas2021", []))
     model = scan.build_model(parsed.model, *vocabularies)
     assert model.embedding_dropout.p == 0.0
-    assert bool((model.encoder[0].attention.qkv.bias == 0).all())  # linear_init: xavier
+    assert model.encoder[0].attention.qkv.bias is None and model.start_is_end
+    assert bool((model.output.bias == 0).all())  # linear_init: csordas2021, their TiedEmbedding
     assert {module.p for module in model.encoder.modules() if isinstance(module, torch.nn.Dropout)} == {0.1}
     assert {module.p for module in model.decoder.modules() if isinstance(module, torch.nn.Dropout)} == {0.1}
     assert (model.norm, model.positional, model.embedding_scale) == ("post", "transformer_xl", 1.0)

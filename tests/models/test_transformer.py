@@ -356,6 +356,68 @@ def test_xavier_linear_init_draws_each_projection_part_from_its_own_xavier_bound
         build(linear_init="orthogonal")
 
 
+@pytest.mark.parametrize(("positional", "tied_output"), [("transformer_xl", True), ("sinusoidal", False)])
+def test_csordas2021_linear_init_leaves_each_layer_as_their_released_code_does(positional, tied_output):
+    """``linear_init="csordas2021"``: cross-attention and feed-forward weights Xavier-uniform (each
+    part within its own bound, reaching near it), their biases as ``nn.Linear`` drew them (not
+    zero); the self-attention Xavier too, but under Transformer-XL positions ``nn.Linear``'s own
+    (bound ``1 / sqrt(fan_in)``, well under Xavier's at these shapes); the output layer's bias zero
+    when tied, its weights Xavier when not."""
+    model = build(positional, linear_init="csordas2021", d_model=32, ff_dim=64, tied_output=tied_output)
+    relu = torch.nn.init.calculate_gain("relu")
+
+    def xavier(weight: torch.Tensor, gain: float = 1.0) -> bool:
+        fan_out, fan_in = weight.shape
+        bound = gain * math.sqrt(6 / (fan_in + fan_out))
+        return bool(0.9 * bound < weight.abs().max() <= bound)
+
+    layer, cross = model.encoder[0], model.decoder[0].cross_attention
+    assert all(xavier(w) for w in (cross.query.weight, *cross.key_value.weight.chunk(2), cross.out.weight))
+    assert xavier(layer.ff[0].weight, relu) and xavier(layer.ff[3].weight)
+    assert not any(bool((bias == 0).all()) for bias in (cross.key_value.bias, layer.ff[0].bias))
+    self_parts = [*layer.attention.qkv.weight.chunk(3), layer.attention.out.weight]
+    relative = positional == "transformer_xl"
+    if relative:
+        self_parts.append(layer.attention.positions.position_layer.weight)
+        assert all(part.abs().max() <= 1 / math.sqrt(32) for part in self_parts)
+    assert all(xavier(part) for part in self_parts) == (not relative)
+    if tied_output:
+        assert bool((model.output.bias == 0).all())
+    else:
+        assert xavier(model.output.weight) and not bool((model.output.bias == 0).all())
+
+
+def test_attention_without_biases_drops_exactly_the_projections_biases():
+    """``attention_bias=False``: no bias on the self- and cross-attention's query, key, value and
+    output projections, 8·d_model fewer parameters a layer in the encoder and 16·d_model in the
+    decoder; the model still decodes step by step as it does teacher-forced."""
+    model, biased = build("transformer_xl", attention_bias=False), build("transformer_xl")
+    d_model, layers = TINY["d_model"], TINY["encoder_layers"]
+    projections = [model.encoder[0].attention.qkv, model.encoder[0].attention.out]
+    cross = model.decoder[0].cross_attention
+    projections += [model.decoder[0].self_attention.qkv, cross.query, cross.key_value, cross.out]
+    assert all(linear.bias is None for linear in projections)
+    count = sum(p.numel() for p in model.parameters())
+    assert count == sum(p.numel() for p in biased.parameters()) - layers * (4 + 8) * d_model
+    source, mask = padded_batch(SOURCES)
+    assert_cached_decoding_matches(model, source, mask, model(source, mask, TARGET_INPUT))
+
+
+def test_start_is_end_reads_the_start_token_as_the_end_tokens_embedding():
+    """``start_is_end``: what the ``<sos>`` row of the target embeddings holds changes no output,
+    what the ``<eos>`` row holds changes the first step's; without it the reverse."""
+    source, mask = padded_batch(SOURCES)
+    for start_is_end in (True, False):
+        model = build("relative", start_is_end=start_is_end)
+        before = model(source, mask, TARGET_INPUT[:, :1]).logits
+        for row, reads_it in ((SOS, not start_is_end), (EOS, start_is_end)):
+            changed = build("relative", start_is_end=start_is_end)
+            with torch.no_grad():
+                changed.target_embedding.weight[row] = torch.randn(TINY["d_model"])
+            after = changed(source, mask, TARGET_INPUT[:, :1]).logits
+            assert (not torch.allclose(before, after)) == reads_it, (start_is_end, row)
+
+
 def test_unknown_scheme_and_bad_cross_attention_specs_are_errors():
     with pytest.raises(ValueError, match="positional must be one of"):
         build("wavelet")

@@ -118,8 +118,13 @@ class TransformerModelConfig:
     dropout: float = 0.1
     embedding_dropout: float | None = None
     """The input embeddings' dropout rate instead of ``dropout`` (``null``: the same)."""
-    linear_init: Literal["pytorch", "xavier"] = "pytorch"
-    """How the attention and feed-forward layers start: ``nn.Linear``'s own, or Xavier-uniform."""
+    linear_init: Literal["pytorch", "xavier", "csordas2021"] = "pytorch"
+    """How the attention and feed-forward layers start: ``nn.Linear``'s own, Xavier-uniform, or as
+    Csordás et al. 2021's released code leaves each (:class:`attnlab.models.transformer.
+    TransformerSeq2Seq`)."""
+    attention_bias: bool = True
+    """The attention's query, key, value and output projections have biases (Csordás et al.'s
+    have none)."""
     positional: Literal["sinusoidal", "learned", "relative", "transformer_xl", "rope", "alibi", "none"] = (
         "sinusoidal"
     )
@@ -169,6 +174,9 @@ class TransformerModelConfig:
     Xavier-uniform read as they are (Csordás et al. 2021's relative Transformer)."""
     tied_output: bool = False
     """The output layer's weights are the target embeddings (Press & Wolf 2017; Csordás et al.)."""
+    start_is_end: bool = False
+    """The decoder reads ``<sos>`` with ``<eos>``'s embedding (Csordás et al.'s code has one token
+    for both)."""
     decoder_offset: int = 0
     """In training, up to this many extra ``<sos>`` tokens (uniform, per example) before each
     target's decoder input, so the decoder cannot tell from its position where outputs end
@@ -288,6 +296,7 @@ def build_transformer(
         dropout=config.dropout,
         embedding_dropout=config.embedding_dropout,
         linear_init=config.linear_init,
+        attention_bias=config.attention_bias,
         positional=config.positional,
         cross_attention=config.cross_attention,
         cross_attention_options=config.cross_attention_options,
@@ -305,6 +314,7 @@ def build_transformer(
         source_start=config.source_start,
         embedding_init=config.embedding_init,
         tied_output=config.tied_output,
+        start_is_end=config.start_is_end,
         decoder_offset=config.decoder_offset,
         decoder_hides_start=config.decoder_hides_start,
         semantic_output=config.semantic_output,

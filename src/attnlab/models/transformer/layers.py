@@ -77,14 +77,15 @@ class SelfAttention(nn.Module):
         max_relative_distance: int,
         hide_start: bool = False,
         counting_heads: int = 0,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if not 0 <= counting_heads <= heads:
             raise ValueError(f"counting heads must be between 0 and the {heads} heads, got {counting_heads}")
         self.heads, self.head_dim = heads, d_model // heads
         self.hide_start = hide_start
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out = nn.Linear(d_model, d_model, bias=bias)
         self.positions = SelfAttentionPositions(scheme, heads, self.head_dim, max_relative_distance)
         self.dropout = Dropout(dropout)
         self.counting_heads = counting_heads
@@ -92,13 +93,13 @@ class SelfAttention(nn.Module):
             nn.Parameter(torch.full((counting_heads,), COUNTING_BIAS)) if counting_heads else None
         )
 
-    def xavier_init_(self) -> None:
+    def xavier_init_(self, zero_bias: bool = True) -> None:
         """``linear_init="xavier"``: the query, key and value projections, the output and
         Transformer-XL's position projection (:func:`xavier_`)."""
-        xavier_(self.qkv, parts=3)
-        xavier_(self.out)
+        xavier_(self.qkv, parts=3, zero_bias=zero_bias)
+        xavier_(self.out, zero_bias=zero_bias)
         if self.positions.scheme == "transformer_xl":
-            xavier_(self.positions.position_layer)
+            xavier_(self.positions.position_layer, zero_bias=zero_bias)
 
     def forward(
         self,
@@ -179,6 +180,7 @@ class CrossAttention(nn.Module):
         embedding_values: bool = False,
         shared_values: bool = False,
         gated_heads: bool = False,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if shared_values and not embedding_values:
@@ -193,13 +195,13 @@ class CrossAttention(nn.Module):
         self.shared_values = shared_values
         self.head_gate = nn.Linear(d_model, self.heads) if gated_heads else None
         self.kinds = list(heads)
-        self.query = nn.Linear(d_model, d_model)
-        self.key_value = nn.Linear(d_model, 2 * d_model)
+        self.query = nn.Linear(d_model, d_model, bias=bias)
+        self.key_value = nn.Linear(d_model, 2 * d_model, bias=bias)
         self.embedding_key = nn.Linear(d_model, d_model) if attender_keys == "embeddings" else None
         self.local_key = LocalEncoder(d_model, d_model, window=3) if attender_keys == "local" else None
         value_dim = self.head_dim if shared_values else d_model
         self.embedding_value = nn.Linear(d_model, value_dim) if embedding_values else None
-        self.out = nn.Linear(value_dim, d_model)
+        self.out = nn.Linear(value_dim, d_model, bias=bias)
         self.dropout = Dropout(dropout)
         dim = self.head_dim
         self.dot_heads = [h for h, kind in enumerate(heads) if kind == DOT]
@@ -217,12 +219,12 @@ class CrossAttention(nn.Module):
         self.shift_heads = shift_heads if together else []
         self.single_heads = [int(name) for name in self.attenders if int(name) not in self.shift_heads]
 
-    def xavier_init_(self) -> None:
+    def xavier_init_(self, zero_bias: bool = True) -> None:
         """``linear_init="xavier"``: the query, key and value projections and the output
         (:func:`xavier_`)."""
-        xavier_(self.query)
-        xavier_(self.key_value, parts=2)
-        xavier_(self.out)
+        xavier_(self.query, zero_bias=zero_bias)
+        xavier_(self.key_value, parts=2, zero_bias=zero_bias)
+        xavier_(self.out, zero_bias=zero_bias)
 
     def start(
         self,
@@ -332,10 +334,10 @@ class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
         super().__init__(nn.Linear(d_model, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, d_model))
 
-    def xavier_init_(self) -> None:
+    def xavier_init_(self, zero_bias: bool = True) -> None:
         """``linear_init="xavier"``: both layers, the first with ReLU's gain (:func:`xavier_`)."""
-        xavier_(self[0], gain=nn.init.calculate_gain("relu"))
-        xavier_(self[3])
+        xavier_(self[0], gain=nn.init.calculate_gain("relu"), zero_bias=zero_bias)
+        xavier_(self[3], zero_bias=zero_bias)
 
 
 class _Block(nn.Module):
@@ -366,10 +368,11 @@ class EncoderLayer(_Block):
         scheme: str,
         distance: int,
         norm: str = "pre",
+        attention_bias: bool = True,
     ):
         super().__init__(dropout, norm)
         self.attention_norm, self.ff_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.attention = SelfAttention(d_model, heads, scheme, dropout, distance)
+        self.attention = SelfAttention(d_model, heads, scheme, dropout, distance, bias=attention_bias)
         self.ff = FeedForward(d_model, ff_dim, dropout)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
@@ -397,14 +400,23 @@ class DecoderLayer(_Block):
         shared_values: bool = False,
         gated_heads: bool = False,
         counting_heads: int = 0,
+        attention_bias: bool = True,
     ):
         super().__init__(dropout, norm)
         self.self_norm, self.cross_norm, self.ff_norm = (nn.LayerNorm(d_model) for _ in range(3))
         self.self_attention = SelfAttention(
-            d_model, len(heads), scheme, dropout, distance, hide_start, counting_heads
+            d_model, len(heads), scheme, dropout, distance, hide_start, counting_heads, attention_bias
         )
         self.cross_attention = CrossAttention(
-            d_model, heads, options, dropout, attender_keys, embedding_values, shared_values, gated_heads
+            d_model,
+            heads,
+            options,
+            dropout,
+            attender_keys,
+            embedding_values,
+            shared_values,
+            gated_heads,
+            attention_bias,
         )
         self.ff = FeedForward(d_model, ff_dim, dropout)
 
@@ -458,12 +470,13 @@ class StopHeads(nn.Module):
 
 
 @torch.no_grad()
-def xavier_(linear: nn.Module, parts: int = 1, gain: float = 1.0) -> None:
+def xavier_(linear: nn.Module, parts: int = 1, gain: float = 1.0, zero_bias: bool = True) -> None:
     """Xavier-uniform weights for each of ``parts`` equal blocks of rows of ``linear`` (a fused
-    projection is ``parts`` projections of their own fan-out), and a zero bias: how Csordás et al.
-    2021's code starts its layers (``TransformerSeq2Seq(linear_init="xavier")``)."""
+    projection is ``parts`` projections of their own fan-out), as Csordás et al. 2021's code starts
+    its layers (``TransformerSeq2Seq(linear_init="xavier")``); the bias zero, or with ``zero_bias``
+    false left as ``nn.Linear`` drew it (their code's, ``linear_init="csordas2021"``)."""
     assert isinstance(linear, nn.Linear)
     for block in linear.weight.chunk(parts, dim=0):
         nn.init.xavier_uniform_(block, gain=gain)
-    if linear.bias is not None:
+    if linear.bias is not None and zero_bias:
         nn.init.zeros_(linear.bias)

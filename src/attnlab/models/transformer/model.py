@@ -429,6 +429,15 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             query, key and value parts on its own), the attention outputs, Transformer-XL's
             position projection and the feed-forward layers (the first with ReLU's gain), as
             Csordás et al. 2021's code initialises them; other layers keep theirs.
+            ``"csordas2021"``: each layer as Csordás et al. 2021's released code leaves it, which
+            differs from ``"xavier"`` in three places: the self-attention under
+            ``positional="transformer_xl"`` keeps ``nn.Linear``'s own weights (their
+            ``FixedRelativeMultiheadAttention`` never calls its ``reset_parameters``; their other
+            attention and feed-forward layers do), biases keep ``nn.Linear``'s own draw, and the
+            output layer's bias starts at zero with ``tied_output`` (their ``TiedEmbedding``), its
+            weights Xavier-uniform without.
+        attention_bias: the query, key, value and output projections of the self- and
+            cross-attention have biases (default ``True``); Csordás et al. 2021's have none.
         decoder_offset: in training, each target's decoder input gets ``r`` extra ``<sos>``
             tokens before it, ``r`` uniform in ``{0, …, decoder_offset}`` per example, so the
             decoder cannot learn where the output ends from how far it is into it (module
@@ -437,6 +446,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             step (module docstring); default ``False``. Not with ``decoder_offset``.
         tied_output: the output layer's weights are the target embeddings (with a bias of its
             own; Press & Wolf 2017; Csordás et al. 2021's default); default ``False``.
+        start_is_end: the decoder reads its start token ``<sos>`` with the end token's
+            embedding, as Csordás et al. 2021's code, which has one token for both (its
+            ``decoder_sos_eos``); with ``tied_output`` the decoder's first input is then the output
+            layer's ``<eos>`` weights. Default ``False``: ``<sos>`` has an embedding of its own.
         semantic_output: the logits are the output layer applied to the last decoder layer's
             cross-attention output, whose values are projected from the source's token embeddings
             (Russin et al. 2019's separation of syntax and semantics; module docstring); default
@@ -514,7 +527,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         source_start: bool = False,
         embedding_init: str = "scaled",
         linear_init: str = "pytorch",
+        attention_bias: bool = True,
         tied_output: bool = False,
+        start_is_end: bool = False,
         decoder_offset: int = 0,
         decoder_hides_start: bool = False,
         semantic_output: bool = False,
@@ -631,7 +646,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.encoder = _stack(
-            lambda _: EncoderLayer(d_model, heads, ff_dim, dropout, positional, encoder_clip, norm),
+            lambda _: EncoderLayer(
+                d_model, heads, ff_dim, dropout, positional, encoder_clip, norm, attention_bias
+            ),
             encoder_layers,
             universal,
         )
@@ -653,6 +670,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 and semantic_heads != "separate",
                 gated_heads=semantic_output and layer == decoder_layers - 1 and semantic_heads == "gated",
                 counting_heads=decoder_counting_heads,
+                attention_bias=attention_bias,
             ),
             decoder_layers,
             universal,
@@ -678,10 +696,24 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             else None
         )
         self.decoder_recurrence_layer = decoder_recurrence_layer
-        if linear_init == "xavier":
-            for module in self.modules():
-                if isinstance(module, SelfAttention | CrossAttention | FeedForward):
-                    module.xavier_init_()
+        self.start_is_end = start_is_end
+        if linear_init != "pytorch":
+            self._init_linear_layers(as_released=linear_init == "csordas2021", tied_output=tied_output)
+
+    def _init_linear_layers(self, *, as_released: bool, tied_output: bool) -> None:
+        """``linear_init`` ``"xavier"``, or ``"csordas2021"`` (``as_released``; see the class
+        docstring)."""
+        for module in self.modules():
+            relative = isinstance(module, SelfAttention) and module.positions.scheme == "transformer_xl"
+            if as_released and relative:  # their FixedRelativeMultiheadAttention keeps nn.Linear's
+                continue
+            if isinstance(module, SelfAttention | CrossAttention | FeedForward):
+                module.xavier_init_(zero_bias=not as_released)
+        if as_released:
+            if tied_output:
+                nn.init.zeros_(self.output.bias)
+            else:
+                nn.init.xavier_uniform_(self.output.weight)
 
     def encode(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> torch.Tensor:
         """The memory ``[B, S, d_model]`` (garbage at padding, which is never attended)."""
@@ -755,6 +787,8 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         """Logits ``[B, T, V]`` and each decoder layer's cross-attention ``[B, H, T, S]`` of
         ``tokens [B, T]``."""
         read = tokens if self.previous_outputs else torch.full_like(tokens, self.sos_id)
+        if self.start_is_end:
+            read = read.masked_fill(read == self.sos_id, self.eos_id)
         if self.target_peers is None:
             embedded = self.target_embedding(read) * self.embedding_scale
         else:

@@ -89,7 +89,7 @@ def _names(entry: list[Any] | tuple[Any, ...]) -> bool:
     return all(isinstance(name, str) for name in entry)
 
 
-LINEAR_INITS = ("pytorch", "xavier")
+LINEAR_INITS = ("pytorch", "xavier", "csordas2021")
 """How :class:`TransformerSeq2Seq` initialises its attention and feed-forward layers (``linear_init``)."""
 
 EMBEDDING_INITS = ("scaled", "xavier")
