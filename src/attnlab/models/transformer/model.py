@@ -698,9 +698,9 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         self.decoder_recurrence_layer = decoder_recurrence_layer
         self.start_is_end = start_is_end
         if linear_init != "pytorch":
-            self._init_linear_layers(as_released=linear_init == "csordas2021", tied_output=tied_output)
+            self._init_linear_layers(as_released=linear_init == "csordas2021")
 
-    def _init_linear_layers(self, *, as_released: bool, tied_output: bool) -> None:
+    def _init_linear_layers(self, *, as_released: bool) -> None:
         """``linear_init`` ``"xavier"``, or ``"csordas2021"`` (``as_released``; see the class
         docstring)."""
         for module in self.modules():
@@ -710,7 +710,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             if isinstance(module, SelfAttention | CrossAttention | FeedForward):
                 module.xavier_init_(zero_bias=not as_released)
         if as_released:
-            if tied_output:
+            if self.output.weight is self.target_embedding.weight:  # tied_output
                 nn.init.zeros_(self.output.bias)
             else:
                 nn.init.xavier_uniform_(self.output.weight)
