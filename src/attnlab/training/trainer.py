@@ -6,8 +6,10 @@ metrics (``metrics.jsonl``), checkpoints (``checkpoints/best.pt`` by validation 
 ``checkpoints/last.pt`` for resuming, after every epoch and, with ``training.checkpoint_every``,
 every that many updates within one) and exact resume: a run interrupted at any point and resumed
 from ``last.pt`` ends with the same weights and metrics as an uninterrupted run on the CPU. With
-``training.tensorboard: true`` it also logs the metrics and the task's attention maps to
-TensorBoard (:mod:`attnlab.training.tensorboard`).
+``training.ema_decay`` it validates, keeps and hands to evaluation an exponential moving average
+of the weights (:class:`torch.optim.swa_utils.AveragedModel`) while it trains the weights
+themselves. With ``training.tensorboard: true`` it also logs the metrics and the task's attention
+maps to TensorBoard (:mod:`attnlab.training.tensorboard`).
 
 The trainer tells what it does through :mod:`logging` (logger ``attnlab.training.trainer``; the
 CLI shows it on stderr and writes it to ``RUN_DIR/train.log``): one line at the start (what is
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from attnlab.config import ConfigError
@@ -108,6 +111,15 @@ class TrainingConfig:
     epochs and random state start afresh. The checkpoint must be of the same model (its spec is
     checked). A resumed run continues from its own ``last.pt`` (null: no initial weights)."""
 
+    ema_decay: float | None = None
+    """Weight averaging: after every update the average ``a <- d * a + (1 - d) * w`` of the weights
+    ``w``, with ``d`` this decay in (0, 1) and ``a`` starting at the first update's weights (an
+    exponential moving average, Polyak & Juditsky 1992's averaging with a forgetting factor: about
+    the last ``1 / (1 - d)`` updates count, 1,000 at 0.999). Validation, ``best.pt``, the
+    ``model`` weights of ``last.pt`` and hence evaluation read the average; training goes on from
+    the weights themselves, which ``last.pt`` also keeps (``training_model``) for resuming. Buffers
+    are copied, not averaged. null: no averaging, the weights as trained."""
+
     def __post_init__(self) -> None:
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
@@ -123,6 +135,8 @@ class TrainingConfig:
             raise ValueError(f"patience must be >= 1 or null, got {self.patience}")
         if self.lr_decay is not None and not 0 < self.lr_decay < 1:
             raise ValueError(f"lr_decay must be in (0, 1) or null, got {self.lr_decay}")
+        if self.ema_decay is not None and not 0 < self.ema_decay < 1:
+            raise ValueError(f"ema_decay must be in (0, 1) or null, got {self.ema_decay}")
         if self.stop_at is not None and self.stop_at_accuracy is not None:
             raise ValueError("give stop_at or stop_at_accuracy, not both")
         if self.stop_at is not None and not self.stop_at:
@@ -393,12 +407,27 @@ class Trainer:
         self.summary = summary
         self._epoch_updates: int | None = None
         self.optimizer = make_optimizer(model, config.learning_rate)
+        self.averaged: AveragedModel | None = None
+        if config.ema_decay is not None:
+            self.averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(config.ema_decay))
         self.history: list[dict[str, Any]] = []
         self.best_validation_loss = math.inf
         self.start_epoch = 0
         self.resume_position = EpochPosition()
         if config.tensorboard:
             summary_writer_class()  # a missing tensorboard package fails now, not after an epoch
+
+    @property
+    def evaluated_model(self) -> nn.Module:
+        """The weights that are validated, saved as ``model`` and evaluated: the average with
+        ``training.ema_decay`` (its buffers those of the trained model), else the model."""
+        if self.averaged is None:
+            return self.model
+        averaged: nn.Module = self.averaged.module
+        with torch.no_grad():
+            for copy, buffer in zip(averaged.buffers(), self.model.buffers(), strict=True):
+                copy.copy_(buffer)
+        return averaged
 
     @property
     def last_checkpoint(self) -> Path:
@@ -417,6 +446,8 @@ class Trainer:
             self.initialise()
             return
         checkpoint = self._load_weights(self.last_checkpoint)
+        if self.averaged is not None:
+            self._restore_average(checkpoint)
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.history = current_history(checkpoint["history"])
         self.best_validation_loss = float(checkpoint["best_validation_loss"])
@@ -429,6 +460,18 @@ class Trainer:
         restore_rng_state(checkpoint["rng"])
         within_text = f", {self.resume_position.updates} updates into the next" if within is not None else ""
         log.info("resuming %s after epoch %d%s", self.run_dir, self.start_epoch, within_text)
+
+    def _restore_average(self, checkpoint: dict[str, Any]) -> None:
+        """From ``last.pt`` of a run with ``training.ema_decay``: its ``model`` (just loaded into
+        the model) is the average; the trained weights are ``training_model``."""
+        if "training_model" not in checkpoint:
+            raise CheckpointError(
+                f"{self.last_checkpoint} holds no trained weights beside the average "
+                "(training_model): it was not written by a run with training.ema_decay"
+            )
+        self.averaged.module.load_state_dict(checkpoint["model"])  # type: ignore[union-attr]
+        self.averaged.n_averaged.fill_(int(checkpoint["averaged_updates"]))  # type: ignore[union-attr]
+        self.model.load_state_dict(checkpoint["training_model"])
 
     def initialise(self) -> None:
         """Before the first epoch of a run: load the weights of ``init_from``, if the config names
@@ -470,8 +513,9 @@ class Trainer:
                     break
                 started = time.perf_counter()
                 train_loss = self._train_epoch(epoch)
-                self.model.eval()
-                validation = validation_record(self.task.validate(self.model))
+                validated = self.evaluated_model
+                validated.eval()
+                validation = validation_record(self.task.validate(validated))
                 self._check_stop_targets(validation)
                 record = {
                     "epoch": epoch + 1,
@@ -577,9 +621,10 @@ class Trainer:
         if attention_samples is not None:
             rng = capture_rng_state()
             try:
-                self.model.eval()
+                shown = self.evaluated_model
+                shown.eval()
                 with torch.no_grad():
-                    images = attention_samples(self.model)
+                    images = attention_samples(shown)
             finally:
                 restore_rng_state(rng)
             logger.log_attention(step, images)
@@ -617,6 +662,8 @@ class Trainer:
                 if self.config.gradient_clip is not None:
                     nn.utils.clip_grad_norm_(self.model.parameters(), self.config.gradient_clip)
                 self.optimizer.step()
+                if self.averaged is not None:
+                    self.averaged.update_parameters(self.model)
                 total += value
                 count += 1
                 progress.update(count, total / count)
@@ -671,15 +718,19 @@ class Trainer:
     def _checkpoint(self, epochs_done: int) -> dict[str, Any]:
         return {
             "model_spec": self.model_spec,
-            "model": self.model.state_dict(),
+            "model": self.evaluated_model.state_dict(),
             "epoch": epochs_done,
             "best_validation_loss": self.best_validation_loss,
             "history": self.history,
         }
 
     def _save_last(self, checkpoint: dict[str, Any], within_epoch: dict[str, Any] | None = None) -> None:
-        """``last.pt``: the checkpoint with what resuming needs (optimizer, RNG, position)."""
+        """``last.pt``: the checkpoint with what resuming needs (optimizer, RNG, position and,
+        with ``training.ema_decay``, the trained weights beside the average)."""
         resumable = {**checkpoint, "optimizer": self.optimizer.state_dict(), "rng": capture_rng_state()}
+        if self.averaged is not None:
+            resumable["training_model"] = self.model.state_dict()
+            resumable["averaged_updates"] = int(self.averaged.n_averaged)
         if within_epoch is not None:
             resumable["within_epoch"] = within_epoch
         save_checkpoint(self.last_checkpoint, resumable)

@@ -1,0 +1,37 @@
+"""``training.ema_decay`` through the CLI: the run evaluates the average, `attnlab evaluate` reads the
+same weights again, and a resume may not switch the averaging or change its decay."""
+
+import json
+
+import torch
+
+from attnlab.cli import main
+from attnlab.training.checkpoint import load_checkpoint
+
+
+def _train(run, overrides, *extra):
+    return main(["train", "memory_addition", *overrides, *extra, "--run-dir", str(run)])
+
+
+def test_a_run_with_averaged_weights_evaluates_and_resumes_them(tmp_path, tiny_memory_addition, capsys):
+    run = tmp_path / "run"
+    assert _train(run, tiny_memory_addition, "training.ema_decay=0.5", "training.epochs=2") == 0
+    last = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert last["averaged_updates"] == 10  # 5 updates an epoch
+    assert any(not torch.equal(value, last["training_model"][name]) for name, value in last["model"].items())
+    summary = json.loads((run / "eval" / "summary.json").read_text())
+
+    # evaluating the run again reads the same (averaged) weights and finds the same numbers
+    (run / "eval" / "summary.json").unlink()
+    assert main(["evaluate", str(run)]) == 0
+    assert json.loads((run / "eval" / "summary.json").read_text()) == summary
+
+    capsys.readouterr()
+    resume = ["train", "memory_addition", "--run-dir", str(run), "--resume"]
+    assert main([*resume, "training.ema_decay=0.9"]) == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    assert "--resume cannot change training.ema_decay (trained with 0.5)" in error
+
+    assert main([*resume, "training.epochs=3"]) == 0
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["averaged_updates"] == 15
