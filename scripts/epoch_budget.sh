@@ -7,7 +7,8 @@
 #
 # RUN is the run directory, then the epoch budgets in increasing order, then the config and
 # overrides of `attnlab train` (without training.epochs or --run-dir). A stage already in
-# eval_at/ is skipped, so the script can be started again after an interruption.
+# eval_at/ is skipped, so the script can be started again after an interruption. A run with
+# training.ema_decay evaluates its averaged weights; its trained weights go to eval_at/epochN/trained/.
 set -euo pipefail
 run=${1:?usage: epoch_budget.sh RUN "N1 N2 ..." CONFIG [key=value ...]}
 budgets=${2:?usage: epoch_budget.sh RUN "N1 N2 ..." CONFIG [key=value ...]}
@@ -21,7 +22,11 @@ for n in $budgets; do
     else
         "$attnlab" train "$@" "training.epochs=$n" --run-dir "$run"
     fi
+    rm -rf "$run/eval_at/epoch$n.tmp"
     mkdir -p "$run/eval_at/epoch$n.tmp" && cp "$run"/eval/*.json "$run/eval_at/epoch$n.tmp/"
+    if [ -f "$run/checkpoints/trained.pt" ]; then  # training.ema_decay: the trained weights too
+        "$attnlab" evaluate "$run" --checkpoint trained --out "$run/eval_at/epoch$n.tmp/trained"
+    fi
     mv "$run/eval_at/epoch$n.tmp" "$run/eval_at/epoch$n"
     echo "$(date "+%F %T") budget $n: $(tr -d " \n" <"$run/eval_at/epoch$n/summary.json")"
 done

@@ -54,6 +54,22 @@ def test_epoch_budget_keeps_what_each_budget_would_have_given(tmp_path, tiny_mem
     assert (run / "metrics.jsonl").read_bytes() == before and "budget" not in result.stdout
 
 
+@needs_bash
+def test_epoch_budget_evaluates_the_trained_weights_of_a_run_that_averages_them(tmp_path, tiny_memory_addition):
+    overrides = [item for item in tiny_memory_addition if not item.startswith("training.epochs=")]
+    run = tmp_path / "averaged"
+    script = str(REPOSITORY / "scripts" / "epoch_budget.sh")
+    command = ["bash", script, str(run), "2", "memory_addition", *overrides, "training.ema_decay=0.5"]
+    env = {"ATTNLAB": str(ATTNLAB), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    subprocess.run(command, check=True, env=env, capture_output=True, text=True)
+    stage = run / "eval_at" / "epoch2"
+    assert _summary(stage) == _summary(run / "eval")  # the average, as the run evaluated it
+
+    plain = tmp_path / "plain"  # the same training without the average: its weights are the trained ones
+    assert main(["train", "memory_addition", *overrides, "training.epochs=2", "--run-dir", str(plain)]) == 0
+    assert _summary(stage / "trained") == _summary(plain / "eval") != _summary(stage)
+
+
 def _fake_run(run: Path, long5: float | None) -> None:
     """A run directory as a recipe leaves it: finished (``long5`` its headline seqAcc) or not."""
     (run / "checkpoints").mkdir(parents=True)

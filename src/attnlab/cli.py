@@ -29,6 +29,7 @@ from attnlab.experiments.registry import (
     train_or_resume,
 )
 from attnlab.experiments.runner import LOCK_FILE, add_seeds_argument, training_lock
+from attnlab.experiments.runs import CHECKPOINTS
 from attnlab.logs import LOG_FORMAT, log_to, log_to_run
 
 EXIT_USAGE = 2
@@ -384,7 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the results (the files of RUN_DIR/eval/) and evaluation.yaml to this folder "
         "instead of RUN_DIR/eval/; required with evaluation.* overrides",
     )
-    evaluate.add_argument("--checkpoint", choices=["best", "last"])
+    evaluate.add_argument(
+        "--checkpoint",
+        choices=CHECKPOINTS,
+        help="default: the run's evaluation.checkpoint; trained: a run with training.ema_decay, its "
+        "trained weights instead of their average",
+    )
     evaluate.add_argument("--device", default="auto")
     evaluate.set_defaults(handler=cmd_evaluate)
 
@@ -423,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--top-k", type=int, help="sample among the k most probable words only")
     generate.add_argument("--samples", type=int, default=1, help="independent continuations")
     generate.add_argument("--seed", type=int, default=0)
-    generate.add_argument("--checkpoint", choices=["best", "last"])
+    generate.add_argument("--checkpoint", choices=CHECKPOINTS)
     generate.add_argument("--device", default="auto")
     generate.add_argument("--out", help="also write the words and attention weights to this JSON file")
     generate.set_defaults(handler=cmd_generate)

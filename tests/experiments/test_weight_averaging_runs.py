@@ -35,3 +35,30 @@ def test_a_run_with_averaged_weights_evaluates_and_resumes_them(tmp_path, tiny_m
 
     assert main([*resume, "training.epochs=3"]) == 0
     assert load_checkpoint(run / "checkpoints" / "last.pt")["averaged_updates"] == 15
+
+
+def test_the_trained_weights_are_evaluated_on_request_and_only_where_a_run_kept_them(
+    tmp_path, tiny_memory_addition, capsys
+):
+    run = tmp_path / "run"
+    assert _train(run, tiny_memory_addition, "training.ema_decay=0.5", "training.epochs=2") == 0
+    trained = load_checkpoint(run / "checkpoints" / "trained.pt")
+    last = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert trained["epoch"] == 2 and "optimizer" not in trained
+    for name, value in trained["model"].items():
+        torch.testing.assert_close(value, last["training_model"][name], rtol=0, atol=0, msg=name)
+    averaged = json.loads((run / "eval" / "summary.json").read_text())
+
+    out = tmp_path / "trained"
+    assert main(["evaluate", str(run), "--checkpoint", "trained", "--out", str(out)]) == 0
+    assert json.loads((out / "summary.json").read_text())["test"]["mse"] != averaged["test"]["mse"]
+    assert json.loads((run / "eval" / "summary.json").read_text()) == averaged  # left alone
+
+    plain = tmp_path / "plain"
+    assert _train(plain, tiny_memory_addition) == 0
+    assert not (plain / "checkpoints" / "trained.pt").exists()
+    capsys.readouterr()
+    assert main(["evaluate", str(plain), "--checkpoint", "trained"]) == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    assert f"{plain} has no checkpoints/trained.pt: only a run with training.ema_decay" in error

@@ -16,6 +16,8 @@ Layout::
                              names of earlier versions)
       checkpoints/best.pt    lowest validation loss      (atomic writes)
       checkpoints/last.pt    end of the last epoch, with optimizer and RNG state, for resume
+      checkpoints/trained.pt with ``training.ema_decay`` (where the two above hold the average):
+                             the trained weights at the end of the last epoch
       eval/<test set>.json   metrics of one evaluation (the ``test/<test set>/<metric>`` names)
       eval/summary.json      all test sets of the last ``train``/``evaluate`` call on the run's own
                              test sets, test set → metric → value (what multiseed, sweeps, recipes
@@ -73,6 +75,9 @@ TRAINED_EPOCHS = "trained_epochs"
 records) when it was evaluated, whichever checkpoint was evaluated: the archive keeps the ``last.pt``
 of a finished run that has trained since."""
 
+CHECKPOINTS = ("best", "last", "trained")
+"""The checkpoints a run may be evaluated from (:meth:`RunDirectory.checkpoint`)."""
+
 RESUMABLE_KEYS = (
     "training.epochs",
     "training.patience",
@@ -113,9 +118,18 @@ class RunDirectory:
         return self.path / "plots"
 
     def checkpoint(self, which: str) -> Path:
-        if which not in ("best", "last"):
-            raise ConfigError(f"checkpoint must be 'best' or 'last', got {which!r}")
-        return self.checkpoints / f"{which}.pt"
+        """``checkpoints/<which>.pt``: ``best`` (lowest validation loss), ``last`` (the last
+        epoch's) or ``trained`` (a run with ``training.ema_decay``: the last epoch's trained weights,
+        where the other two hold averages)."""
+        if which not in CHECKPOINTS:
+            raise ConfigError(f"checkpoint must be one of {', '.join(CHECKPOINTS)}, got {which!r}")
+        path = self.checkpoints / f"{which}.pt"
+        if which == "trained" and not path.exists() and self.checkpoint("last").exists():
+            raise ConfigError(
+                f"{self.path} has no checkpoints/trained.pt: only a run with training.ema_decay keeps "
+                "its trained weights beside the averaged ones (best.pt and last.pt hold the weights)"
+            )
+        return path
 
     @property
     def resumes_file(self) -> Path:

@@ -117,8 +117,10 @@ class TrainingConfig:
     exponential moving average, Polyak & Juditsky 1992's averaging with a forgetting factor: about
     the last ``1 / (1 - d)`` updates count, 1,000 at 0.999). Validation, ``best.pt``, the
     ``model`` weights of ``last.pt`` and hence evaluation read the average; training goes on from
-    the weights themselves, which ``last.pt`` also keeps (``training_model``) for resuming. Buffers
-    are copied, not averaged. null: no averaging, the weights as trained."""
+    the weights themselves, which ``last.pt`` also keeps (``training_model``) for resuming, and
+    ``trained.pt`` holds as its ``model`` after every epoch, for evaluation (``attnlab evaluate
+    --checkpoint trained``). Buffers are copied, not averaged. null: no averaging, the weights as
+    trained."""
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -437,6 +439,11 @@ class Trainer:
     def best_checkpoint(self) -> Path:
         return self.run_dir / "checkpoints" / "best.pt"
 
+    @property
+    def trained_checkpoint(self) -> Path:
+        """With ``training.ema_decay``: the trained (not averaged) weights of the last epoch."""
+        return self.run_dir / "checkpoints" / "trained.pt"
+
     def resume(self) -> None:
         """Continue from ``last.pt`` (weights, optimizer, history, RNG state; within an epoch also
         the position in it and the task's carried state). Without ``last.pt`` (a run stopped
@@ -712,6 +719,8 @@ class Trainer:
         checkpoint = self._checkpoint(epochs_done)
         if improved:
             save_checkpoint(self.best_checkpoint, checkpoint)
+        if self.averaged is not None:
+            save_checkpoint(self.trained_checkpoint, {**checkpoint, "model": self.model.state_dict()})
         self._save_last(checkpoint)
         atomic_write_jsonl(self.run_dir / "metrics.jsonl", self.history)
 
