@@ -55,7 +55,9 @@ def test_epoch_budget_keeps_what_each_budget_would_have_given(tmp_path, tiny_mem
 
 
 @needs_bash
-def test_epoch_budget_evaluates_the_trained_weights_of_a_run_that_averages_them(tmp_path, tiny_memory_addition):
+def test_epoch_budget_evaluates_the_trained_weights_of_a_run_that_averages_them(
+    tmp_path, tiny_memory_addition
+):
     overrides = [item for item in tiny_memory_addition if not item.startswith("training.epochs=")]
     run = tmp_path / "averaged"
     script = str(REPOSITORY / "scripts" / "epoch_budget.sh")
