@@ -7,7 +7,7 @@
 #
 # RUN is the run directory, then the epoch budgets in increasing order, then the config and
 # overrides of `attnlab train` (without training.epochs or --run-dir). A stage already in
-# eval_at/ is skipped, so the script can be started again after an interruption. A run with
+# eval_at/ is skipped (it keeps the evaluation's records and predictions), so the script can be started again after an interruption. A run with
 # training.ema_decay evaluates its averaged weights; its trained weights go to eval_at/epochN/trained/.
 set -euo pipefail
 run=${1:?usage: epoch_budget.sh RUN "N1 N2 ..." CONFIG [key=value ...]}
@@ -24,6 +24,9 @@ for n in $budgets; do
     fi
     rm -rf "$run/eval_at/epoch$n.tmp"
     mkdir -p "$run/eval_at/epoch$n.tmp" && cp "$run"/eval/*.json "$run/eval_at/epoch$n.tmp/"
+    for predictions in "$run"/eval/*.tsv; do  # none for experiments that write no predictions
+        if [ -f "$predictions" ]; then cp "$predictions" "$run/eval_at/epoch$n.tmp/"; fi
+    done
     if [ -f "$run/checkpoints/trained.pt" ]; then  # training.ema_decay: the trained weights too
         "$attnlab" evaluate "$run" --checkpoint trained --out "$run/eval_at/epoch$n.tmp/trained"
     fi

@@ -72,6 +72,30 @@ def test_epoch_budget_evaluates_the_trained_weights_of_a_run_that_averages_them(
     assert _summary(stage / "trained") == _summary(plain / "eval") != _summary(stage)
 
 
+@needs_bash
+def test_epoch_budget_keeps_each_stage_s_predictions(tmp_path):
+    """Each stage keeps its evaluation's predictions beside its records (the next stage's evaluation
+    replaces the run's own), for analyses of the outputs at every budget."""
+    fake = tmp_path / "attnlab"  # trains nothing: writes the evaluation of a run at its budget
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'for arg in "$@"; do case $arg in --run-dir) take=1 ;; training.epochs=*) n=${arg#*=} ;;\n'
+        '  *) [ -n "${take:-}" ] && run=$arg && take= ;; esac; done\n'
+        'mkdir -p "$run/eval" && touch "$run/config.yaml"\n'
+        'echo "{\\"epochs\\": $n}" >"$run/eval/summary.json"\n'
+        'echo "source	prediction $n" >"$run/eval/test.predictions.tsv"\n'
+    )
+    fake.chmod(0o755)
+    run = tmp_path / "staged"
+    script = str(REPOSITORY / "scripts" / "epoch_budget.sh")
+    env = {"ATTNLAB": str(fake), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["bash", script, str(run), "1 2", "lookup"], check=True, env=env, capture_output=True)
+    for budget in (1, 2):
+        stage = run / "eval_at" / f"epoch{budget}"
+        assert _summary(stage) == {"epochs": budget}
+        assert (stage / "test.predictions.tsv").read_text() == f"source\tprediction {budget}\n"
+
+
 def _fake_run(run: Path, long5: float | None) -> None:
     """A run directory as a recipe leaves it: finished (``long5`` its headline seqAcc) or not."""
     (run / "checkpoints").mkdir(parents=True)

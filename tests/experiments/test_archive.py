@@ -39,6 +39,9 @@ def _campaign(root):
             os.utime(summary, ns=(checkpoint.st_atime_ns, checkpoint.st_mtime_ns + 1_000_000))
         (run / "eval_at" / "epoch1").mkdir(parents=True)
         (run / "eval_at" / "epoch1" / "summary.json").write_text("{}")
+        (run / "eval_at" / "epoch1" / "trained").mkdir()  # a run with training.ema_decay
+        (run / "eval_at" / "epoch1" / "trained" / "summary.json").write_text("{}")
+        (run / "eval_at" / "epoch1" / "trained" / "test.errors.json").write_text("{}")
     (root / "aggregate.md").write_text("| cell |\n")
 
 
@@ -54,6 +57,8 @@ def test_the_archive_keeps_what_reports_read_and_nothing_else(tmp_path, capsys):
     kept = _files(archive)
     assert {f"{run}/config.yaml", f"{run}/metrics.jsonl", f"{run}/eval/summary.json"} <= kept
     assert {f"{run}/resumes.jsonl", f"{run}/environment.jsonl", f"{run}/eval_at/epoch1/summary.json"} <= kept
+    trained = f"{run}/eval_at/epoch1/trained"  # a weight-averaging run's trained weights, evaluated
+    assert {f"{trained}/summary.json", f"{trained}/test.errors.json"} <= kept
     assert {"addition/t0_50/attention/race_seed0.json", "aggregate.md"} <= kept
     assert not any(name.endswith((".pt", ".log", ".tsv", ".png")) for name in kept)
     counted = {

@@ -355,12 +355,14 @@ ARCHIVED_FILES = (
     ENVIRONMENT_FILE,
     "eval/*.json",
     "eval_at/*/*.json",
+    "eval_at/*/trained/*.json",
     "race_seed*.json",
     "aggregate.*",
 )
 """What a report reads from a run tree (``attnlab archive`` keeps these, relative to a run or a
 sweep's or race's folder): each run's config, history, resumes, training environments and
-evaluations (with those kept per epoch budget by ``scripts/epoch_budget.sh``, and the counts of
+evaluations (with those kept per epoch budget by ``scripts/epoch_budget.sh``, a weight-averaging
+run's trained weights' among them, and the counts of
 wrong outputs by kind, ``eval/<test set>.errors.json``), a race's record and a sweep's aggregate.
 Checkpoints, logs, predictions and plots are left out."""
 
