@@ -116,7 +116,9 @@ def cmd_plot(args: argparse.Namespace) -> None:
     experiment = _run_experiment(args.run_dir)
     if args.steps is not None and not experiment.supports(Capability.PLOT_STEPS):
         raise ConfigError(f"--steps applies to {_runs_with(Capability.PLOT_STEPS)} runs only")
-    request = PlotRequest(args.test_set, args.data, tuple(args.index), args.device, args.steps)
+    request = PlotRequest(
+        args.test_set, args.data, tuple(args.index), args.device, args.steps, args.checkpoint
+    )
     for path in experiment.plot_run(args.run_dir, request):
         print(path)
 
@@ -414,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--index", type=int, nargs="+", default=[0], help="example (language models: document) indices"
     )
     plot.add_argument("--steps", type=int, help="language-model runs: words per heatmap (default 40)")
+    plot.add_argument(
+        "--checkpoint",
+        choices=CHECKPOINTS,
+        help="default: the run's evaluation.checkpoint; another one's attention plots go to "
+        "RUN_DIR/plots/<checkpoint>/",
+    )
     plot.add_argument("--device", default="auto")
     plot.set_defaults(handler=cmd_plot)
 

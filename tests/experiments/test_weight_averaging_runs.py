@@ -62,3 +62,21 @@ def test_the_trained_weights_are_evaluated_on_request_and_only_where_a_run_kept_
     error = capsys.readouterr().err
     assert "Traceback" not in error
     assert f"{plain} has no checkpoints/trained.pt: only a run with training.ema_decay" in error
+
+
+def test_the_trained_weights_are_plotted_beside_the_average(tmp_path, tiny_memory_addition, capsys):
+    run = tmp_path / "run"
+    assert _train(run, tiny_memory_addition, "training.ema_decay=0.5", "training.epochs=2") == 0
+    assert main(["plot", str(run), "--index", "1", "--device", "cpu"]) == 0
+    averaged = (run / "plots" / "attention_test_1.png").read_bytes()
+    assert main(["plot", str(run), "--index", "1", "--checkpoint", "trained", "--device", "cpu"]) == 0
+    trained = run / "plots" / "trained" / "attention_test_1.png"
+    assert trained.read_bytes() != averaged  # other weights, other attention
+    assert (run / "plots" / "attention_test_1.png").read_bytes() == averaged  # left alone
+
+    plain = tmp_path / "plain"
+    assert _train(plain, tiny_memory_addition) == 0
+    capsys.readouterr()
+    assert main(["plot", str(plain), "--checkpoint", "trained", "--device", "cpu"]) == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and f"{plain} has no checkpoints/trained.pt" in error

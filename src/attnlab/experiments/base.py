@@ -65,6 +65,14 @@ class PlotRequest:
     device_name: str = "auto"
     steps: int | None = None
     """Steps per plot (only with :attr:`Capability.PLOT_STEPS`; ``None``: the experiment's default)."""
+    checkpoint: str | None = None
+    """``best``, ``last`` or ``trained`` (:data:`~attnlab.experiments.runs.CHECKPOINTS`; ``None``:
+    the run's evaluation checkpoint, whose plots go to ``plots/``); a named checkpoint's attention
+    plots go to ``plots/<checkpoint>/``, so that they do not replace the evaluated model's."""
+
+    def attention_folder(self, plots_dir: Path) -> Path:
+        """Where this request's attention plots go, given the run's ``plots/`` folder."""
+        return plots_dir if self.checkpoint is None else plots_dir / self.checkpoint
 
 
 @dataclass(frozen=True)

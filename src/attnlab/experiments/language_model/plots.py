@@ -64,18 +64,18 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     steps = DEFAULT_STEPS if request.steps is None else request.steps
     if steps < 2:
         raise ConfigError(f"--steps must be >= 2, got {steps}")
-    trained = load_trained(lm.EXPERIMENT, run_dir, request.device_name)
+    trained = load_trained(lm.EXPERIMENT, run_dir, request.device_name, request.checkpoint)
     run, config = trained.run, trained.config
     model, vocabulary, _ = trained.loaded
     written = []
     if model.attention is not None:
         name, documents = _documents(config, vocabulary, request.test_set, request.data_file)
         for index in check_plot_indices(list(request.indices), len(documents), name, "documents"):
-            path = run.plots_dir / f"attention_{name}_{index}.png"
+            path = request.attention_folder(run.plots_dir) / f"attention_{name}_{index}.png"
             title = f"{model.variant} (L={model.window}), {name} document {index}"
             written.append(plot_document_attention(model, vocabulary, documents[index][:steps], path, title))
     attention_file = run.eval_dir / "attention.json"
-    if attention_file.is_file():
+    if attention_file.is_file() and request.checkpoint is None:  # the evaluated checkpoint's
         written.append(
             _plot_attention_by_position(json.loads(attention_file.read_text()), run.plots_dir, model)
         )

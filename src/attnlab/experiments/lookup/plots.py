@@ -14,7 +14,6 @@ from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.lookup import experiment as lookup
 from attnlab.experiments.registry import check_plot_indices
-from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.seq2seq_common import decoded_cross_attention_maps
 from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.plotting import (
@@ -34,7 +33,7 @@ ATTENTION_VARIABLES = ("content_attention", "location_attention")
 
 def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     """Plot the decoded attention of some examples and the training curves; returns the files."""
-    trained = load_trained(lookup.EXPERIMENT, run_dir, request.device_name)
+    trained = load_trained(lookup.EXPERIMENT, run_dir, request.device_name, request.checkpoint)
     run, config = trained.run, trained.config
     model, source_vocab, target_vocab = trained.loaded
     name, examples = _examples(config, request.test_set, request.data_file)
@@ -47,9 +46,10 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
         decoding_budget(batch.source.size(1), config.evaluation.max_length),
     )
     heads = decoded_cross_attention_maps(model, batch.source, batch.source_padding_mask, decoded)
+    folder = request.attention_folder(run.plots_dir)
     written = []
     for row, (index, example) in enumerate(zip(indices, chosen)):
-        written += _plot_example(run, name, index, example, decoded, row, target_vocab, heads)
+        written += _plot_example(folder, name, index, example, decoded, row, target_vocab, heads)
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
     written += [curves] if curves else []
     return written
@@ -74,7 +74,7 @@ def _choose(examples: list[Seq2SeqExample], indices: list[int], name: str) -> li
 
 
 def _plot_example(
-    run: RunDirectory,
+    folder: Path,
     name: str,
     index: int,
     example: Seq2SeqExample,
@@ -90,7 +90,7 @@ def _plot_example(
     source_tokens = list(example.source)
     attention = decoded.attention[row, :steps, : len(source_tokens)].cpu().numpy()
     gold = list(example.attention[:steps]) if example.attention else None
-    stem = run.plots_dir / f"{name}_{index}"
+    stem = folder / f"{name}_{index}"
     written = [
         plot_attention_heatmap(
             attention,

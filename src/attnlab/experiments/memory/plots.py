@@ -26,14 +26,14 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     """Attention over time for test sequences ``request.indices``, and the training curves."""
     if request.test_set is not None or request.data_file is not None:
         raise ConfigError("--test-set and --data do not apply to memory runs (one generated test set)")
-    trained = load_trained(memory.EXPERIMENT, run_dir, request.device_name)  # the model evaluated: last
+    trained = load_trained(memory.EXPERIMENT, run_dir, request.device_name, request.checkpoint)
     run, config, model = trained.run, trained.config, trained.loaded
     batches = memory.test_set(config.data, trained.device)
     size = sum(len(batch.targets) for batch in batches)
     written = []
     for index in check_plot_indices(list(request.indices), size, "the test set", "sequences"):
         batch = batches[index // config.data.eval_batch_size]
-        path = run.plots_dir / f"attention_test_{index}.png"
+        path = request.attention_folder(run.plots_dir) / f"attention_test_{index}.png"
         written.append(_plot_sequence(model, batch, index % config.data.eval_batch_size, index, path))
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
     written += [curves] if curves else []

@@ -60,15 +60,16 @@ def plot_attention(
 def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     """Heatmaps for examples ``request.indices`` of a test set (default: the run's first) or of an
     ``IN: … OUT: …`` file, and the training curves; returns the files written."""
-    run, config, model, vocabularies = _load(run_dir, request.device_name)
+    run, config, model, vocabularies = _load(run_dir, request.device_name, request.checkpoint)
     name, examples = _examples(config, request.test_set, request.data_file)
     written = []
     for index in check_plot_indices(list(request.indices), len(examples), name):
-        path = run.plots_dir / f"attention_{name}_{index}.png"
+        path = request.attention_folder(run.plots_dir) / f"attention_{name}_{index}.png"
         example = examples[index]
         written += _plot_command(model, vocabularies, config, example.source, path, example.target)
     if isinstance(model, SyntacticAttentionSeq2Seq) and model.translates_words_alone:
-        written.append(plot_word_translations(model, vocabularies, run.plots_dir / "translations.png"))
+        translations = request.attention_folder(run.plots_dir) / "translations.png"
+        written.append(plot_word_translations(model, vocabularies, translations))
     curves = plot_run_history(run.metrics_file, run.plots_dir / "training_curves.png")
     written += [curves] if curves else []
     return written
@@ -104,9 +105,9 @@ def plot_word_translations(
 
 
 def _load(
-    run_dir: str | Path, device_name: str
+    run_dir: str | Path, device_name: str, checkpoint: str | None = None
 ) -> tuple[RunDirectory, experiment.ScanExperimentConfig, StepwiseSeq2Seq, tuple[Vocabulary, Vocabulary]]:
-    trained = load_trained(experiment.EXPERIMENT, run_dir, device_name)
+    trained = load_trained(experiment.EXPERIMENT, run_dir, device_name, checkpoint)
     model, source_vocab, target_vocab = trained.loaded
     return trained.run, trained.config, model, (source_vocab, target_vocab)
 
