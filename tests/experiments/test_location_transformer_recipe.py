@@ -421,10 +421,11 @@ def test_length_cells_show_exact_match_by_the_longest_sentence(tmp_path):
     assert "scan_cutoffs · 26," not in table and "addprim_jump" not in table
 
 
-def _stage(out, name, seed, epochs, seq_acc, given):
-    """Write what ``scripts/epoch_budget.sh`` keeps of a run's evaluation after ``epochs``."""
-    stage = out / recipe.BUDGET_RUNS / name / f"seed{seed}" / "eval_at" / f"epoch{epochs}"
-    stage.mkdir(parents=True)
+def _stage(out, name, seed, epochs, seq_acc, given, folder="."):
+    """Write what ``scripts/epoch_budget.sh`` keeps of a run's evaluation after ``epochs`` (``folder``
+    ``trained``: of a weight-averaging run's trained weights)."""
+    stage = out / recipe.BUDGET_RUNS / name / f"seed{seed}" / "eval_at" / f"epoch{epochs}" / folder
+    stage.mkdir(parents=True, exist_ok=True)
     (stage / "test.json").write_text(json.dumps({"seq_acc": seq_acc, "seq_acc_given_length": given}))
 
 
@@ -435,6 +436,8 @@ def test_runs_trained_in_budget_stages_get_a_row_and_a_column_per_budget(tmp_pat
     _stage(tmp_path, "universal", 0, 50, 0.0, 38.04)
     _stage(tmp_path, "universal", 0, 200, 78.54, 93.79)
     _stage(tmp_path, "layered", 1, 100, 15.0, 38.9)
+    _stage(tmp_path, "averaged", 0, 50, 27.7, 85.4)  # training.ema_decay: the average ...
+    _stage(tmp_path, "averaged", 0, 50, 72.6, 94.7, folder="trained")  # ... and the trained weights
     metrics = tmp_path / recipe.BUDGET_RUNS / "universal" / "seed0" / "metrics.jsonl"
     records = (json.dumps({"epoch": epoch, "seconds": 45.0}) for epoch in range(1, 206))
     metrics.write_text("".join(record + "\n" for record in records))
@@ -446,6 +449,8 @@ def test_runs_trained_in_budget_stages_get_a_row_and_a_column_per_budget(tmp_pat
     cells = [[cell.strip() for cell in line.split("|")] for line in lines]
     assert cells[0] == ["", "epochs trained", "50 epochs", "100 epochs", "200 epochs"]
     assert cells[2:] == [
+        ["averaged · seed0 · average", "0", "27.7 (85.4)", "", ""],
+        ["averaged · seed0 · trained", "0", "72.6 (94.7)", "", ""],
         ["layered · seed1", "0", "", "15.0 (38.9)", ""],
         ["universal · seed0", "205", "0.0 (38.0)", "", "78.5 (93.8)"],
     ]

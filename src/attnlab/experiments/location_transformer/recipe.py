@@ -647,12 +647,19 @@ et al. 2021's protocol (``scan_transformer_csordas2021``, the last weights evalu
 variants, trained outside the sweeps (docs/results.md, issue 28, sessions 37–57)."""
 
 
+TRAINED_STAGE = "trained"
+"""The folder of a budget stage (``eval_at/epoch<N>/``) where ``scripts/epoch_budget.sh`` keeps the
+evaluation of a weight-averaging run's trained weights (``checkpoints/trained.pt``)."""
+
+
 def budget_table(out_dir: Path) -> str:
     """Rows: the runs under ``out_dir/``:data:`BUDGET_RUNS` (``<name> · seed<k>``); columns: the
     epochs each has trained so far, then every budget ``N`` any of them was evaluated at; a cell
     is the test exact match after ``N`` epochs with the output length given in brackets, from
-    ``eval_at/epoch<N>/test.json``. A record that is not such JSON is a :class:`ConfigError`
-    naming the file."""
+    ``eval_at/epoch<N>/test.json``. A run that averages its weights (``training.ema_decay``) has
+    two rows: ``· average`` (those records, the average evaluated) and ``· trained`` (its trained
+    weights, ``eval_at/epoch<N>/trained/test.json``, what Csordás et al. evaluate). A record that
+    is not such JSON is a :class:`ConfigError` naming the file."""
     runs = sorted(path for path in (out_dir / BUDGET_RUNS).glob("*/seed*") if (path / "eval_at").is_dir())
     stages = {
         int(stage.name.removeprefix("epoch"))
@@ -666,12 +673,18 @@ def budget_table(out_dir: Path) -> str:
     columns = ["epochs trained", *(f"{budget} epochs" for budget in budgets)]
     rows: dict[str, dict[str, str]] = {}
     for run in runs:
-        row = {"epochs trained": str(RunDirectory(run).trained_epochs())}
-        for budget in budgets:
-            record = run / "eval_at" / f"epoch{budget}" / "test.json"
-            if record.is_file():
-                row[f"{budget} epochs"] = _stage_text(record)
-        rows[f"{run.parent.name} · {run.name}"] = row
+        epochs = str(RunDirectory(run).trained_epochs())
+        label = f"{run.parent.name} · {run.name}"
+        averaged = any((run / "eval_at").glob(f"epoch*/{TRAINED_STAGE}/test.json"))
+        for suffix, folder in (
+            ((" · average", "."), (" · trained", TRAINED_STAGE)) if averaged else (("", "."),)
+        ):
+            row = {"epochs trained": epochs}
+            for budget in budgets:
+                record = run / "eval_at" / f"epoch{budget}" / folder / "test.json"
+                if record.is_file():
+                    row[f"{budget} epochs"] = _stage_text(record)
+            rows[label + suffix] = row
     return format_table(rows, columns, markdown=True)
 
 
@@ -718,8 +731,9 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         sentence_table(found),
         "### Reference points (attnlab's recurrent models; published numbers marked theirs)",
         reference_table(),
-        "### Csordás et al. 2021's protocol (`scan_transformer_csordas2021`, the last weights), "
-        "trained in budget stages: test exact match (%) after N epochs (with the length given)",
+        "### Csordás et al. 2021's protocol (`scan_transformer_csordas2021`, the last weights; with "
+        "`training.ema_decay` their average and the trained weights, a row each), trained in budget "
+        "stages: test exact match (%) after N epochs (with the length given)",
         budget_table(out_dir),
         "### How the wrong outputs are wrong (headline test set, summed over each cell's seeds)",
         error_table(out_dir, found),
