@@ -497,8 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     archive.add_argument(
         "--unfinished-checkpoints",
         action="store_true",
-        help="also keep checkpoints/last.pt of the runs that have not finished, so they resume from "
-        "the archive (for small models)",
+        help="also keep the checkpoints (last.pt; best.pt and trained.pt where there) of the runs that "
+        "have not finished, so they resume from the archive and are evaluated as their config says",
     )
     archive.set_defaults(handler=cmd_archive)
 

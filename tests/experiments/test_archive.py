@@ -27,6 +27,7 @@ def _campaign(root):
         (run / "config.yaml").write_text("data:\n  padding: pooled\n")
         (run / "checkpoints").mkdir()
         (run / "checkpoints" / "last.pt").write_bytes(b"\0" * 1000)
+        (run / "checkpoints" / "best.pt").write_bytes(b"\1" * 1000)  # the checkpoint evaluation reads
         (run / "train.log").write_text("epoch 1/1\n")
         (run / "eval" / "test.predictions.tsv").write_text(PREDICTIONS)
         (run / "plots").mkdir()
@@ -150,7 +151,9 @@ def test_archived_checkpoints_of_unfinished_runs_and_only_those(tmp_path):
     (unfinished / "eval" / "summary.json").unlink()
     assert main(["archive", str(source), str(archive), "--unfinished-checkpoints"]) == 0
     checkpoints = {name for name in _files(archive) if name.endswith(".pt")}
-    assert checkpoints == {"addition/t0_50/attention/lr0.01/seed0/checkpoints/last.pt"}
+    run = "addition/t0_50/attention/lr0.01/seed0/checkpoints"
+    assert checkpoints == {f"{run}/last.pt", f"{run}/best.pt"}  # best.pt: a config may evaluate it
+    assert (archive / run / "best.pt").read_bytes() == (unfinished / "checkpoints" / "best.pt").read_bytes()
     (unfinished / "eval" / "summary.json").write_text("{}")  # it finished since
     (unfinished / "eval" / "test.json").write_text(json.dumps({"trained_epochs": 1}))
     main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
@@ -179,7 +182,7 @@ def test_a_finished_run_trained_again_since_its_evaluation_keeps_its_checkpoint(
     resumed = source / RESUMED
     last, summary = resumed / "checkpoints" / "last.pt", resumed / "eval" / "summary.json"
     checkpoints = {name for name in _files(archive) if name.endswith(".pt")}
-    assert checkpoints == {"multiplication/t0_10000/mean/lr0.001/seed0/checkpoints/last.pt"}
+    assert checkpoints == {f"{RESUMED}/checkpoints/last.pt", f"{RESUMED}/checkpoints/best.pt"}
     evaluated = {"test": {"accuracy": 70.25}, "trained_epochs": 2}  # evaluated again, as now recorded
     (resumed / "eval" / "test.json").write_text(json.dumps(evaluated))
     os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))
@@ -202,7 +205,8 @@ def test_an_archived_checkpoint_whose_run_records_no_epochs_survives_a_copy_that
     summary = restored / RESUMED / "eval" / "summary.json"
     os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))
     assert main(["archive", str(restored), str(archive), "--unfinished-checkpoints"]) == 0
-    assert {name for name in _files(archive) if name.endswith(".pt")} == {archived}
+    best = f"{RESUMED}/checkpoints/best.pt"
+    assert {name for name in _files(archive) if name.endswith(".pt")} == {archived, best}
 
 
 def test_which_finished_runs_trained_since_their_evaluation_reads_no_file_times(tmp_path):
@@ -225,7 +229,7 @@ def test_which_finished_runs_trained_since_their_evaluation_reads_no_file_times(
     os.utime(summary, ns=(summary.stat().st_atime_ns, last.stat().st_mtime_ns + 1_000_000))
     main(["archive", str(copy), str(tmp_path / "results"), "--unfinished-checkpoints"])
     archived = {name for name in _files(tmp_path / "results") if name.endswith(".pt")}
-    assert archived == {"seed0/checkpoints/last.pt"}
+    assert archived == {"seed0/checkpoints/last.pt", "seed0/checkpoints/best.pt"}
     shutil.rmtree(copy / "seed0" / "eval")
     shutil.copytree(evaluated_at_epoch3, copy / "seed0" / "eval")
     os.utime(last, ns=(last.stat().st_atime_ns, summary.stat().st_mtime_ns + 1_000_000))

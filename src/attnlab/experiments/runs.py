@@ -398,16 +398,18 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     held a campaign can be lost with them. The archive is small enough to keep with the project,
     and a recipe's ``--report-only`` pointed at it rebuilds the same tables and figures; copied back
     into a fresh run tree it lets the recipe skip the finished runs. With
-    ``unfinished_checkpoints``, the ``checkpoints/last.pt`` of every run that has not finished
-    (no ``eval/summary.json``) is kept too, so that it resumes exactly where it was archived (worth
-    it where checkpoints are small: Raffel & Ellis's network's is 143 KB), and so is that of a
-    finished run that has trained since its evaluation (more epochs in its ``metrics.jsonl`` than its
-    evaluation records, :func:`_trained_since_evaluated`: a learning-rate race resumes the rates it
-    keeps with more epochs, and their summaries are those of the last round); the archived
-    ``last.pt`` of a run that has since finished is deleted, but only where its evaluation records
-    its epochs: for a run evaluated before evaluations recorded them only file times can tell (its
-    ``last.pt`` newer than its summary is copied), and a checkout or copy of the run tree reorders
-    them, so its archived ``last.pt`` is never deleted rather than lose a run that could resume.
+    ``unfinished_checkpoints``, the checkpoints of every run that has not finished (no
+    ``eval/summary.json``) are kept too (:data:`CHECKPOINTS`: ``last.pt``, and ``best.pt`` and
+    ``trained.pt`` where the run has them), so that it resumes exactly where it was archived and is
+    evaluated from the checkpoint its config names (worth it where checkpoints are small: Raffel &
+    Ellis's network's is 143 KB), and so are those of a finished run that has trained since its
+    evaluation (more epochs in its ``metrics.jsonl`` than its evaluation records,
+    :func:`_trained_since_evaluated`: a learning-rate race resumes the rates it keeps with more
+    epochs, and their summaries are those of the last round); the archived checkpoints of a run
+    that has since finished are deleted, but only where its evaluation records its epochs: for a
+    run evaluated before evaluations recorded them only file times can tell (its ``last.pt`` newer
+    than its summary is copied), and a checkout or copy of the run tree reorders them, so its
+    archived checkpoints are never deleted rather than lose a run that could resume.
     Nothing else is deleted. A predictions file without its errors file beside it (evaluated before
     evaluation wrote one), or with one written before errors files counted the wrong outputs of one
     target word
@@ -423,10 +425,12 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     if unfinished_checkpoints:
         for run in [RunDirectory(path.parent) for path in kept if path.name == "config.yaml"]:
             last = run.checkpoint("last")
+            checkpoints = [run.checkpoints / f"{which}.pt" for which in CHECKPOINTS]
             if run_status(run.path) == "done":
                 trained = _trained_since_evaluated(run)
                 if trained is False:
-                    (destination / last.relative_to(source)).unlink(missing_ok=True)
+                    for checkpoint in checkpoints:
+                        (destination / checkpoint.relative_to(source)).unlink(missing_ok=True)
                     continue
                 # No record of its epochs: only file times tell, which a copy reorders, so the
                 # archived last.pt is replaced when this one looks newer and never deleted.
@@ -434,8 +438,7 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
                     last.is_file() and last.stat().st_mtime_ns > (run.path / SUMMARY_FILE).stat().st_mtime_ns
                 ):
                     continue
-            if last.is_file():
-                kept.add(last)
+            kept.update(checkpoint for checkpoint in checkpoints if checkpoint.is_file())
     counted = [
         path
         for path in source.rglob(f"eval/*{PREDICTIONS_SUFFIX}")
