@@ -96,6 +96,34 @@ def test_epoch_budget_keeps_each_stage_s_predictions(tmp_path):
         assert (stage / "test.predictions.tsv").read_text() == f"source\tprediction {budget}\n"
 
 
+@needs_bash
+def test_archive_every_archives_with_checkpoints_each_round_and_goes_on_after_a_failed_one(tmp_path):
+    fake = tmp_path / "attnlab"  # records its arguments; the first round fails
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'echo "$*" >>"$CALLS"\n'
+        '[ "$(wc -l <"$CALLS")" -gt 1 ] || { echo "no such tree" >&2; exit 2; }\n'
+    )
+    fake.chmod(0o755)
+    calls, logs = tmp_path / "calls.txt", tmp_path / "logs"
+    env = {"ATTNLAB": str(fake), "PATH": "/usr/bin:/bin", "CALLS": str(calls), "LANES": str(logs)}
+    script = str(REPOSITORY / "scripts" / "archive_every.sh")
+    subprocess.run(
+        ["bash", script, "0", "/runs/tree", "results/tree"],
+        check=True,
+        env={**env, "ARCHIVE_ROUNDS": "3"},
+        timeout=60,
+    )
+    assert calls.read_text().splitlines() == ["archive /runs/tree results/tree --unfinished-checkpoints"] * 3
+    log = (logs / "archive_every.log").read_text()
+    assert "no such tree" in log
+    assert [line.split()[3] for line in log.splitlines() if " archive rc=" in line] == [
+        "rc=2",
+        "rc=0",
+        "rc=0",
+    ]
+
+
 def _fake_run(run: Path, long5: float | None) -> None:
     """A run directory as a recipe leaves it: finished (``long5`` its headline seqAcc) or not."""
     (run / "checkpoints").mkdir(parents=True)
