@@ -425,6 +425,8 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     if unfinished_checkpoints:
         for run in [RunDirectory(path.parent) for path in kept if path.name == "config.yaml"]:
             last = run.checkpoint("last")
+            # not run.checkpoint(which): it refuses "trained" for a run without one, and here a
+            # checkpoint the run does not have is simply not copied
             checkpoints = [run.checkpoints / f"{which}.pt" for which in CHECKPOINTS]
             if run_status(run.path) == "done":
                 trained = _trained_since_evaluated(run)

@@ -676,9 +676,8 @@ def budget_table(out_dir: Path) -> str:
         epochs = str(RunDirectory(run).trained_epochs())
         label = f"{run.parent.name} · {run.name}"
         averaged = any((run / "eval_at").glob(f"epoch*/{TRAINED_STAGE}/test.json"))
-        for suffix, folder in (
-            ((" · average", "."), (" · trained", TRAINED_STAGE)) if averaged else (("", "."),)
-        ):
+        weights = ((" · average", "."), (" · trained", TRAINED_STAGE)) if averaged else (("", "."),)
+        for suffix, folder in weights:
             row = {"epochs trained": epochs}
             for budget in budgets:
                 record = run / "eval_at" / f"epoch{budget}" / folder / "test.json"
