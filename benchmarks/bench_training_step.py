@@ -25,11 +25,21 @@ warm-up is then a whole round, so that compiling (for every batch shape) is not 
 ``--relative-per-pair NAME`` gives that variant's relative (Shaw) self-attention the bias as it was
 computed before session 43, from a ``[B, Q, K, D]`` tensor of each pair's distance embedding,
 instead of each query's scores against the table of distances.
+
+``--xl-queries-projected NAME`` gives that variant's Transformer-XL self-attention its position term
+as it was computed before session 62: each query projected into the encodings' width,
+``(W_R,h^T (q_i + v_h))^T R``, instead of the encodings projected into the heads',
+``(q_i + v_h)^T (W_R R)``; the same scores, e.g.::
+
+    .venv/bin/python benchmarks/bench_training_step.py --config scan_transformer_csordas2021 \
+        --variant "encodings projected: " --variant "queries projected: " \
+        --xl-queries-projected "queries projected" model.transformer.universal=true
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import time
 import types
@@ -38,7 +48,7 @@ from typing import Any
 
 import torch
 
-from attnlab.attention.positions import SelfAttentionPositions
+from attnlab.attention.positions import SelfAttentionPositions, sinusoidal_encoding
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.models.transformer import CrossAttention
 from attnlab.training.trainer import make_optimizer
@@ -110,6 +120,47 @@ def use_per_pair_relative_bias(model: torch.nn.Module) -> None:
         layer._relative_bias = types.MethodType(per_pair_relative_bias, layer)  # type: ignore[method-assign]
 
 
+def queries_projected_transformer_xl_bias(
+    scheme: SelfAttentionPositions,
+    query: torch.Tensor,
+    query_positions: torch.Tensor,
+    key_positions: torch.Tensor,
+    keys: torch.Tensor,
+) -> torch.Tensor:
+    """Dai et al.'s ``u^T k_j + (q_i + v)^T W_R R_{i-j}`` (scaled) as attnlab computed it before
+    session 62: each query projected into the encodings' width, then scored against them."""
+    heads, dim = scheme.content_bias.shape
+    content = torch.einsum("hd,bhkd->bhk", scheme.content_bias, keys).unsqueeze(2)
+    offsets = (query_positions.unsqueeze(-1) - key_positions.unsqueeze(-2)).to(query.dtype)
+    distinct, index = torch.unique(offsets, return_inverse=True)
+    weight = scheme.position_layer.weight.view(heads, dim, scheme.encoding_dim)
+    projected = torch.einsum("bhqd,hde->bhqe", query + scheme.position_bias.unsqueeze(1), weight)
+    by_offset = projected @ sinusoidal_encoding(distinct, scheme.encoding_dim).T  # [B, H, Q, N]
+    position = by_offset.gather(-1, index.unsqueeze(1).expand(-1, heads, -1, -1))
+    return (content + position) / math.sqrt(dim)
+
+
+def use_queries_projected_transformer_xl_bias(model: torch.nn.Module) -> None:
+    """Give every Transformer-XL self-attention layer of ``model``
+    :func:`queries_projected_transformer_xl_bias`."""
+    layers = [
+        m for m in model.modules() if isinstance(m, SelfAttentionPositions) and m.scheme == "transformer_xl"
+    ]
+    if not layers:
+        raise SystemExit("--xl-queries-projected: the variant's model has no Transformer-XL self-attention")
+    heads, dim = layers[0].content_bias.shape
+    query, keys = torch.randn(2, heads, 7, dim), torch.randn(2, heads, 9, dim)
+    positions = torch.arange(9.0).expand(2, 9)
+    torch.testing.assert_close(  # the same scores as the layer's own
+        queries_projected_transformer_xl_bias(layers[0], query, positions[:, 2:], positions, keys),
+        layers[0].score_bias(query, positions[:, 2:], positions, keys),
+    )
+    for layer in layers:
+        layer._transformer_xl_bias = types.MethodType(  # type: ignore[method-assign]
+            queries_projected_transformer_xl_bias, layer
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", required=True)
@@ -131,6 +182,12 @@ def main() -> None:
         default=[],
         help="a variant NAME whose relative self-attention builds each pair's distance embedding",
     )
+    parser.add_argument(
+        "--xl-queries-projected",
+        action="append",
+        default=[],
+        help="a variant NAME whose Transformer-XL self-attention projects the queries, not the encodings",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value for every variant")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -142,6 +199,7 @@ def main() -> None:
         ("--compiled", args.compiled),
         ("--shift-heads-apart", args.shift_heads_apart),
         ("--relative-per-pair", args.relative_per_pair),
+        ("--xl-queries-projected", args.xl_queries_projected),
     ):
         unknown = sorted(set(names) - {variant.name for variant in variants})
         if unknown:
@@ -151,6 +209,8 @@ def main() -> None:
             run_shift_heads_apart(variant.model)
         if variant.name in args.relative_per_pair:
             use_per_pair_relative_bias(variant.model)
+        if variant.name in args.xl_queries_projected:
+            use_queries_projected_transformer_xl_bias(variant.model)
     for variant in variants:  # warm-up: first calls allocate and pick kernels (and compile)
         if variant.name in args.compiled:
             variant.model = torch.compile(variant.model, dynamic=True)  # type: ignore[assignment]

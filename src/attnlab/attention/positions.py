@@ -205,10 +205,12 @@ class SelfAttentionPositions(nn.Module):
         """Dai et al.'s terms (b) + (c) + (d): ``u^T k_j + (q_i + v)^T W_R R_{i-j}``, scaled.
 
         ``R`` is encoded once per distinct offset ``i - j`` (a table of ``N`` rows; integer
-        positions give ``N <= Q + K - 1``) and each pair's term is gathered from the queries' scores
-        against that table, so no ``[B, Q, K, E]`` tensor of encodings is built. Same numbers; an
-        update of ``scan_transformer_csordas2021`` took 1.50× the CPU time of its sinusoidal twin
-        with the per-pair encodings and 1.25× with the table (docs/results.md, issue 28, session 28)."""
+        positions give ``N <= Q + K - 1``) and projected, ``W_R R`` (``[N, H, D]``, as Dai et al.'s
+        code projects its ``r``), each query is scored against that table and each pair's term is
+        gathered from those scores, so no ``[B, Q, K, E]`` tensor of encodings is built. Same
+        numbers. Until session 62 the queries were projected into the encodings' width instead,
+        ``(W_R,h^T (q_i + v_h))^T R``: ``E / D`` (8 at SCAN's sizes) times the arithmetic for the
+        same scores (``benchmarks/bench_training_step.py --xl-queries-projected``)."""
         heads, dim = self.content_bias.shape
         content = torch.einsum("hd,bhkd->bhk", self.content_bias, keys).unsqueeze(2)  # [B, H, 1, K]
         offsets = (query_positions.unsqueeze(-1) - key_positions.unsqueeze(-2)).to(query.dtype)  # i - j
@@ -218,11 +220,10 @@ class SelfAttentionPositions(nn.Module):
             index = (offsets - low).long()  # [B, Q, K]
         else:
             distinct, index = torch.unique(offsets, return_inverse=True)
-        encodings = sinusoidal_encoding(distinct, self.encoding_dim)  # [N, E]
-        # z_hi = W_R,h^T (q_hi + v_h), so that z_hi^T R = (q_hi + v_h)^T W_R,h R: no [B, Q, K, H, D]
-        weight = self.position_layer.weight.view(heads, dim, self.encoding_dim)
-        z = torch.einsum("bhqd,hde->bhqe", query + self.position_bias.unsqueeze(1), weight)
-        by_offset = z @ encodings.T  # [B, H, Q, N]
+        encodings = self.position_layer(sinusoidal_encoding(distinct, self.encoding_dim))  # W_R R
+        by_offset = torch.einsum(  # [B, H, Q, N]
+            "bhqd,nhd->bhqn", query + self.position_bias.unsqueeze(1), encodings.view(-1, heads, dim)
+        )
         position = _pair_scores(by_offset, index)
         return (content + position) / math.sqrt(dim)
 
