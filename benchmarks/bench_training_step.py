@@ -48,7 +48,12 @@ from typing import Any
 
 import torch
 
-from attnlab.attention.positions import SelfAttentionPositions, sinusoidal_encoding
+from attnlab.attention.positions import (
+    SelfAttentionPositions,
+    distinct_offsets,
+    pair_scores,
+    sinusoidal_encoding,
+)
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.models.transformer import CrossAttention
 from attnlab.training.trainer import make_optimizer
@@ -131,13 +136,11 @@ def queries_projected_transformer_xl_bias(
     session 62: each query projected into the encodings' width, then scored against them."""
     heads, dim = scheme.content_bias.shape
     content = torch.einsum("hd,bhkd->bhk", scheme.content_bias, keys).unsqueeze(2)
-    offsets = (query_positions.unsqueeze(-1) - key_positions.unsqueeze(-2)).to(query.dtype)
-    distinct, index = torch.unique(offsets, return_inverse=True)
+    distinct, index = distinct_offsets(query_positions, key_positions, query.dtype)
     weight = scheme.position_layer.weight.view(heads, dim, scheme.encoding_dim)
     projected = torch.einsum("bhqd,hde->bhqe", query + scheme.position_bias.unsqueeze(1), weight)
     by_offset = projected @ sinusoidal_encoding(distinct, scheme.encoding_dim).T  # [B, H, Q, N]
-    position = by_offset.gather(-1, index.unsqueeze(1).expand(-1, heads, -1, -1))
-    return (content + position) / math.sqrt(dim)
+    return (content + pair_scores(by_offset, index)) / math.sqrt(dim)
 
 
 def use_queries_projected_transformer_xl_bias(model: torch.nn.Module) -> None:

@@ -187,7 +187,7 @@ class SelfAttentionPositions(nn.Module):
         assert self.relative is not None
         by_distance = query @ self.relative.weight.T  # [B, H, Q, 2 * max_distance + 1]
         index = self.relative_index(query_positions, key_positions)
-        return _pair_scores(by_distance, index) / math.sqrt(self.head_dim)
+        return pair_scores(by_distance, index) / math.sqrt(self.head_dim)
 
     def relative_index(self, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
         """``[B, Q, K]``: each pair's row of the ``relative`` table, its distance ``j - i`` clipped
@@ -213,22 +213,30 @@ class SelfAttentionPositions(nn.Module):
         same scores (``benchmarks/bench_training_step.py --xl-queries-projected``)."""
         heads, dim = self.content_bias.shape
         content = torch.einsum("hd,bhkd->bhk", self.content_bias, keys).unsqueeze(2)  # [B, H, 1, K]
-        offsets = (query_positions.unsqueeze(-1) - key_positions.unsqueeze(-2)).to(query.dtype)  # i - j
-        if torch.equal(offsets, offsets.round()):
-            low = int(offsets.min())
-            distinct = torch.arange(low, int(offsets.max()) + 1, dtype=query.dtype, device=query.device)
-            index = (offsets - low).long()  # [B, Q, K]
-        else:
-            distinct, index = torch.unique(offsets, return_inverse=True)
+        distinct, index = distinct_offsets(query_positions, key_positions, query.dtype)
         encodings = self.position_layer(sinusoidal_encoding(distinct, self.encoding_dim))  # W_R R
         by_offset = torch.einsum(  # [B, H, Q, N]
             "bhqd,nhd->bhqn", query + self.position_bias.unsqueeze(1), encodings.view(-1, heads, dim)
         )
-        position = _pair_scores(by_offset, index)
+        position = pair_scores(by_offset, index)
         return (content + position) / math.sqrt(dim)
 
 
-def _pair_scores(by_row: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+def distinct_offsets(
+    query_positions: torch.Tensor, key_positions: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct offsets ``i - j`` of ``query_positions [B, Q]`` and ``key_positions [B, K]``,
+    ``[N]``, and each pair's row among them, ``[B, Q, K]``. Integer positions give every integer
+    from the least offset to the greatest (no sort); fractional ones the sorted distinct values."""
+    offsets = (query_positions.unsqueeze(-1) - key_positions.unsqueeze(-2)).to(dtype)  # i - j
+    if not torch.equal(offsets, offsets.round()):
+        return torch.unique(offsets, return_inverse=True)
+    low = int(offsets.min())
+    distinct = torch.arange(low, int(offsets.max()) + 1, dtype=dtype, device=offsets.device)
+    return distinct, (offsets - low).long()
+
+
+def pair_scores(by_row: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``[B, H, Q, K]``: each query–key pair's score, taken from the queries' scores against a table
     ``by_row [B, H, Q, N]`` at the pair's row ``index [B, Q, K]`` (the same for every head)."""
     return by_row.gather(-1, index.unsqueeze(1).expand(-1, by_row.size(1), -1, -1))
