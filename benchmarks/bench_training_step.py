@@ -12,7 +12,12 @@ Usage::
         --variant "dot: model.transformer.cross_attention=dot" \\
         --variant "shift: model.transformer.cross_attention=shift" [--updates 20] [--rounds 3] [key=value ...]
 
-Overrides after the options apply to every variant. A variant is ``NAME: key=value key=value``.
+Overrides after the options apply to every variant. A variant is ``NAME: key=value key=value``;
+``training.precision=bf16`` runs its forward passes under bfloat16 autocast, as the trainer does, e.g.::
+
+    .venv/bin/python benchmarks/bench_training_step.py --config scan_transformer \
+        --variant "fp32: " --variant "bf16: training.precision=bf16"
+
 ``--compiled NAME`` runs that variant's model through ``torch.compile(model, dynamic=True)``; its
 warm-up is then a whole round, so that compiling (for every batch shape) is not timed.
 ``--shift-heads-apart NAME`` runs that variant's Transformer Shift Attender heads one call per head
@@ -56,7 +61,7 @@ from attnlab.attention.positions import (
 )
 from attnlab.experiments.registry import experiment_for, resolve_config
 from attnlab.models.transformer import CrossAttention
-from attnlab.training.trainer import make_optimizer
+from attnlab.training.trainer import make_optimizer, training_autocast
 from bench_relative_bias import per_pair_relative_bias
 
 
@@ -67,6 +72,7 @@ class Variant:
     task: Any
     optimizer: torch.optim.Optimizer
     batches: list[Any]
+    precision: str = "fp32"
 
 
 def built(config_name: str, overrides: list[str]) -> tuple[Any, Any, Any, torch.nn.Module]:
@@ -92,7 +98,7 @@ def build(name: str, config_name: str, overrides: list[str], updates: int) -> Va
         if len(batches) == updates:
             break
     optimizer = make_optimizer(model, 1e-4)  # the trainer's Adam
-    return Variant(name, model, task, optimizer, batches)
+    return Variant(name, model, task, optimizer, batches, config.training.precision)
 
 
 def one_round(variant: Variant) -> float:
@@ -100,7 +106,8 @@ def one_round(variant: Variant) -> float:
     start = time.process_time()
     for batch in variant.batches:
         variant.optimizer.zero_grad(set_to_none=True)
-        loss = variant.task.training_loss(variant.model, batch)
+        with training_autocast(variant.precision, torch.device("cpu")):  # as the trainer
+            loss = variant.task.training_loss(variant.model, batch)
         loss.backward()
         variant.optimizer.step()
     return (time.process_time() - start) / len(variant.batches)

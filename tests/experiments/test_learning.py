@@ -22,13 +22,16 @@ def _small_config(name: str, *, interpolation: int, long_levels: int, epochs: in
     return lookup.EXPERIMENT.parse_config(resolve_config(name, overrides))
 
 
-def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_mix_attender_reaches_full_interpolation_accuracy(tmp_path, precision):
+    """Also in mixed precision (``training.precision=bf16``): the Mix Attender blends a float32
+    location attention with autocast's bfloat16 content attention."""
     config = _small_config(
         "lookup",
         interpolation=500,
         long_levels=1,
         epochs=3,
-        extra=("model.attender=mix", "training.learning_rate=0.003"),
+        extra=("model.attender=mix", "training.learning_rate=0.003", f"training.precision={precision}"),
     )
     results = lookup.EXPERIMENT.train(config, tmp_path / "run")
     assert results["interpolation"]["seq_acc"] == 100.0

@@ -138,8 +138,10 @@ class MixAttender(Attender):
             gammas = mix_weight.unsqueeze(-1).unbind(1)
 
             def mix(i: int, location_attention: torch.Tensor) -> torch.Tensor:
-                # gamma * lambda + (1 - gamma) * content, in one kernel
-                return torch.lerp(contents[i], location_attention, gammas[i])
+                # gamma * lambda + (1 - gamma) * content, in one kernel; in the location
+                # attention's dtype, which autocast (training.precision=bf16) may not give the others
+                dtype = location_attention.dtype
+                return torch.lerp(contents[i].to(dtype), location_attention, gammas[i].to(dtype))
 
             steps = self.location.run(query, key_padding_mask, location_state, mix)
             mixing = {"mix_weight": mix_weight}

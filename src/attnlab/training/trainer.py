@@ -25,6 +25,7 @@ mapped to these names.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -70,6 +71,9 @@ log = logging.getLogger(__name__)
 
 PROGRESS_LOG_SECONDS = 30.0
 """Off a terminal (a log file, CI, a cluster job), a progress line at most this often."""
+
+PRECISIONS = ("fp32", "bf16")
+"""The values of ``training.precision``."""
 
 
 @dataclass
@@ -122,6 +126,16 @@ class TrainingConfig:
     --checkpoint trained``). Buffers are copied, not averaged. null: no averaging, the weights as
     trained."""
 
+    precision: str = "fp32"
+    """``fp32``: train in single precision. ``bf16``: mixed precision — each update's forward pass
+    and loss run under :class:`torch.autocast` with bfloat16 (matrix products in bfloat16; the
+    weights, their gradients and Adam's moments in float32; bfloat16 has float32's exponent range,
+    so no loss scaling is needed, unlike float16: Kalamkar et al. 2019, "A Study of BFLOAT16 for
+    Deep Learning Training"). Validation, evaluation and decoding stay in float32, so reported
+    metrics are not rounded. Whether it pays depends on the model and the machine: measure with
+    ``benchmarks/bench_training_step.py --variant "bf16: training.precision=bf16"`` (docs/results.md,
+    session 63). A CUDA device needs bfloat16 support (Ampere or later)."""
+
     def __post_init__(self) -> None:
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
@@ -137,6 +151,8 @@ class TrainingConfig:
             raise ValueError(f"patience must be >= 1 or null, got {self.patience}")
         if self.lr_decay is not None and not 0 < self.lr_decay < 1:
             raise ValueError(f"lr_decay must be in (0, 1) or null, got {self.lr_decay}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.ema_decay is not None and not 0 < self.ema_decay < 1:
             raise ValueError(f"ema_decay must be in (0, 1) or null, got {self.ema_decay}")
         if self.stop_at is not None and self.stop_at_accuracy is not None:
@@ -268,6 +284,25 @@ def resolve_device(name: str, where: str = "--device") -> torch.device:
     if device.type != "cpu" and key not in available:
         raise ConfigError(f"{where}: device {name!r} is not available on this machine; {listed}")
     return device
+
+
+def check_precision(precision: str, device: torch.device, where: str = "training.precision") -> None:
+    """Raise a :class:`~attnlab.config.ConfigError` naming ``where`` if ``device`` cannot train in
+    ``precision``."""
+    if precision == "fp32":
+        return
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"{where}: {device} has no bfloat16 support (Ampere or later); use fp32")
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"{where}: bf16 trains on cpu or cuda, not {device.type}; use fp32")
+
+
+def training_autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """The context an update's forward pass and loss run in: nothing for ``fp32``, autocast to
+    bfloat16 on ``device`` for ``bf16`` (``TrainingConfig.precision``)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 @dataclass(frozen=True)
@@ -405,6 +440,8 @@ class Trainer:
         self.config = config
         self.run_dir = Path(run_dir)
         self.model_spec = model_spec
+        self.device = next(model.parameters(), torch.empty(0)).device
+        check_precision(config.precision, self.device)
         self.read_model_spec = read_model_spec
         self.summary = summary
         self._epoch_updates: int | None = None
@@ -656,7 +693,8 @@ class Trainer:
         every = self.config.checkpoint_every
         try:
             for batch in batches:
-                loss = self.task.training_loss(self.model, batch)
+                with training_autocast(self.config.precision, self.device):
+                    loss = self.task.training_loss(self.model, batch)
                 value = float(loss.detach())
                 if not math.isfinite(value):
                     raise TrainingDiverged(
