@@ -456,6 +456,34 @@ def test_runs_trained_in_budget_stages_get_a_row_and_a_column_per_budget(tmp_pat
     ]
 
 
+def test_a_budget_run_with_several_seeds_gets_their_mean_and_std_where_two_reached_a_budget(tmp_path):
+    _stage(tmp_path, "universal", 0, 50, 80.0, 97.0)
+    _stage(tmp_path, "universal", 0, 100, 90.0, 99.0)
+    _stage(tmp_path, "universal", 0, 200, 95.0, 100.0)
+    _stage(tmp_path, "universal", 1, 50, 10.0, 11.0)  # seed 1's first run, replaced by its rerun
+    _stage(tmp_path, "universal", 1, 200, 70.0, 98.0)  # ... where the rerun has not been
+    _stage(tmp_path, "universal", "1_rerun", 50, 60.0, 95.0)
+    _stage(tmp_path, "universal", 2, 50, 70.0, 96.0)
+    _stage(tmp_path, "averaged", 0, 50, 27.7, 85.4)
+    _stage(tmp_path, "averaged", 0, 50, 72.6, 94.7, folder="trained")
+    _stage(tmp_path, "averaged", 1, 50, 37.7, 95.4)
+    _stage(tmp_path, "averaged", 1, 50, 62.6, 84.7, folder="trained")
+
+    section = recipe.budget_table(tmp_path)
+    cells = {
+        line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[3:-1]]
+        for line in section.splitlines()[2:]
+    }
+    assert cells["universal · mean ± std"] == [
+        "70.0 ± 10.0 (96.0 ± 1.0), 3 seeds",  # seeds 0, 1 (the rerun) and 2
+        "",  # one seed reached 100 epochs
+        "82.5 ± 17.7 (99.0 ± 1.4), 2 seeds",  # seed 0 and seed 1's first run
+    ]
+    assert cells["averaged · mean ± std · average"] == ["32.7 ± 7.1 (90.4 ± 7.1), 2 seeds", "", ""]
+    assert cells["averaged · mean ± std · trained"] == ["67.6 ± 7.1 (89.7 ± 7.1), 2 seeds", "", ""]
+    assert list(cells).index("universal · mean ± std") == list(cells).index("universal · seed2") + 1
+
+
 def test_a_budget_stage_record_that_is_not_an_evaluation_is_a_clear_error(tmp_path):
     _stage(tmp_path, "universal", 0, 50, 0.0, 38.0)
     record = tmp_path / recipe.BUDGET_RUNS / "universal" / "seed0" / "eval_at" / "epoch50" / "test.json"

@@ -105,6 +105,7 @@ import numpy as np
 from attnlab.config import ConfigError
 from attnlab.evaluation.metrics import ERROR_KINDS, WORD_ERROR_KINDS
 from attnlab.experiments import sweep
+from attnlab.experiments.aggregate import summarize
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.registry import experiment_for
 from attnlab.experiments.runner import add_parallel_arguments, backend_for
@@ -117,7 +118,7 @@ from attnlab.experiments.unit_scores import (
     read_test_set_errors,
 )
 from attnlab.io import atomic_write_text
-from attnlab.reporting.tables import format_table, stats_text
+from attnlab.reporting.tables import format_table, mean_std_text, stats_text
 from attnlab.tasks import scan
 
 PAPER = "location_transformer"
@@ -658,8 +659,12 @@ def budget_table(out_dir: Path) -> str:
     is the test exact match after ``N`` epochs with the output length given in brackets, from
     ``eval_at/epoch<N>/test.json``. A run that averages its weights (``training.ema_decay``) has
     two rows: ``· average`` (those records, the average evaluated) and ``· trained`` (its trained
-    weights, ``eval_at/epoch<N>/trained/test.json``, what Csordás et al. evaluate). A record that
-    is not such JSON is a :class:`ConfigError` naming the file."""
+    weights, ``eval_at/epoch<N>/trained/test.json``, what Csordás et al. evaluate). Below a name's
+    seeds, a row ``<name> · mean ± std`` (``· average`` / ``· trained`` each their own) gives, at
+    every budget that two or more of its seeds reached, the mean ± sample std of both numbers and
+    the seed count; a seed trained twice (``seed1`` and ``seed1_rerun``) counts once at a budget,
+    by the run whose folder name sorts last among those evaluated there. A record that is not
+    such JSON is a :class:`ConfigError` naming the file."""
     runs = sorted(path for path in (out_dir / BUDGET_RUNS).glob("*/seed*") if (path / "eval_at").is_dir())
     stages = {
         int(stage.name.removeprefix("epoch"))
@@ -672,25 +677,51 @@ def budget_table(out_dir: Path) -> str:
     budgets = sorted(stages)
     columns = ["epochs trained", *(f"{budget} epochs" for budget in budgets)]
     rows: dict[str, dict[str, str]] = {}
-    for run in runs:
-        epochs = str(RunDirectory(run).trained_epochs())
-        label = f"{run.parent.name} · {run.name}"
-        averaged = any((run / "eval_at").glob(f"epoch*/{TRAINED_STAGE}/test.json"))
-        weights = ((" · average", "."), (" · trained", TRAINED_STAGE)) if averaged else (("", "."),)
-        for suffix, folder in weights:
-            row = {"epochs trained": epochs}
+    for name, named_runs in itertools.groupby(runs, key=lambda run: run.parent.name):
+        # (suffix, budget) -> seed -> the numbers of the run of that seed whose name sorts last
+        by_seed: dict[tuple[str, int], dict[int, tuple[float, float]]] = {}
+        for run in named_runs:
+            epochs = str(RunDirectory(run).trained_epochs())
+            averaged = any((run / "eval_at").glob(f"epoch*/{TRAINED_STAGE}/test.json"))
+            weights = ((" · average", "."), (" · trained", TRAINED_STAGE)) if averaged else (("", "."),)
+            for suffix, folder in weights:
+                row = {"epochs trained": epochs}
+                for budget in budgets:
+                    record = run / "eval_at" / f"epoch{budget}" / folder / "test.json"
+                    if record.is_file():
+                        numbers = _stage_numbers(record)
+                        row[f"{budget} epochs"] = f"{numbers[0]:.1f} ({numbers[1]:.1f})"
+                        if (seed := _run_seed(run)) is not None:
+                            by_seed.setdefault((suffix, budget), {})[seed] = numbers
+                rows[f"{name} · {run.name}{suffix}"] = row
+        for suffix in dict.fromkeys(suffix for suffix, _ in by_seed):
+            row = {}
             for budget in budgets:
-                record = run / "eval_at" / f"epoch{budget}" / folder / "test.json"
-                if record.is_file():
-                    row[f"{budget} epochs"] = _stage_text(record)
-            rows[label + suffix] = row
+                seeds = by_seed.get((suffix, budget), {})
+                if len(seeds) >= 2:
+                    exact, given = zip(*seeds.values(), strict=True)
+                    row[f"{budget} epochs"] = f"{_mean_std(exact)} ({_mean_std(given)}), {len(seeds)} seeds"
+            if row:
+                rows[f"{name} · mean ± std{suffix}"] = row
     return format_table(rows, columns, markdown=True)
 
 
-def _stage_text(record: Path) -> str:
+def _run_seed(run: Path) -> int | None:
+    """The training seed a budget run's folder names: ``seed1`` and ``seed1_rerun`` → 1."""
+    digits = run.name.removeprefix("seed").split("_")[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def _mean_std(values: Sequence[float]) -> str:
+    stats = summarize(values)
+    return mean_std_text(stats["mean"], stats["std"])
+
+
+def _stage_numbers(record: Path) -> tuple[float, float]:
+    """The exact match and the exact match with the length given of a stage's ``test.json``."""
     try:
         metrics = json.loads(record.read_text())
-        return f"{float(metrics['seq_acc']):.1f} ({float(metrics['seq_acc_given_length']):.1f})"
+        return float(metrics["seq_acc"]), float(metrics["seq_acc_given_length"])
     except (ValueError, KeyError, TypeError):
         raise ConfigError(
             f"{record}: expected an evaluation record (JSON with numbers 'seq_acc' and "
