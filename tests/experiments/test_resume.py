@@ -84,6 +84,7 @@ def test_resume_reads_the_runs_config_not_the_command_line(one_epoch_run, tiny_o
         ("model.hidden_dim=48", "model.hidden_dim"),
         ("training.learning_rate=0.01", "training.learning_rate"),
         ("model.attender=mix", "model.attender"),
+        ("training.precision=bf16", "training.precision"),
     ],
 )
 def test_resume_refuses_an_override_that_would_change_the_trained_result(

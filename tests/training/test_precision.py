@@ -88,3 +88,19 @@ def test_bf16_on_a_gpu_without_bfloat16_is_a_config_error(monkeypatch):
     check_precision("fp32", torch.device("cuda:0"))  # nothing to check
     with pytest.raises(ConfigError, match="training.precision: bf16 trains on cpu or cuda, not mps"):
         check_precision("bf16", torch.device("mps"))
+
+
+def test_a_bf16_run_resumed_after_an_epoch_ends_as_the_uninterrupted_run(tmp_path):
+    full, _, _ = _train(tmp_path, "bf16")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    config = TrainingConfig(epochs=1, progress=False, device="cpu", learning_rate=0.01, precision="bf16")
+    Trainer(model, RecordingTask(), config, tmp_path / "resumed", {}).fit()
+    torch.manual_seed(1)  # resuming restores the weights and the random state from last.pt
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    config = TrainingConfig(epochs=2, progress=False, device="cpu", learning_rate=0.01, precision="bf16")
+    trainer = Trainer(model, RecordingTask(), config, tmp_path / "resumed", {})
+    trainer.resume()
+    trainer.fit()
+    for (name, value), resumed in zip(full.state_dict().items(), model.state_dict().values(), strict=True):
+        assert torch.equal(value, resumed), name
