@@ -46,6 +46,17 @@ def test_training_logs_what_it_trains_every_epoch_and_the_evaluated_checkpoint(
         assert line.removeprefix("attnlab: ") in logged
 
 
+def test_the_first_line_says_when_training_is_in_mixed_precision(tiny_overrides, tmp_path, capsys):
+    def start_line(run, **extra):
+        lines = _train(tiny_overrides, run, capsys, **{"training.epochs": 1, **extra}).err.splitlines()
+        return next(line for line in lines if "parameters" in line)
+
+    assert "device cpu, bf16 mixed precision;" in start_line(
+        tmp_path / "bf16", **{"training.precision": "bf16"}
+    )
+    assert "precision" not in start_line(tmp_path / "fp32")
+
+
 def test_result_table_names_columns_as_the_readme_and_prints_counts_as_integers(
     tiny_overrides, tmp_path, capsys
 ):

@@ -586,20 +586,20 @@ class Trainer:
 
     def _log_start(self) -> None:
         """One line: what is trained on what data, its size, the device, epochs, run directory."""
-        parameters = list(self.model.parameters())
-        count = sum(parameter.numel() for parameter in parameters)
-        device = parameters[0].device if parameters else torch.device("cpu")
+        count = sum(parameter.numel() for parameter in self.model.parameters())
+        precision = "" if self.config.precision == "fp32" else ", bf16 mixed precision"
         what = self.summary.system if self.summary is not None else type(self.model).__name__
         data = ""
         if self.summary is not None and self.summary.data:
             sizes = ", ".join(f"{name} {size:,}" for name, size in self.summary.data.items())
             data = f"; data: {sizes} {self.summary.unit}"
         log.info(
-            "training %s: %s parameters%s; device %s; %s, batch size %d; run directory %s",
+            "training %s: %s parameters%s; device %s%s; %s, batch size %d; run directory %s",
             what,
             f"{count:,}",
             data,
-            device,
+            self.device,
+            precision,
             "1 epoch" if self.config.epochs == 1 else f"{self.config.epochs} epochs",
             self.config.batch_size,
             self.run_dir,
