@@ -118,7 +118,7 @@ from attnlab.experiments.unit_scores import (
     read_test_set_errors,
 )
 from attnlab.io import atomic_write_text
-from attnlab.reporting.tables import format_table, mean_std_text, stats_text
+from attnlab.reporting.tables import format_table, stats_text
 from attnlab.tasks import scan
 
 PAPER = "location_transformer"
@@ -700,7 +700,9 @@ def budget_table(out_dir: Path) -> str:
                 seeds = by_seed.get((suffix, budget), {})
                 if len(seeds) >= 2:
                     exact, given = zip(*seeds.values(), strict=True)
-                    row[f"{budget} epochs"] = f"{_mean_std(exact)} ({_mean_std(given)}), {len(seeds)} seeds"
+                    row[f"{budget} epochs"] = (
+                        f"{stats_text(summarize(exact))} ({stats_text(summarize(given))}), {len(seeds)} seeds"
+                    )
             if row:
                 rows[f"{name} · mean ± std{suffix}"] = row
     return format_table(rows, columns, markdown=True)
@@ -710,11 +712,6 @@ def _run_seed(run: Path) -> int | None:
     """The training seed a budget run's folder names: ``seed1`` and ``seed1_rerun`` → 1."""
     digits = run.name.removeprefix("seed").split("_")[0]
     return int(digits) if digits.isdigit() else None
-
-
-def _mean_std(values: Sequence[float]) -> str:
-    stats = summarize(values)
-    return mean_std_text(stats["mean"], stats["std"])
 
 
 def _stage_numbers(record: Path) -> tuple[float, float]:
