@@ -678,3 +678,99 @@ def test_the_counting_heads_table_gives_each_key_token_its_mean_weight_over_the_
     _train_tiny_scan_transformer(plain, files)
     refused = subprocess.run([sys.executable, str(script), str(plain)], capture_output=True, text=True)
     assert refused.returncode == 2 and "has no counting heads" in refused.stderr, refused.stderr
+
+
+def test_teacher_forced_ends_find_where_greedy_decoding_first_leaves_each_target(tmp_path):
+    """scripts/scan_teacher_forced_ends.py: under teacher forcing a command is right exactly when
+    the run's greedy decoding (its eval predictions) is, and a wrong one's first wrong step is where
+    the greedy output first leaves the target, an early ``<eos>`` where it is a shorter prefix of
+    it; the groups are the commands' sentences in output order, ``A after B`` as B then A."""
+    import csv
+    import random
+    from collections import Counter
+
+    from attnlab.tasks.scan import generate_scan, sentence_actions, write_scan_file
+
+    examples = generate_scan()
+    random.Random(0).shuffle(examples)
+    two_sentences = [example for example in examples if {"and", "after"} & set(example.source)]
+    one_sentence = [example for example in examples if not {"and", "after"} & set(example.source)]
+    files = {"train": tmp_path / "train.txt", "test": tmp_path / "test.txt"}
+    write_scan_file(files["train"], [*one_sentence, *two_sentences[:300]])
+    write_scan_file(files["test"], [*one_sentence[:16], *two_sentences[:8], *two_sentences[-16:]])
+    run = tmp_path / "run"
+    training = [
+        *(
+            "data.split=files",
+            f"data.train_file={files['train']}",
+            f"data.test_files={{test: {files['test']}}}",
+        ),
+        *("model.transformer.d_model=32", "model.transformer.heads=2", "model.transformer.ff_dim=64"),
+        *(
+            "training.epochs=12",
+            "training.batch_size=16",
+            "training.learning_rate=0.003",
+            "training.progress=false",
+        ),
+    ]
+    assert main(["train", "scan_transformer", "--run-dir", str(run), *training]) == 0
+    expected_rows: dict[str, list[int]] = {}  # group -> [commands, right]
+    expected_errors: dict[str, dict[str, Counter]] = {}  # group -> kind -> first wrong position -> commands
+    with (run / "eval" / "test.predictions.tsv").open() as predictions:
+        for row in csv.DictReader(predictions, delimiter="\t"):
+            actions = sentence_actions(row["source"])
+            name = " + ".join(
+                str(count) for count in (actions[::-1] if " after " in row["source"] else actions)
+            )
+            counts = expected_rows.setdefault(name, [0, 0])
+            counts[0] += 1
+            counts[1] += int(row["seq_acc"])
+            target, prediction = row["target"].split(), row["prediction"].split()
+            if prediction == target:
+                continue
+            if len(prediction) < len(target) and target[: len(prediction)] == prediction:
+                kind, position = "early", len(prediction)
+            elif prediction[: len(target)] == target:
+                kind, position = "late", len(target)
+            else:
+                kind = "wrong"
+                position = next(i for i, (p, t) in enumerate(zip(prediction, target)) if p != t)
+            expected_errors.setdefault(name, {}).setdefault(kind, Counter())[position] += 1
+    script = REPOSITORY / "scripts" / "scan_teacher_forced_ends.py"
+    result = subprocess.run([sys.executable, str(script), str(run)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    outcome, probabilities = result.stdout.split("\n\n")
+    rows = {
+        cells[0]: cells[1:]
+        for cells in (
+            [cell.strip() for cell in line.strip("|").split("|")] for line in outcome.splitlines()[2:]
+        )
+    }
+    assert {name: [int(rows[name][0]), int(rows[name][1])] for name in rows} == expected_rows
+    assert any(" + " in name for name in rows) and any(" + " not in name for name in rows)
+    right = sum(right for _, right in expected_rows.values())
+    assert 0 < right < 40, result.stdout  # some right, some wrong
+    assert {kind for errors in expected_errors.values() for kind in errors} == {"early", "wrong", "late"}
+    for name, cells in rows.items():
+        for column, kind in ((2, "early"), (3, "wrong"), (4, "late")):
+            errors = expected_errors.get(name, {}).get(kind, Counter())
+            written = (
+                f"{sum(errors.values())} (at "
+                + ", ".join(f"{p}: {n}" for p, n in sorted(errors.items()))
+                + ")"
+            )
+            assert cells[column] == (written if errors else ""), (name, kind)
+        # a wrong action at any step: every command whose first error is one, none that is right
+        first_wrong_action = sum(expected_errors.get(name, {}).get("wrong", Counter()).values())
+        assert first_wrong_action <= int(cells[5]) <= int(cells[0]) - int(cells[1]), name
+    probability_rows = [line.strip("|").split("|") for line in probabilities.splitlines()[2:]]
+    assert {row[0].strip() for row in probability_rows} == set(rows)
+    assert all(0.0 <= float(cell) <= 1.0 for row in probability_rows for cell in row[1:] if cell.strip())
+    refused = subprocess.run(
+        [sys.executable, str(script), str(run), "--min-actions", "100"], capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "no test command has 100 actions or more" in refused.stderr
+    missing = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "missing")], capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "missing" in missing.stderr, missing.stderr
