@@ -21,7 +21,7 @@ At the cut-off 26 (docs/results.md, session 64) it shows that the 48-action outp
 (``U around D thrice`` twice) fail only by ``<eos>``, after a pair of actions, while the same
 sentences of 40 actions (one of them ``twice``) keep ``p(<eos>)`` near 0 up to their end.
 
-Usage: ``python scripts/scan_teacher_forced_ends.py RUN_DIR [--checkpoint best|last]
+Usage: ``python scripts/scan_teacher_forced_ends.py RUN_DIR [--checkpoint best|last|trained]
 [--min-actions 40] [--from 24] [--every 2] [--test-set test]`` (one forward pass over the test set,
 on the CPU, one thread).
 """
@@ -165,7 +165,12 @@ def tables(groups: dict[str, Group], start: int, every: int) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path, help="a SCAN run directory")
-    parser.add_argument("--checkpoint", default="best", choices=("best", "last"))
+    parser.add_argument(
+        "--checkpoint",
+        default="best",
+        choices=("best", "last", "trained"),
+        help="checkpoints/<name>.pt; trained: a weight-averaging run's trained weights (training.ema_decay)",
+    )
     parser.add_argument("--test-set", default="test")
     parser.add_argument(
         "--min-actions", type=int, default=0, help="only targets of at least this many actions"
