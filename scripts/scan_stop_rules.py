@@ -39,16 +39,19 @@ def parse_rule(text: str) -> tuple[float | None, float | None]:
 
 
 def load_test_run(
-    run_dir: Path, checkpoint: str
+    run_dir: Path, checkpoint: str, test_set: str = "test"
 ) -> tuple[ScanExperimentConfig, StepwiseSeq2Seq, Vocabulary, Vocabulary, EncodedSplit]:
     """A SCAN run's config, the model of ``checkpoint`` (on the CPU, in evaluation mode, as the
-    library loads it), its vocabularies and its encoded test set."""
+    library loads it), its vocabularies and its encoded ``test_set`` (a ``ValueError`` naming the
+    run's sets when it has none of that name)."""
     config = from_dict(ScanExperimentConfig, load_yaml(run_dir / "config.yaml"))
     model, source, target = model_from_checkpoint(
         run_dir / "checkpoints" / f"{checkpoint}.pt", torch.device("cpu"), config.model
     )
-    test = encode_split(load_splits(config.data)["test"], source, target, "test")
-    return config, model, source, target, test
+    splits = load_splits(config.data)
+    if test_set not in splits:
+        raise ValueError(f"{run_dir}: no test set {test_set!r} (it has {sorted(splits)})")
+    return config, model, source, target, encode_split(splits[test_set], source, target, test_set)
 
 
 def target_lengths(model: StepwiseSeq2Seq, batch: Seq2SeqBatch) -> torch.Tensor:

@@ -41,7 +41,6 @@ from scan_stop_rules import load_test_run, target_lengths
 
 from attnlab.config import ConfigError
 from attnlab.tasks import batching
-from attnlab.tasks.scan_data import encode_split, load_splits
 from attnlab.tasks.tsv import DataFormatError
 
 EARLY_END, WRONG_ACTION, NO_END = "early <eos>", "wrong action", "no <eos>"
@@ -75,12 +74,7 @@ def first_error(predicted: Sequence[int], gold: Sequence[int], eos_id: int) -> t
 
 def teacher_forced_groups(run: Path, checkpoint: str, test_set: str, min_actions: int) -> dict[str, Group]:
     """Every test command of at least ``min_actions`` target actions, by :func:`group_name`."""
-    config, model, source, target, test = load_test_run(run, checkpoint)
-    if test_set != "test":
-        splits = load_splits(config.data)
-        if test_set not in splits:
-            raise ValueError(f"{run}: no test set {test_set!r} (it has {sorted(splits)})")
-        test = encode_split(splits[test_set], source, target, test_set)
+    config, model, source, _, test = load_test_run(run, checkpoint, test_set)
     groups: dict[str, Group] = defaultdict(Group)
     with torch.no_grad():
         for batch in batching.batches(test.dataset, config.evaluation.batch_size, shuffle=False):
