@@ -160,6 +160,36 @@ def test_archived_checkpoints_of_unfinished_runs_and_only_those(tmp_path):
     assert not any(name.endswith(".pt") for name in _files(archive))
 
 
+def test_a_finished_run_resumed_to_a_larger_budget_keeps_its_checkpoints_until_evaluated_again(tmp_path):
+    """``scripts/epoch_budget.sh`` resumes an evaluated run for its next stage; stopped before that
+    stage's first epoch ends, the run has the epochs its evaluation records, and only its
+    ``resumes.jsonl`` says it is to train on: the archive keeps its checkpoints until it is
+    evaluated again."""
+    source, archive = tmp_path / "runs", tmp_path / "results"
+    _campaign(source)
+    name = "addition/t0_50/attention/lr0.01/seed0"
+    run = source / name
+    metrics = (run / "metrics.jsonl").read_text()
+    assert len(metrics.splitlines()) == 1
+    (run / "eval" / "test.json").write_text(json.dumps({"trained_epochs": 1}))
+    resumes = run / "resumes.jsonl"  # a resume before the evaluation, and one at it that changed nothing
+    resumes.write_text(
+        '{"after_epoch": 1}\nnot json\n{"from_epoch": 0, "changes": {"training.epochs": [1, 1]}}\n'
+        '{"from_epoch": 1, "changes": {}}\n'
+    )
+    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
+    assert not any(name.endswith(".pt") for name in _files(archive))
+    with resumes.open("a") as file:
+        file.write('{"from_epoch": 1, "changes": {"training.epochs": [1, 3]}}\n')
+    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
+    checkpoints = {path for path in _files(archive) if path.endswith(".pt")}
+    assert checkpoints == {f"{name}/checkpoints/last.pt", f"{name}/checkpoints/best.pt"}
+    (run / "metrics.jsonl").write_text(metrics * 3)  # its next stage trained and evaluated
+    (run / "eval" / "test.json").write_text(json.dumps({"trained_epochs": 3}))
+    main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
+    assert not any(path.endswith(".pt") for path in _files(archive))
+
+
 RESUMED = "multiplication/t0_10000/mean/lr0.001/seed0"
 """The run of :func:`_archive_a_run_trained_since_evaluated`."""
 

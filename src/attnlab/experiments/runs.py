@@ -369,10 +369,41 @@ Checkpoints, logs, predictions and plots are left out."""
 
 def _trained_since_evaluated(run: RunDirectory) -> bool | None:
     """Whether a finished run has trained more epochs than it had when its test sets were evaluated
-    (its ``metrics.jsonl`` longer than their ``eval/<set>.json`` record as :data:`TRAINED_EPOCHS`);
-    ``None`` when none of them records it (evaluated before evaluation recorded its epochs)."""
+    (its ``metrics.jsonl`` longer than their ``eval/<set>.json`` record as :data:`TRAINED_EPOCHS`),
+    or has been resumed since with a budget past them (:func:`_resumed_past_evaluation`: stopped
+    before its first new epoch ended, it would otherwise pass for finished); ``None`` when none of
+    them records it (evaluated before evaluation recorded its epochs)."""
     evaluated = _epochs_when_evaluated(run)
-    return None if evaluated is None else run.trained_epochs() > evaluated
+    if evaluated is None:
+        return None
+    return run.trained_epochs() > evaluated or _resumed_past_evaluation(run, evaluated)
+
+
+def _resumed_past_evaluation(run: RunDirectory, evaluated: int) -> bool:
+    """Whether ``resumes.jsonl`` records a resume after ``evaluated`` epochs or more that raised
+    ``training.epochs`` past them (``scripts/epoch_budget.sh``'s next stage): such a run is to
+    train on, stopped rather than finished until it is evaluated again. Unreadable lines are
+    skipped."""
+    if not run.resumes_file.is_file():
+        return False
+    for line in run.resumes_file.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("from_epoch"), int):
+            continue
+        changes = record.get("changes")
+        budget = changes.get("training.epochs") if isinstance(changes, dict) else None
+        if (
+            record["from_epoch"] >= evaluated
+            and isinstance(budget, list)
+            and len(budget) == 2
+            and isinstance(budget[1], int)
+            and budget[1] > evaluated
+        ):
+            return True
+    return False
 
 
 def _epochs_when_evaluated(run: RunDirectory) -> int | None:
@@ -403,9 +434,10 @@ def archive_results(source: Path, destination: Path, *, unfinished_checkpoints: 
     ``trained.pt`` where the run has them), so that it resumes exactly where it was archived and is
     evaluated from the checkpoint its config names (worth it where checkpoints are small: Raffel &
     Ellis's network's is 143 KB), and so are those of a finished run that has trained since its
-    evaluation (more epochs in its ``metrics.jsonl`` than its evaluation records,
-    :func:`_trained_since_evaluated`: a learning-rate race resumes the rates it keeps with more
-    epochs, and their summaries are those of the last round); the archived checkpoints of a run
+    evaluation (more epochs in its ``metrics.jsonl`` than its evaluation records, or a resume since
+    to a larger budget, :func:`_trained_since_evaluated`: a learning-rate race resumes the rates it
+    keeps with more epochs, and their summaries are those of the last round; a run trained in
+    stages may be stopped before its next stage's first epoch ends); the archived checkpoints of a run
     that has since finished are deleted, but only where its evaluation records its epochs: for a
     run evaluated before evaluations recorded them only file times can tell (its ``last.pt`` newer
     than its summary is copied), and a checkout or copy of the run tree reorders them, so its
