@@ -167,8 +167,8 @@ def test_a_finished_run_resumed_to_a_larger_budget_keeps_its_checkpoints_until_e
     evaluated again."""
     source, archive = tmp_path / "runs", tmp_path / "results"
     _campaign(source)
-    name = "addition/t0_50/attention/lr0.01/seed0"
-    run = source / name
+    run_name = "addition/t0_50/attention/lr0.01/seed0"
+    run = source / run_name
     metrics = (run / "metrics.jsonl").read_text()
     assert len(metrics.splitlines()) == 1
     (run / "eval" / "test.json").write_text(json.dumps({"trained_epochs": 1}))
@@ -178,12 +178,12 @@ def test_a_finished_run_resumed_to_a_larger_budget_keeps_its_checkpoints_until_e
         '{"from_epoch": 1, "changes": {}}\n'
     )
     main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
-    assert not any(name.endswith(".pt") for name in _files(archive))
+    assert not any(path.endswith(".pt") for path in _files(archive))
     with resumes.open("a") as file:
         file.write('{"from_epoch": 1, "changes": {"training.epochs": [1, 3]}}\n')
     main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
     checkpoints = {path for path in _files(archive) if path.endswith(".pt")}
-    assert checkpoints == {f"{name}/checkpoints/last.pt", f"{name}/checkpoints/best.pt"}
+    assert checkpoints == {f"{run_name}/checkpoints/last.pt", f"{run_name}/checkpoints/best.pt"}
     (run / "metrics.jsonl").write_text(metrics * 3)  # its next stage trained and evaluated
     (run / "eval" / "test.json").write_text(json.dumps({"trained_epochs": 3}))
     main(["archive", str(source), str(archive), "--unfinished-checkpoints"])
