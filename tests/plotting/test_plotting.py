@@ -341,6 +341,47 @@ def test_interpretable_variables_headers_do_not_overlap(
         assert box.x0 <= text.x0 and text.x1 <= box.x1, cell.get_text().get_text()
 
 
+LONG_TITLE = (
+    "walk around left thrice\n"
+    "wrong: stops after 16 actions of 24; first difference at action 17; the loop ends a pass early"
+)
+
+
+@pytest.mark.parametrize("kind", ["heatmap", "heads"])
+def test_a_long_title_is_wrapped_inside_the_figure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A SCAN plot's outcome line is longer than a five-word command's heatmap is wide: it was
+    cut off at both edges of the figure."""
+    from matplotlib.text import Text
+
+    from attnlab.plotting import attention, plot_attention_heads
+
+    figures: list[Figure] = []
+    original = attention._save_figure
+    monkeypatch.setattr(
+        attention, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
+    )
+    path = tmp_path / f"{kind}.png"
+    if kind == "heatmap":
+        plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, path, title=LONG_TITLE, dpi=DPI)
+    else:
+        plot_attention_heads(_diagonal()[None, None], SOURCE, OUTPUT, path, title=LONG_TITLE, dpi=DPI)
+    (fig,) = figures
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    figure_box = fig.bbox
+    (title,) = [
+        text
+        for text in fig.findobj(Text)
+        if text.get_text().replace("\n", " ").startswith("walk around left thrice wrong")
+    ]
+    box = title.get_window_extent(renderer)
+    assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1, (box, figure_box)
+    assert title.get_text().count("\n") > LONG_TITLE.count("\n")  # it did need wrapping
+    assert " ".join(title.get_text().split()) == " ".join(LONG_TITLE.split())  # every word kept
+
+
 # ------------------------------------------------------------------ every layer and head
 
 

@@ -23,6 +23,7 @@ given by the path's extension (``.png``, ``.pdf``, ``.svg``).
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,6 +219,18 @@ def _geometry(steps: int, source_tokens: Sequence[str]) -> _Geometry:
     )
 
 
+def _wrap_title(title: str, width_inches: float, fontsize: float) -> str:
+    """``title`` with each of its lines broken at spaces so that it fits ``width_inches`` at
+    ``fontsize`` points (a run's outcome line under a short command was cut off at the figure's
+    edges). A character is taken as 0.6 em wide, above DejaVu Sans's average; a word longer than
+    the width stays whole."""
+    characters = max(int(width_inches * 72 / (0.6 * fontsize)), 10)
+    return "\n".join(
+        textwrap.fill(line, characters, break_long_words=False, break_on_hyphens=False) or line
+        for line in title.split("\n")
+    )
+
+
 def _draw_heatmap(
     ax: Axes,
     weights: np.ndarray,
@@ -334,8 +347,12 @@ def plot_attention_heatmap(
     gold_checked = _check_gold(gold, steps, sources)
 
     geo = _geometry(steps, source_tokens)
-    fig = _new_figure((max(geo.width + 2.4, 4.0), max(geo.height + geo.label_height + 1.3, 3.0)))
+    figure_width = max(geo.width + 2.4, 4.0)
+    fig = _new_figure((figure_width, max(geo.height + geo.label_height + 1.3, 3.0)))
     ax = fig.add_subplot()
+    if title:
+        # centred over the axes, which the colour bar pushes left: the width left of the bar
+        title = _wrap_title(title, figure_width - 1.2, geo.fontsize + 2)
     image = _draw_heatmap(
         ax,
         matrix,
@@ -442,7 +459,9 @@ def plot_attention_heads(
     colorbar.ax.tick_params(labelsize=geo.fontsize)
     colorbar.set_label("attention weight", fontsize=geo.fontsize)
     if title:
-        fig.suptitle(title, fontsize=geo.fontsize + 3)
+        fig.suptitle(
+            _wrap_title(title, fig.get_figwidth() - 0.5, geo.fontsize + 3), fontsize=geo.fontsize + 3
+        )
     return _save_figure(fig, path, dpi=dpi)
 
 
@@ -649,7 +668,7 @@ def plot_interpretable_variables(
         colorbar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
         colorbar.ax.tick_params(labelsize=fontsize)
     if title:
-        fig.suptitle(title, fontsize=fontsize + 3)
+        fig.suptitle(_wrap_title(title, fig.get_figwidth() - 0.5, fontsize + 3), fontsize=fontsize + 3)
     return _save_figure(fig, path, dpi=dpi)
 
 
