@@ -127,6 +127,38 @@ def test_training_curves_writes_png(tmp_path: Path) -> None:
     _assert_png(out)
 
 
+@pytest.mark.parametrize(
+    ("last_loss", "scale"), [(5e-6, "log"), (0.05, "linear"), (0.0, "linear"), (float("nan"), "linear")]
+)
+def test_run_history_draws_losses_spanning_orders_of_magnitude_on_a_log_scale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last_loss: float, scale: str
+) -> None:
+    """A 770-epoch run's validation loss falls from 2.9 to 5e-6: on a linear axis all but its
+    first tenth is a flat line at zero. A zero (or NaN) loss cannot go on a log axis."""
+    import json
+
+    from attnlab.plotting import curves, plot_run_history
+
+    figures: list[Figure] = []
+    original = curves._save_figure
+    monkeypatch.setattr(
+        curves, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
+    )
+    metrics = tmp_path / "metrics.jsonl"
+    losses = [2.9, 0.4, 0.1, last_loss]
+    metrics.write_text(
+        "".join(
+            json.dumps({"epoch": epoch, "train/loss": loss, "valid/loss": loss}) + "\n"
+            for epoch, loss in enumerate(losses, start=1)
+        )
+    )
+    out = plot_run_history(metrics, tmp_path / "curves.png")
+    assert out is not None
+    _assert_png(out)
+    (fig,) = figures
+    assert fig.axes[0].get_yscale() == scale
+
+
 def test_other_formats_by_extension(tmp_path: Path) -> None:
     pdf = plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, tmp_path / "a.pdf", dpi=DPI)
     assert pdf.read_bytes()[:5] == b"%PDF-"

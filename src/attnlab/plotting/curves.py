@@ -192,15 +192,24 @@ def plot_metric_by_test_set(
     return _save_figure(fig, path, dpi=dpi)
 
 
+LOG_SCALE_RATIO = 100.0
+"""A run's losses are drawn on a log scale once the largest is this many times the smallest: a
+long run's curve is otherwise a flat line at zero after its first tenth (e.g. 2.9 to 5e-6)."""
+
+
 def plot_run_history(metrics_file: PathLike, path: PathLike) -> Path | None:
     """:func:`plot_training_curves` of a run's ``metrics.jsonl`` (``train/loss`` and ``valid/loss``
     per epoch; a file of an earlier version is read in these names); ``None`` when the run has no
-    epochs yet."""
+    epochs yet. The y axis is logarithmic when the losses span more than :data:`LOG_SCALE_RATIO`
+    (and are all positive)."""
     history = read_metrics(metrics_file)
     if not history:
         return None
     keys = [key for key in (TRAIN_LOSS, VALID_LOSS) if key in history[0]]
-    return plot_training_curves(history, path, keys=keys)
+    losses = [float(record[key]) for record in history for key in keys if key in record]
+    finite = [loss for loss in losses if math.isfinite(loss)]
+    logy = bool(finite) and min(finite) > 0 and max(finite) > LOG_SCALE_RATIO * min(finite)
+    return plot_training_curves(history, path, keys=keys, logy=logy)
 
 
 def plot_training_curves(
