@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -157,6 +158,20 @@ def test_run_history_draws_losses_spanning_orders_of_magnitude_on_a_log_scale(
     _assert_png(out)
     (fig,) = figures
     assert fig.axes[0].get_yscale() == scale
+
+    # the HTML report's learning curves: the loss panel alike, the accuracy panel linear
+    report_figures: list[Figure] = []
+
+    class RecordedFigure(Figure):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            report_figures.append(self)
+
+    monkeypatch.setattr(curves, "Figure", RecordedFigure)
+    history = [json.loads(line) | {"valid/seq_acc": 50.0} for line in metrics.read_text().splitlines()]
+    assert curves.learning_curves_png(history)[:8] == PNG_MAGIC
+    (report,) = report_figures
+    assert [axes.get_yscale() for axes in report.axes] == [scale, "linear"]
 
 
 def test_other_formats_by_extension(tmp_path: Path) -> None:

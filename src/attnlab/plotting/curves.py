@@ -206,10 +206,15 @@ def plot_run_history(metrics_file: PathLike, path: PathLike) -> Path | None:
     if not history:
         return None
     keys = [key for key in (TRAIN_LOSS, VALID_LOSS) if key in history[0]]
-    losses = [float(record[key]) for record in history for key in keys if key in record]
-    finite = [loss for loss in losses if math.isfinite(loss)]
-    logy = bool(finite) and min(finite) > 0 and max(finite) > LOG_SCALE_RATIO * min(finite)
-    return plot_training_curves(history, path, keys=keys, logy=logy)
+    return plot_training_curves(history, path, keys=keys, logy=_losses_span_orders(history, keys))
+
+
+def _losses_span_orders(history: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> bool:
+    """Whether the ``keys`` values of ``history`` call for a log scale: all finite ones positive,
+    the largest more than :data:`LOG_SCALE_RATIO` times the smallest."""
+    values = [record[key] for record in history for key in keys if isinstance(record.get(key), (int, float))]
+    finite = [float(value) for value in values if math.isfinite(value)]
+    return bool(finite) and min(finite) > 0 and max(finite) > LOG_SCALE_RATIO * min(finite)
 
 
 def plot_training_curves(
@@ -371,9 +376,10 @@ def learning_curves_png(
     history: Sequence[dict[str, Any]], percent_metrics: frozenset[str] = PERCENT_METRICS
 ) -> bytes:
     """A run's learning curves as PNG bytes (the HTML report's, :mod:`attnlab.reporting.html`):
-    training and validation loss (left) and the validation accuracy (right) against epochs, from
-    ``metrics.jsonl`` records (:func:`learning_curve_panels`; ``percent_metrics``: the run's
-    percentages)."""
+    training and validation loss (left; on a log scale when they span more than
+    :data:`LOG_SCALE_RATIO`, as :func:`plot_run_history`) and the validation accuracy (right)
+    against epochs, from ``metrics.jsonl`` records (:func:`learning_curve_panels`;
+    ``percent_metrics``: the run's percentages)."""
     epochs = [record.get("epoch", number + 1) for number, record in enumerate(history)]
     figure = Figure(figsize=(6.4, 2.6), dpi=80)
     panels = learning_curve_panels(history, percent_metrics)
@@ -381,6 +387,8 @@ def learning_curves_png(
         for key in keys:
             axes.plot(epochs, [record.get(key) for record in history], marker=".", label=key)
         axes.set(xlabel="epoch", title=title)
+        if title == "loss" and _losses_span_orders(history, keys):
+            axes.set_yscale("log")
         if axes.lines:
             axes.legend(fontsize=7)
     figure.tight_layout()
