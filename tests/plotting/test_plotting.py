@@ -55,6 +55,16 @@ def _assert_png(path: Path) -> None:
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
 
 
+def _record_saved_figures(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[Figure]:
+    """The figures ``module`` writes through its ``_save_figure`` from now on (still written)."""
+    figures: list[Figure] = []
+    original = module._save_figure
+    monkeypatch.setattr(
+        module, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
+    )
+    return figures
+
+
 def _only_file(directory: Path) -> list[str]:
     return sorted(entry.name for entry in directory.iterdir())
 
@@ -140,11 +150,7 @@ def test_run_history_draws_losses_spanning_orders_of_magnitude_on_a_log_scale(
 
     from attnlab.plotting import curves, plot_run_history
 
-    figures: list[Figure] = []
-    original = curves._save_figure
-    monkeypatch.setattr(
-        curves, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
-    )
+    figures = _record_saved_figures(monkeypatch, curves)
     metrics = tmp_path / "metrics.jsonl"
     losses = [2.9, 0.4, 0.1, last_loss]
     metrics.write_text(
@@ -369,11 +375,7 @@ def test_interpretable_variables_headers_do_not_overlap(
     from attnlab.attention.shift import MOVES
     from attnlab.plotting import attention
 
-    figures: list[Figure] = []
-    original = attention._save_figure
-    monkeypatch.setattr(
-        attention, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
-    )
+    figures = _record_saved_figures(monkeypatch, attention)
     variables = {f"move_{move}": np.linspace(0, 1, 5) for move in MOVES} | {"position": np.arange(5.0)}
     plot_interpretable_variables(_diagonal(), variables, SOURCE, OUTPUT, tmp_path / "shift.png", dpi=DPI)
     (fig,) = figures
@@ -404,11 +406,7 @@ def test_a_long_title_is_wrapped_inside_the_figure(
 
     from attnlab.plotting import attention, plot_attention_heads
 
-    figures: list[Figure] = []
-    original = attention._save_figure
-    monkeypatch.setattr(
-        attention, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
-    )
+    figures = _record_saved_figures(monkeypatch, attention)
     path = tmp_path / f"{kind}.png"
     if kind == "heatmap":
         plot_attention_heatmap(_diagonal(), SOURCE, OUTPUT, path, title=LONG_TITLE, dpi=DPI)
@@ -437,11 +435,7 @@ def test_attention_heads_grid_has_a_panel_per_layer_and_head_and_a_mean_column(
 ) -> None:
     from attnlab.plotting import attention, plot_attention_heads
 
-    figures: list[Figure] = []
-    original = attention._save_figure
-    monkeypatch.setattr(
-        attention, "_save_figure", lambda fig, path, **kw: figures.append(fig) or original(fig, path, **kw)
-    )
+    figures = _record_saved_figures(monkeypatch, attention)
     layers, heads = 2, 3
     weights = np.stack([np.stack([_diagonal(), _diagonal()[::-1], np.full((5, 5), 0.2)])] * layers)
     names = [["dot", "shift", "dot"], ["dot", "dot", "location"]]

@@ -231,6 +231,11 @@ def _wrap_title(title: str, width_inches: float, fontsize: float) -> str:
     )
 
 
+def _suptitle(fig: Figure, title: str, fontsize: float) -> None:
+    """``title`` over the whole figure, wrapped to its width less a margin."""
+    fig.suptitle(_wrap_title(title, fig.get_figwidth() - 0.5, fontsize), fontsize=fontsize)
+
+
 def _draw_heatmap(
     ax: Axes,
     weights: np.ndarray,
@@ -459,9 +464,7 @@ def plot_attention_heads(
     colorbar.ax.tick_params(labelsize=geo.fontsize)
     colorbar.set_label("attention weight", fontsize=geo.fontsize)
     if title:
-        fig.suptitle(
-            _wrap_title(title, fig.get_figwidth() - 0.5, geo.fontsize + 3), fontsize=geo.fontsize + 3
-        )
+        _suptitle(fig, title, geo.fontsize + 3)
     return _save_figure(fig, path, dpi=dpi)
 
 
@@ -668,7 +671,7 @@ def plot_interpretable_variables(
         colorbar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
         colorbar.ax.tick_params(labelsize=fontsize)
     if title:
-        fig.suptitle(_wrap_title(title, fig.get_figwidth() - 0.5, fontsize + 3), fontsize=fontsize + 3)
+        _suptitle(fig, title, fontsize + 3)
     return _save_figure(fig, path, dpi=dpi)
 
 
