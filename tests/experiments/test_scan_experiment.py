@@ -605,6 +605,10 @@ def test_bad_lines_in_a_data_file_are_data_errors(scan_slice, tmp_path):
             ["model.architecture=transformer", "model.transformer.stop_from_attention=true"],
             "a SCAN command ends in a word, so it needs transformer.end_marker: true",
         ),
+        (
+            ["model.architecture=transformer", "model.transformer.cross_attention=[dot, dott]"],
+            r"config.model.transformer: cross_attention\[1\]: unknown head 'dott'; expected 'dot' or",
+        ),
         (["model.decoder_hidden_dim=300"], "2 \\* encoder_hidden_dim"),
         (["training.patience=0"], "patience"),
         (["training.uniform_alignment_epochs=-1"], "uniform_alignment_epochs must be >= 0"),

@@ -421,8 +421,12 @@ def test_start_is_end_reads_the_start_token_as_the_end_tokens_embedding():
 def test_unknown_scheme_and_bad_cross_attention_specs_are_errors():
     with pytest.raises(ValueError, match="positional must be one of"):
         build("wavelet")
-    with pytest.raises(ValueError, match="unknown attender"):
+    with pytest.raises(ValueError, match="cross_attention: unknown head 'telepathy'; expected 'dot' or an"):
         build(cross_attention="telepathy")
+    with pytest.raises(ValueError, match=r"cross_attention\[1\]\[0\]: unknown head 'dott'"):
+        cross_attention_heads(["dot", ["dott", "shift"]], layers=2, heads=2)
+    with pytest.raises(ValueError, match=r"cross_attention\[0\]: unknown head 'telepathy'"):
+        cross_attention_heads(["telepathy", "dot"], layers=2, heads=2)
     with pytest.raises(ValueError, match="lists 3 layers"):
         cross_attention_heads(["dot"] * 3, layers=2, heads=2)
     with pytest.raises(ValueError, match="list of 2 names"):

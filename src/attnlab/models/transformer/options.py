@@ -10,6 +10,7 @@ from typing import Any
 
 from torch import nn
 
+from attnlab.attention.registry import ATTENDERS
 from attnlab.attention.syntactic import DROPOUT_UNITS
 
 DOT = "dot"
@@ -63,8 +64,10 @@ that layer) or a list of one name per head."""
 
 
 def cross_attention_heads(spec: CrossAttentionSpec, layers: int, heads: int) -> list[list[str]]:
-    """Normalise a cross-attention spec to ``[layers][heads]`` names; bad shapes raise ``ValueError``."""
+    """Normalise a cross-attention spec to ``[layers][heads]`` names; bad shapes or names (neither
+    ``"dot"`` nor a registered attender) raise ``ValueError``."""
     if isinstance(spec, str):
+        _check_head_name(spec, "cross_attention")
         return [[spec] * heads for _ in range(layers)]
     if len(spec) != layers:
         raise ValueError(
@@ -74,8 +77,11 @@ def cross_attention_heads(spec: CrossAttentionSpec, layers: int, heads: int) -> 
     per_layer = []
     for i, entry in enumerate(spec):
         if isinstance(entry, str):
+            _check_head_name(entry, f"cross_attention[{i}]")
             per_layer.append([entry] * heads)
         elif isinstance(entry, list | tuple) and len(entry) == heads and _names(entry):
+            for h, name in enumerate(entry):
+                _check_head_name(name, f"cross_attention[{i}][{h}]")
             per_layer.append(list(entry))
         else:
             raise ValueError(
@@ -83,6 +89,13 @@ def cross_attention_heads(spec: CrossAttentionSpec, layers: int, heads: int) -> 
                 f"got {entry!r}"
             )
     return per_layer
+
+
+def _check_head_name(name: str, where: str) -> None:
+    if name != DOT and name not in ATTENDERS:
+        raise ValueError(
+            f"{where}: unknown head {name!r}; expected {DOT!r} or an attender, one of {sorted(ATTENDERS)}"
+        )
 
 
 def _names(entry: list[Any] | tuple[Any, ...]) -> bool:
