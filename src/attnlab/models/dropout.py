@@ -3,11 +3,12 @@
 PyTorch's CPU dropout draws one Bernoulli sample per element from its Mersenne Twister, which made
 dropout's masks 20% of a training update of ``scan_transformer_csordas2021`` (as it was then, dropout 0.5 on
 attention weights, residual branches and feed-forward layers) on one thread. :class:`Dropout`
-takes 16 random bits per element from one 64-bit draw per four elements instead: forward and
-backward 2.5-2.8× faster than ``torch.nn.functional.dropout`` on the Transformer's tensors
-(docs/results.md, issue 28, session 28), so that update took 1.23× less CPU time (1.34× with
-sinusoidal positions). Elsewhere than on a CPU it is ``nn.Dropout``. The Transformer uses it; the
-recurrent models keep ``nn.Dropout``, so their finished runs stay reproducible bit for bit.
+takes one 16-bit lane per element (its 15 random low bits) from one 64-bit draw per four elements
+instead: forward and backward 2.5-2.8× faster than ``torch.nn.functional.dropout`` on the
+Transformer's tensors (docs/results.md, issue 28, session 28), so that update took 1.23× less CPU
+time (1.34× with sinusoidal positions). Elsewhere than on a CPU it is ``nn.Dropout``. The
+Transformer uses it; the recurrent models keep ``nn.Dropout``, so their finished runs stay
+reproducible bit for bit.
 
 Choice where the semantics could differ: the drop probability is rounded to a multiple of
 ``2**-15`` (0.1 becomes 0.100006; 0.5 and every multiple of 1/32768 stay exact), and survivors are
