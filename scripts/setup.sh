@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$python" -m venv .venv
+# A .venv without a working pip (its creation was interrupted) is made again.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+  "$python" -m venv --clear .venv
 fi
 stamp=.venv/.attnlab-installed
 wanted=$(cat pyproject.toml constraints-dev.txt | sha256sum | cut -d' ' -f1)
