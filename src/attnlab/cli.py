@@ -380,7 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
         "or any key of the run's evaluation section (evaluation.stop_threshold=0.8, "
         "evaluation.batch_size=100, ...; needs --out); the trained model's keys cannot change",
     )
-    evaluate.add_argument("--data", nargs="+", help="machine-tasks TSV files to evaluate on")
+    evaluate.add_argument(
+        "--data",
+        nargs="+",
+        help="files in the run's data format to evaluate on instead of its test sets: machine-tasks TSV, "
+        "SCAN IN/OUT, corpus text (results go to --out)",
+    )
     evaluate.add_argument(
         "--out",
         metavar="DIR",
