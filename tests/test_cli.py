@@ -40,6 +40,16 @@ def test_reproduce_help_lists_choices_once(paper, capsys):
         assert choice in words, (choice, text)
 
 
+@pytest.mark.parametrize("paper", sorted(recipes()))
+def test_reproduce_help_describes_the_recipe_in_whole_sentences(paper, capsys):
+    """The description is the docstring's first paragraph, not its first line cut mid-sentence."""
+    text = _help(["reproduce", paper], capsys)
+    description = " ".join(text.split("\n\n")[1].split())  # after the usage block
+    first_paragraph = " ".join(recipes()[paper].__doc__.strip().split("\n\n")[0].split())
+    assert description == first_paragraph.replace("``", "")
+    assert description.endswith((".", ")")), description
+
+
 def test_dubois2020_help_names_each_attender_once(capsys):
     from attnlab.experiments.lookup import recipe as dubois2020
 

@@ -510,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's tables and figures")
     papers = reproduce.add_subparsers(dest="paper", required=True)
     for paper, recipe in recipes().items():
-        summary = (recipe.__doc__ or paper).strip().split("\n")[0]
+        summary = " ".join((recipe.__doc__ or paper).strip().split("\n\n")[0].split()).replace("``", "")
         recipe.add_arguments(papers.add_parser(paper, help=summary, description=summary))
         papers.choices[paper].set_defaults(handler=_recipe_handler(paper, recipe.main))
     _compact_choices(parser)
