@@ -350,12 +350,22 @@ def _compact_choices(parser: argparse.ArgumentParser) -> None:
             action.help = f"{action.help}; {listed}" if action.help else listed
 
 
+DEVICE_HELP = "auto (CUDA when available, else the CPU), cpu, cuda, cuda:N or mps (default: auto)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     description = __doc__.split("\n\n")[0].replace("``", "")
     parser = argparse.ArgumentParser(prog="attnlab", description=description)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a model from a YAML config, then evaluate it")
+    train = commands.add_parser(
+        "train",
+        help="train a model from a YAML config, then evaluate it",
+        description="Train a model from a YAML config (a file, or a built-in name: attnlab configs) "
+        "with key=value overrides, then evaluate it on its test sets. RUN_DIR gets the config, "
+        "train.log, metrics.jsonl, checkpoints/ and eval/. Example: attnlab train lookup "
+        "training.epochs=5 --run-dir runs/try",
+    )
     train.add_argument("config", help="YAML file or built-in config name")
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.epochs=5")
     train.add_argument("--run-dir", help="output directory (default runs/<config name>)")
@@ -371,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluation settings: their results go to --out DIR (required then), with DIR/evaluation.yaml "
         "saying which run, checkpoint and overrides they are of; RUN_DIR/eval/ is left alone.",
     )
-    evaluate.add_argument("run_dir", metavar="RUN_DIR")
+    evaluate.add_argument("run_dir", metavar="RUN_DIR", help="a run directory that attnlab train wrote")
     evaluate.add_argument(
         "overrides",
         nargs="*",
@@ -384,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--data",
         nargs="+",
         help="files in the run's data format to evaluate on instead of its test sets: machine-tasks TSV, "
-        "SCAN IN/OUT, corpus text (results go to --out)",
+        "SCAN IN/OUT, corpus text (results: RUN_DIR/eval/files/<file name>.json, or --out DIR)",
     )
     evaluate.add_argument(
         "--out",
@@ -398,7 +408,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: the run's evaluation.checkpoint; trained: a run with training.ema_decay, its "
         "trained weights instead of their average",
     )
-    evaluate.add_argument("--device", default="auto")
+    evaluate.add_argument(
+        "--device",
+        default="auto",
+        help=DEVICE_HELP,
+    )
     evaluate.set_defaults(handler=cmd_evaluate)
 
     from attnlab.experiments import compare
@@ -410,15 +424,23 @@ def build_parser() -> argparse.ArgumentParser:
     compare_parser.set_defaults(handler=compare.main)
 
     plot = commands.add_parser(
-        "plot", help="a run's attention (heatmaps, Dubois Fig. 9, Daniluk Fig. 3, α_t over time) and curves"
+        "plot",
+        help="a run's attention (heatmaps, Dubois Fig. 9, Daniluk Fig. 3, α_t over time) and curves",
+        description="Plot a run's attention on test examples (heatmaps, every layer and head, Dubois "
+        "et al.'s Figure 9 view, Daniluk et al.'s Figure 3, α_t over time) and its training curves, "
+        "as PNG files in RUN_DIR/plots/.",
     )
-    plot.add_argument("run_dir")
+    plot.add_argument("run_dir", metavar="RUN_DIR", help="a run directory that attnlab train wrote")
     plot.add_argument("--test-set", default=None, help="one of the run's test sets (default: its main one)")
     plot.add_argument(
         "--data", help="a file in the run's data format instead: machine-tasks TSV, SCAN IN/OUT, corpus text"
     )
     plot.add_argument(
-        "--index", type=int, nargs="+", default=[0], help="example (language models: document) indices"
+        "--index",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="example (language models: document; memory problems: sequence) indices (default: 0)",
     )
     plot.add_argument("--steps", type=int, help="language-model runs: words per heatmap (default 40)")
     plot.add_argument(
@@ -427,29 +449,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: the run's evaluation.checkpoint; another one's attention plots go to "
         "RUN_DIR/plots/<checkpoint>/",
     )
-    plot.add_argument("--device", default="auto")
+    plot.add_argument(
+        "--device",
+        default="auto",
+        help=DEVICE_HELP,
+    )
     plot.set_defaults(handler=cmd_plot)
 
-    generate = commands.add_parser("generate", help="sample text from a trained language model")
-    generate.add_argument("run_dir")
+    generate = commands.add_parser(
+        "generate",
+        help="sample text from a trained language model",
+        description="Sample text from a trained language model run, with each step's attention.",
+    )
+    generate.add_argument("run_dir", metavar="RUN_DIR", help="a language-model run directory")
     generate.add_argument(
         "--prompt",
         default="",
         help="words to continue; a line break ends a sentence (default: a new document)",
     )
-    generate.add_argument("--words", type=int, default=100, help="how many words to sample")
-    generate.add_argument("--temperature", type=float, default=1.0, help="0: always the most probable word")
+    generate.add_argument("--words", type=int, default=100, help="how many words to sample (default: 100)")
+    generate.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="divides the logits before sampling; 0: always the most probable word (default: 1.0)",
+    )
     generate.add_argument("--top-k", type=int, help="sample among the k most probable words only")
-    generate.add_argument("--samples", type=int, default=1, help="independent continuations")
-    generate.add_argument("--seed", type=int, default=0)
-    generate.add_argument("--checkpoint", choices=CHECKPOINTS)
-    generate.add_argument("--device", default="auto")
+    generate.add_argument("--samples", type=int, default=1, help="independent continuations (default: 1)")
+    generate.add_argument("--seed", type=int, default=0, help="the sampling's random seed (default: 0)")
+    generate.add_argument(
+        "--checkpoint", choices=CHECKPOINTS, help="default: the run's evaluation.checkpoint"
+    )
+    generate.add_argument(
+        "--device",
+        default="auto",
+        help=DEVICE_HELP,
+    )
     generate.add_argument("--out", help="also write the words and attention weights to this JSON file")
     generate.set_defaults(handler=cmd_generate)
 
-    multiseed = commands.add_parser("multiseed", help="train one config over several seeds; mean ± std")
-    multiseed.add_argument("config")
-    multiseed.add_argument("overrides", nargs="*")
+    multiseed = commands.add_parser(
+        "multiseed",
+        help="train one config over several seeds; mean ± std",
+        description="Train one config once per seed (OUT/seed<N>/, one after the other; finished seeds "
+        "are skipped) and write the metrics' mean ± std over the seeds to OUT/aggregate.{json,csv,md}.",
+    )
+    multiseed.add_argument("config", help="YAML file or built-in config name")
+    multiseed.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.epochs=5")
     add_seeds_argument(multiseed, [0, 1, 2])
     multiseed.add_argument("--out", help="output directory (default runs/<config name>)")
     multiseed.set_defaults(handler=cmd_multiseed)
@@ -457,7 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
     from attnlab.experiments import sweep
     from attnlab.reporting import html as html_report
 
-    sweep_parser = commands.add_parser("sweep", help="run a grid × seeds sweep (local processes or Ray)")
+    sweep_parser = commands.add_parser(
+        "sweep",
+        help="run a grid × seeds sweep (local processes or Ray)",
+        description="Run a sweep spec (YAML: config, overrides, grid, seeds; or a built-in sweep's name) "
+        "into OUT/<key>=<value>,.../seed<N>/: finished runs are skipped, interrupted ones resume, and "
+        "each cell's mean ± std goes to its aggregate.{json,csv,md}.",
+    )
     sweep.add_arguments(sweep_parser)
     sweep_parser.set_defaults(handler=cmd_sweep)
 

@@ -47,10 +47,25 @@ def read_units(run_dir: str | Path, test_set: str, unit: str | None, metric: str
             if path.is_file():
                 return reader(path, unit, metric)
     expected = " nor ".join(str(run.evaluation_file(test_set, suffix)) for suffix in UNIT_READERS)
+    scored = scored_test_sets(run)
+    if scored:
+        raise ConfigError(
+            f"{run_dir}: no per-unit scores for test set {test_set!r} (found neither {expected}); "
+            f"it has them for {', '.join(scored)}: name one with --test-set"
+        )
     raise ConfigError(
         f"{run_dir}: no per-unit scores for test set {test_set!r} (found neither {expected}); "
         f"`attnlab evaluate {run_dir}` writes them (language-model and sequence-to-sequence runs)"
     )
+
+
+def scored_test_sets(run: RunDirectory) -> list[str]:
+    """The test sets (and ``attnlab evaluate --data`` files) ``run`` has per-unit scores for, sorted."""
+    names = set()
+    for folder in (run.eval_dir, run.eval_dir / "files"):
+        for suffix in UNIT_READERS:
+            names.update(path.name.removesuffix(suffix) for path in folder.glob(f"*{suffix}"))
+    return sorted(names)
 
 
 def compare_runs(
@@ -77,10 +92,16 @@ def _first_difference(a: Units, b: Units) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "runs", nargs="+", metavar="RUN_DIR", help="the baseline run, then the runs to compare with it"
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="the baseline run, then at least one run to compare with it",
     )
     parser.add_argument(
-        "--test-set", default=None, help="a test set the runs were evaluated on (default: test)"
+        "--test-set",
+        default=None,
+        help="a test set the runs were evaluated on (default: test; Lookup Tables runs have "
+        "interpolation and long1 ... long5)",
     )
     parser.add_argument(
         "--unit",
@@ -94,8 +115,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "e.g. test/long3/seq_acc",
     )
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap samples (default 1000)")
-    parser.add_argument("--confidence", type=float, default=0.95, help="of the interval (default 0.95)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--confidence", type=float, default=0.95, help="the confidence interval's level (default 0.95)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
     parser.add_argument("--out", help="also write the comparisons to this JSON file")
 
 
