@@ -61,7 +61,7 @@ def read_units(run_dir: str | Path, test_set: str, unit: str | None, metric: str
 
 def scored_test_sets(run: RunDirectory) -> list[str]:
     """The test sets (and ``attnlab evaluate --data`` files) ``run`` has per-unit scores for, sorted."""
-    names = set()
+    names: set[str] = set()
     for folder in (run.eval_dir, run.eval_dir / "files"):
         for suffix in UNIT_READERS:
             names.update(path.name.removesuffix(suffix) for path in folder.glob(f"*{suffix}"))
