@@ -61,6 +61,19 @@ def test_load_yaml_errors_name_the_file(tmp_path):
         load_yaml(tmp_path / "missing.yaml")
 
 
+def test_a_key_given_twice_in_one_mapping_is_an_error_naming_its_line(tmp_path):
+    repeated = tmp_path / "repeated.yaml"
+    repeated.write_text("training:\n  epochs: 1\n  batch_size: 8\n  epochs: 2\n")
+    with pytest.raises(ConfigError, match=r"repeated.yaml line 4 column 3: .*key 'epochs' is given twice"):
+        load_yaml(repeated)
+    merged = tmp_path / "merged.yaml"  # a merge key's values may be overridden: not a repetition
+    merged.write_text("base: &base {epochs: 1, batch_size: 8}\ntraining:\n  <<: *base\n  epochs: 2\n")
+    assert load_yaml(merged)["training"] == {"epochs": 2, "batch_size": 8}
+    same_key_apart = tmp_path / "apart.yaml"
+    same_key_apart.write_text("training: {epochs: 1}\nevaluation: {epochs: 1}\n")
+    assert load_yaml(same_key_apart) == {"training": {"epochs": 1}, "evaluation": {"epochs": 1}}
+
+
 def test_every_builtin_config_parses_with_its_experiment():
     from attnlab.experiments.registry import builtin_configs, experiment_for, resolve_config
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -162,8 +163,10 @@ def _check_sampling_options(args: argparse.Namespace) -> None:
     for flag, value in (("--words", args.words), ("--samples", args.samples), ("--top-k", args.top_k)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
-    if not args.temperature >= 0:
-        raise ConfigError(f"--temperature must be >= 0 (0: the most probable word), got {args.temperature}")
+    if not 0 <= args.temperature < math.inf:
+        raise ConfigError(
+            f"--temperature must be a finite number >= 0 (0: the most probable word), got {args.temperature}"
+        )
 
 
 def run_sweep_command(args: argparse.Namespace) -> int:

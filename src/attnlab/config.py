@@ -37,7 +37,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
             f"{path} line {line}: not valid UTF-8 ({error.reason}); a config is UTF-8 YAML"
         ) from None
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as error:
         raise ConfigError(
             f"{path}{_yaml_error_place(error)}: not valid YAML: {_yaml_problem(error)}"
@@ -49,6 +49,29 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys, got {type(loaded).__name__}")
     return loaded
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (where it keeps the last
+    silently: ``epochs: 1`` then ``epochs: 2`` trained 2 epochs without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:  # before merge keys (<<) are flattened: those may be overridden
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                repeated = key in seen
+            except TypeError:  # an unhashable key: the safe loader's own error follows
+                break
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    problem=f"the key {key!r} is given twice in one mapping; give it once",
+                    problem_mark=key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _yaml_error_place(error: yaml.YAMLError) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attnlab.config import ConfigError
+from attnlab.io import OutputPathError
 from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import UnknownTokenError
 from attnlab.training.checkpoint import CheckpointError
@@ -14,4 +15,5 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     UnknownTokenError,
     CheckpointError,
     TrainingDiverged,
+    OutputPathError,
 )

@@ -13,15 +13,34 @@ from typing import Any
 import torch
 
 
+class OutputPathError(ValueError):
+    """An output path that cannot be written: a folder where a file is asked for, or a file where
+    a folder is (the CLI reports it as one line)."""
+
+
+def make_directory(path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` with its parents (nothing if it exists); an
+    :class:`OutputPathError` names the path when it, or a folder above it, is a file."""
+    path = Path(path)
+    for folder in (path, *path.parents):
+        if folder.exists() and not folder.is_dir():
+            raise OutputPathError(f"{folder} is a file, not a folder: give another path than {path}")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it goes.
 
     The result gets the permissions of the file it replaces, or else those of a new file
-    (``0o666`` minus the umask) rather than ``mkstemp``'s private ``0o600``.
+    (``0o666`` minus the umask) rather than ``mkstemp``'s private ``0o600``. A ``path`` that is a
+    folder, or lies under a file, is an :class:`OutputPathError`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise OutputPathError(f"{path} is a folder: give a file path to write to")
+    make_directory(path.parent)
     mode = _file_mode(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(handle)

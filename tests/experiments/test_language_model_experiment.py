@@ -226,7 +226,8 @@ def test_plot_options_of_other_runs_are_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        (["--temperature", "-1"], "--temperature must be >= 0"),
+        (["--temperature", "-1"], "--temperature must be a finite number >= 0"),
+        (["--temperature", "inf"], "--temperature must be a finite number >= 0"),
         (["--words", "0"], "--words must be >= 1"),
         (["--top-k", "0"], "--top-k must be >= 1"),
     ],

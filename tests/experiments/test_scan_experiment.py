@@ -332,6 +332,12 @@ def test_a_trained_run_is_evaluated_with_other_evaluation_settings_into_another_
     assert _files(run_dir / "eval") == own
     assert load_yaml(out / "evaluation.yaml") == record  # the refused evaluations wrote nothing
     assert not (run_dir / "evaluation.yaml").exists()
+    bad = tmp_path / "bad.txt"
+    bad.write_text("IN: walk OUT: I_WALK\nIN: OUT: I_WALK\n")
+    fresh = tmp_path / "fresh"
+    assert main(["evaluate", str(run_dir), "--data", str(bad), "--out", str(fresh), "--device", "cpu"]) == 2
+    assert "bad.txt line 2: empty command" in capsys.readouterr().err
+    assert not (fresh / "evaluation.yaml").exists()  # no record of an evaluation that never ran
     # a folder an earlier evaluation wrote is reused
     again = ["evaluate", str(run_dir), "evaluation.max_length=4", "--out", str(out), "--device", "cpu"]
     assert main(again) == 0

@@ -72,7 +72,9 @@ def test_sampling_follows_the_temperature_and_top_k():
     "arguments, message",
     [
         ({"steps": 0}, "steps must be >= 1"),
-        ({"temperature": -1.0}, "temperature must be >= 0"),
+        ({"temperature": -1.0}, "temperature must be a finite number >= 0"),
+        ({"temperature": float("inf")}, "temperature must be a finite number >= 0"),
+        ({"temperature": float("nan")}, "temperature must be a finite number >= 0"),
         ({"top_k": 0}, "top_k must be >= 1"),
         ({"prompt": torch.zeros(2, 0, dtype=torch.long)}, "prompt must be"),
     ],

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
-from attnlab.training.trainer import make_optimizer
+from attnlab.training.trainer import TrainingConfig, make_optimizer
 
 
 def _train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: int = 5) -> None:
@@ -41,3 +42,18 @@ def test_optimizer_state_round_trips_through_a_state_dict():
     restored = make_optimizer(model, 0.001)
     restored.load_state_dict(optimizer.state_dict())
     assert restored.state_dict()["state"][0]["step"] == optimizer.state_dict()["state"][0]["step"]
+
+
+@pytest.mark.parametrize("value", [0.0, -1e-3, float("nan"), float("inf")])
+def test_a_learning_rate_that_is_not_a_finite_positive_number_is_refused(value):
+    with pytest.raises(ValueError, match=r"learning_rate must be a finite number > 0, got"):
+        TrainingConfig(learning_rate=value)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_gradient_clip_that_would_not_clip_is_refused(value):
+    """A negative max norm makes clip_grad_norm_ flip every gradient (ascent), 0 zeroes them, NaN
+    and inf leave training to diverge without naming the key."""
+    with pytest.raises(ValueError, match=r"gradient_clip must be a finite number > 0 .* or null"):
+        TrainingConfig(gradient_clip=value)
+    assert TrainingConfig(gradient_clip=None).gradient_clip is None

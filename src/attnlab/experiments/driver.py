@@ -120,13 +120,13 @@ def evaluate(
     results_dir = _results_dir(run_dir, evaluation_overrides(run_dir, overrides), out)
     trained = load_trained(experiment, run_dir, device_name, checkpoint, overrides)
     run = trained.run
-    if results_dir is not None:
-        run = replace(run, results=results_dir)
-        write_evaluation_record(run, trained.checkpoint, overrides, trained.config, data_files)
     if data_files:
         test_sets = experiment.file_test_sets(trained.config, trained.loaded, data_files)
     else:
         test_sets = experiment.test_sets(trained.config, trained.loaded, trained.device)
+    if results_dir is not None:  # once the data are read: a bad file leaves no record behind
+        run = replace(run, results=results_dir)
+        write_evaluation_record(run, trained.checkpoint, overrides, trained.config, data_files)
     return evaluate_checkpoint(
         experiment,
         run,

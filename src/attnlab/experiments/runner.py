@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.experiments.aggregate import Results, aggregate_results, write_aggregate
 from attnlab.experiments.registry import train_or_resume
-from attnlab.io import atomic_write_text
+from attnlab.io import atomic_write_text, make_directory
 from attnlab.logs import show_logs_in_worker
 from attnlab.metric_names import read_summary
 
@@ -135,7 +135,7 @@ def training_lock(run_dir: Path) -> Iterator[None]:
         yield
         return
     created = not key.exists()
-    key.mkdir(parents=True, exist_ok=True)
+    make_directory(key)
     descriptor = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:

@@ -32,6 +32,7 @@ the state and the memory window, and returns the attention of every generated st
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -329,8 +330,8 @@ def _check_sampling(prompt: torch.Tensor, steps: int, temperature: float, top_k:
         raise ValueError(f"prompt must be [batch, P] token ids with P >= 1, got {tuple(prompt.shape)}")
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0 (0: greedy), got {temperature}")
+    if not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number >= 0 (0: greedy), got {temperature}")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
 

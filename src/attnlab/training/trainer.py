@@ -141,8 +141,16 @@ class TrainingConfig:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate}")
+        if self.gradient_clip is not None and not (
+            math.isfinite(self.gradient_clip) and self.gradient_clip > 0
+        ):
+            # clip_grad_norm_ with a negative norm flips every gradient (ascent); 0 zeroes them
+            raise ValueError(
+                f"gradient_clip must be a finite number > 0 (the largest gradient norm) or null (no "
+                f"clipping), got {self.gradient_clip}"
+            )
         if not isinstance(self.tensorboard, bool):
             raise ValueError(f"tensorboard must be true or false, got {self.tensorboard!r}")
         if self.checkpoint_every is not None and self.checkpoint_every < 1:
