@@ -96,3 +96,22 @@ def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path, tiny_overrides, 
         "not a run directory",
     )
     assert (precious / "thesis.tex").read_text() == "important"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("model.embedding_dim", "-4", "config.model: embedding_dim must be >= 1, got -4"),
+        ("model.hidden_dim", "0", "config.model: hidden_dim must be >= 1, got 0"),
+        ("model.bottleneck_dropout", "1.0", "config.model: bottleneck_dropout must be in [0, 1), got 1.0"),
+        ("model.attender", "nope", "config.model: unknown attender 'nope'"),
+    ],
+)
+def test_a_bad_lookup_model_setting_fails_when_the_config_is_read(
+    tmp_path, tiny_overrides, capsys, key, value, fragment
+):
+    """Named with its key before any data or model is built (a negative size was a traceback from
+    torch), so a sweep refuses the cell before it starts any run."""
+    run = tmp_path / "run"
+    _fails(["train", "lookup", *tiny_overrides(**{key: value}), "--run-dir", str(run)], capsys, fragment)
+    assert not run.exists()

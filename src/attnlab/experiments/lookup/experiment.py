@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import torch
 
+from attnlab.attention.registry import attender_options
 from attnlab.config import ConfigError
 from attnlab.evaluation.seq2seq import evaluate_seq2seq, teacher_forced_loss
 from attnlab.experiments.base import Capability, Evaluation
@@ -69,6 +70,12 @@ class Seq2SeqModelConfig:
     def __post_init__(self) -> None:
         recurrent = [name for name in changed_options(self) if name not in ("architecture", "transformer")]
         check_architecture_options(self.architecture, self.transformer, recurrent)
+        attender_options(self.attender)  # an unknown name fails here, before a sweep starts its runs
+        for name in ("embedding_dim", "hidden_dim", "encoder_window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.bottleneck_dropout < 1:
+            raise ValueError(f"bottleneck_dropout must be in [0, 1), got {self.bottleneck_dropout}")
         if self.transformer.end_marker:
             raise ValueError(
                 "transformer.end_marker is for sources without an end token (SCAN); a Lookup Tables "
