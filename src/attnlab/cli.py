@@ -550,7 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="copy a run tree's results (no checkpoints) where a report can be rebuilt from them",
         description="Copy what reports read from a run tree (configs, metrics.jsonl, eval/*.json, race "
         "records, sweep aggregates; no checkpoints, logs or predictions) to DESTINATION, keeping the "
-        "layout: `reproduce ... --out DESTINATION --report-only` then rebuilds the same tables.",
+        "layout: attnlab reproduce PAPER --out DESTINATION --report-only (or attnlab sweep SPEC --out "
+        "DESTINATION --report-only) then rebuilds the tables, but for what reads the runs' predictions "
+        "or checkpoints (daniluk2017's bootstrap column against the LSTM and Figure 3a).",
     )
     archive.add_argument("source", help="a run tree: a recipe's or a sweep's --out, or one run directory")
     archive.add_argument("destination", help="where the archive goes (files there are replaced)")

@@ -666,7 +666,9 @@ def _hours(seconds: float) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", help="sweep spec YAML (config, overrides, grid, seeds)")
+    parser.add_argument(
+        "spec", help="sweep spec YAML (config, overrides, grid, seeds), or a built-in sweep's name"
+    )
     parser.add_argument("--backend", choices=["local", "ray"], default="local")
     parser.add_argument(
         "--jobs",
@@ -676,7 +678,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--address", help="ray: address host:port of a running Ray cluster (default: start one)"
     )
-    parser.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, help="seconds")
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=DEFAULT_CONNECT_TIMEOUT_S,
+        help=f"ray with --address: seconds to wait for the cluster (default {DEFAULT_CONNECT_TIMEOUT_S:g})",
+    )
     parser.add_argument("--out", help="output directory (default runs/<spec name>)")
     parser.add_argument("--retry-failed", action="store_true", help="rerun runs whose last attempt failed")
     parser.add_argument(
