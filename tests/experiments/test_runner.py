@@ -66,8 +66,11 @@ def test_run_grid_attempts_every_run_then_names_the_failures(tmp_path, tiny_memo
 
 
 def test_backend_of_a_recipe():
-    local = backend_for("local", 0)
+    local = backend_for("local", 1)
     assert isinstance(local, LocalBackend) and local.jobs == 1
+    for backend, jobs in (("local", 0), ("ray", 0), ("local", -2)):  # 0 was taken as 1 without a word
+        with pytest.raises(RunnerError, match=f"--jobs must be at least 1, got {jobs}"):
+            backend_for(backend, jobs)
     three = backend_for("local", 3)
     assert isinstance(three, LocalBackend) and three.jobs == 3
     ray = backend_for("ray", 1, "localhost:6379")

@@ -476,13 +476,15 @@ def backend_for(kind: str, jobs: int = 1, address: str | None = None) -> Backend
     """The backend of a recipe's ``--backend``, ``--jobs`` and ``--address``: ``local`` runs in this
     process (``jobs <= 1``) or in ``jobs`` worker processes; ``ray`` on ``jobs`` CPUs of a local
     instance (all of them when ``jobs <= 1``) or on the cluster at ``address``."""
+    if jobs < 1:
+        raise RunnerError(f"--jobs must be at least 1, got {jobs}")
     if kind == "ray":
         return RayBackend(address=address, num_cpus=jobs if jobs > 1 else None)
     if kind != "local":
         raise RunnerError(f"unknown backend {kind!r}; choose 'local' or 'ray'")
     if address:
         raise RunnerError("--address applies to --backend ray only")
-    return LocalBackend(max(jobs, 1))
+    return LocalBackend(jobs)
 
 
 def seed_dir(cell_dir: Path, seed: int) -> Path:
@@ -564,7 +566,13 @@ def run_parallel(
 
 def add_parallel_arguments(parser: argparse.ArgumentParser, what: str = "runs") -> None:
     """``--jobs``, ``--backend`` and ``--address`` of a recipe (see :func:`run_parallel`)."""
-    parser.add_argument("--jobs", type=int, default=1, help=f"{what} trained in parallel (one thread each)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help=f"local: {what} trained in parallel, one thread each (default 1: in this process); ray: CPUs "
+        "of a local instance (default: all)",
+    )
     parser.add_argument("--backend", choices=["local", "ray"], default="local", help="local processes or Ray")
     parser.add_argument(
         "--address", default=None, help="ray: host:port of a running cluster (default: start one)"
