@@ -328,6 +328,11 @@ def test_vocabulary_file_that_does_not_match_the_checkpoint_is_refused(copy_corp
         ("model.hidden_dim=64", "exactly one of"),
         ("data.max_tokens={dev: 10}", "unknown split"),
         ("training.bptt=0", "bptt"),
+        # the sizing built a model before the model's own checks: a traceback from the window's or
+        # the N-gram's module
+        ("model.window=0", "config.model: window must be >= 1, got 0"),
+        ("model.ngram=0", "config.model: ngram must be >= 2, got 0"),
+        ("model.dropout=1.0", "config.model: dropout must be in [0, 1), got 1.0"),
     ],
 )
 def test_bad_config_is_a_usage_error(copy_corpus, override, message, tmp_path, capsys):

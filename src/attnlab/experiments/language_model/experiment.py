@@ -103,6 +103,15 @@ class LMModelConfig:
                 "set exactly one of hidden_dim, parameter_budget and match_lstm_hidden (the others null); "
                 f"got {sizes or 'none'}"
             )
+        # checked here as well as by the model, which the sizing builds only after other checks fail
+        for name, least in (("window", 1), ("ngram", 2), ("embedding_dim", 1)):
+            if getattr(self, name) < least:
+                raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
+        for name in sizes:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
 
 @dataclass
