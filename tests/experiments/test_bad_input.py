@@ -83,7 +83,10 @@ def test_not_a_checkpoint(tmp_path, tiny_overrides, capsys):
     assert main(["train", "lookup", *tiny_overrides(**{"training.epochs": 1}), "--run-dir", str(run)]) == 0
     capsys.readouterr()  # the training's log lines
     (run / "checkpoints" / "best.pt").write_text("garbage")
-    _fails(["evaluate", str(run)], capsys, "best.pt", "not a readable attnlab checkpoint")
+    error = _fails(["evaluate", str(run)], capsys, "best.pt", "not a readable attnlab checkpoint: ")
+    assert len(error.strip().splitlines()) == 1
+    (run / "checkpoints" / "best.pt").write_bytes(b"")  # a write cut off before its first byte
+    _fails(["evaluate", str(run)], capsys, "best.pt is not a readable attnlab checkpoint: the file is empty")
 
 
 def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path, tiny_overrides, capsys):

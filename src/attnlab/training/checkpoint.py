@@ -58,10 +58,13 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path} is not a readable attnlab checkpoint: the file is empty")
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # noqa: BLE001 - any unpickling failure means "not a checkpoint"
-        raise CheckpointError(f"{path} is not a readable attnlab checkpoint: {error}") from None
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(f"{path} is not a readable attnlab checkpoint: {reason}") from None
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not an attnlab checkpoint (format {CHECKPOINT_FORMAT})")
     return checkpoint
