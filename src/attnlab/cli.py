@@ -421,7 +421,14 @@ def build_parser() -> argparse.ArgumentParser:
     from attnlab.experiments import compare
 
     compare_parser = commands.add_parser(
-        "compare", help="paired bootstrap: is each run better than a baseline on the same test set?"
+        "compare",
+        help="paired bootstrap: is each run better than a baseline on the same test set?",
+        description="Is each run better than the baseline (the first RUN_DIR) on the same test set, "
+        "beyond the noise of the test set's sample? A paired bootstrap over the per-unit scores "
+        "attnlab train / evaluate write beside a run's metrics: perplexity by sentence or document "
+        "(language models), seq_acc, seq_acc_be, seq_acc_given_length or corpus BLEU by example "
+        "(sequence-to-sequence runs). The runs must be evaluated on the same data. Example: attnlab "
+        "compare runs/lstm runs/attention --unit document",
     )
     compare.add_arguments(compare_parser)
     compare_parser.set_defaults(handler=compare.main)
@@ -517,12 +524,21 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_parser.set_defaults(handler=cmd_sweep)
 
     report_parser = commands.add_parser(
-        "report", help="a static, self-contained HTML report of a runs directory"
+        "report",
+        help="a static, self-contained HTML report of a runs directory",
+        description="Write one self-contained HTML file (no server, no script; images embedded) of a "
+        "folder of runs: the recipes' and sweeps' tables and figures, and per run its status, test "
+        "metrics, learning curve, attention plots (attnlab plot's) and how its wrong outputs are wrong.",
     )
     html_report.add_arguments(report_parser)
     report_parser.set_defaults(handler=html_report.main)
 
-    data = commands.add_parser("data", help="write generated Lookup Tables splits as machine-tasks TSV files")
+    data = commands.add_parser(
+        "data",
+        help="write generated Lookup Tables splits as machine-tasks TSV files",
+        description="Generate Lookup Tables splits (attnlab's protocol or the machine-tasks one) and "
+        "write them as machine-tasks TSV files, the format attnlab train and evaluate --data read.",
+    )
     data.add_argument(
         "--protocol",
         choices=["attnlab", "machine_tasks"],
@@ -538,10 +554,15 @@ def build_parser() -> argparse.ArgumentParser:
         "intermediate-noise",
     )
     data.add_argument("--seed", type=int, help="default 0 (attnlab), 123 (machine_tasks, the published one)")
-    data.add_argument("--out", required=True)
+    data.add_argument("--out", required=True, metavar="DIR", help="the folder the TSV files go to")
     data.set_defaults(handler=cmd_data)
 
-    configs = commands.add_parser("configs", help="list the built-in configs, or show one")
+    configs = commands.add_parser(
+        "configs",
+        help="list the built-in configs, or show one",
+        description="List the built-in configs (what attnlab train NAME starts from), or print one's "
+        "YAML file, comments included.",
+    )
     configs.add_argument("name", nargs="?", help="a built-in config to print in full")
     configs.set_defaults(handler=cmd_configs)
 
