@@ -512,7 +512,8 @@ def test_compare_refuses_runs_it_cannot_compare(trained_run, tmp_path, capsys):
     assert f"{csv_file} line 2" in capsys.readouterr().err
     assert main(["compare", str(run), str(worse), "--test-set", "valid"]) == 2
     error = capsys.readouterr().err
-    assert "found neither" in error and "valid.sentences.csv" in error and "attnlab evaluate" in error
+    assert "found neither" in error and "valid.sentences.csv" in error
+    assert "it has them for test: name one with --test-set" in error  # not told to evaluate it again
     assert main(["compare", str(run)]) == 2
     assert "at least one run" in capsys.readouterr().err
 
