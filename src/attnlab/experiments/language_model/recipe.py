@@ -411,7 +411,13 @@ def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
-    parser.add_argument("--out", default="runs/daniluk2017")
+    parser.add_argument(
+        "--out",
+        default="runs/daniluk2017",
+        metavar="DIR",
+        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
+        "resume (default: runs/daniluk2017)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (minutes on a CPU)")
     parser.add_argument("--corpora", nargs="+", choices=sorted(CORPORA), default=list(CORPORA))
     parser.add_argument(

@@ -876,7 +876,13 @@ def _failure_plots(out_dir: Path, run_dir: Path, test_set: str) -> dict[str, str
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default=f"runs/{PAPER}")
+    parser.add_argument(
+        "--out",
+        default=f"runs/{PAPER}",
+        metavar="DIR",
+        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
+        "resume (default: runs/location_transformer)",
+    )
     add_parallel_arguments(parser, "runs")
     parser.add_argument("--report-only", action="store_true", help="rebuild the tables from finished runs")
     parser.add_argument(

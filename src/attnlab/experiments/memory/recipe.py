@@ -329,7 +329,13 @@ def _plot_accuracy(out_dir: Path, problem: str, seed: int) -> Path | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
-    parser.add_argument("--out", default="runs/raffel2015")
+    parser.add_argument(
+        "--out",
+        default="runs/raffel2015",
+        metavar="DIR",
+        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
+        "resume (default: runs/raffel2015)",
+    )
     parser.add_argument(
         "--problems",
         nargs="+",

@@ -471,7 +471,13 @@ def _attention_plots(out_dir: Path) -> list[Path]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
-    parser.add_argument("--out", default="runs/russin2019")
+    parser.add_argument(
+        "--out",
+        default="runs/russin2019",
+        metavar="DIR",
+        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
+        "resume (default: runs/russin2019)",
+    )
     add_seeds_argument(parser, [0, 1, 2, 3, 4])
     parser.add_argument(
         "--tables",
