@@ -22,10 +22,13 @@ def make_directory(path: str | os.PathLike[str]) -> Path:
     """Create the folder ``path`` with its parents (nothing if it exists); an
     :class:`OutputPathError` names the path when it, or a folder above it, is a file."""
     path = Path(path)
-    for folder in (path, *path.parents):
-        if folder.exists() and not folder.is_dir():
-            raise OutputPathError(f"{folder} is a file, not a folder: give another path than {path}")
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((f for f in (path, *path.parents) if f.exists() and not f.is_dir()), None)
+        if blocker is None:
+            raise
+        raise OutputPathError(f"{blocker} is a file, not a folder: give another path than {path}") from None
     return path
 
 
