@@ -564,6 +564,17 @@ def run_parallel(
     backend_for(backend, jobs, address).call_all(function, arguments)
 
 
+def add_out_argument(parser: argparse.ArgumentParser, name: str) -> None:
+    """A recipe's ``--out``: the folder of its runs and tables, ``runs/<name>`` by default."""
+    parser.add_argument(
+        "--out",
+        default=f"runs/{name}",
+        metavar="DIR",
+        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
+        f"resume (default: runs/{name})",
+    )
+
+
 def add_parallel_arguments(parser: argparse.ArgumentParser, what: str = "runs") -> None:
     """``--jobs``, ``--backend`` and ``--address`` of a recipe (see :func:`run_parallel`)."""
     parser.add_argument(

@@ -50,7 +50,7 @@ from attnlab.experiments.compare import compare_runs, read_units
 from attnlab.experiments.language_model import experiment as lm
 from attnlab.experiments.language_model.plots import plot_document_attention
 from attnlab.experiments.registry import resolve_config
-from attnlab.experiments.runner import Grid, add_seeds_argument, run_grid
+from attnlab.experiments.runner import Grid, add_out_argument, add_seeds_argument, run_grid
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import Units
 from attnlab.io import atomic_write_text
@@ -411,13 +411,7 @@ def _figure_3a(corpus_dir: Path, runs: dict[str, Any], steps: int = 40) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
-    parser.add_argument(
-        "--out",
-        default="runs/daniluk2017",
-        metavar="DIR",
-        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
-        "resume (default: runs/daniluk2017)",
-    )
+    add_out_argument(parser, "daniluk2017")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run (minutes on a CPU)")
     parser.add_argument("--corpora", nargs="+", choices=sorted(CORPORA), default=list(CORPORA))
     parser.add_argument(

@@ -108,7 +108,7 @@ from attnlab.experiments import sweep
 from attnlab.experiments.aggregate import summarize
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.registry import experiment_for
-from attnlab.experiments.runner import add_parallel_arguments, backend_for
+from attnlab.experiments.runner import add_out_argument, add_parallel_arguments, backend_for
 from attnlab.experiments.runs import RunDirectory
 from attnlab.experiments.unit_scores import (
     ERROR_COUNTS,
@@ -876,13 +876,7 @@ def _failure_plots(out_dir: Path, run_dir: Path, test_set: str) -> dict[str, str
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--out",
-        default=f"runs/{PAPER}",
-        metavar="DIR",
-        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
-        "resume (default: runs/location_transformer)",
-    )
+    add_out_argument(parser, PAPER)
     add_parallel_arguments(parser, "runs")
     parser.add_argument("--report-only", action="store_true", help="rebuild the tables from finished runs")
     parser.add_argument(

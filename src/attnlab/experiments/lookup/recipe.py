@@ -28,6 +28,7 @@ from attnlab.experiments.aggregate import aggregate_results, summarize, write_ag
 from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.runner import (
     Grid,
+    add_out_argument,
     add_parallel_arguments,
     add_seeds_argument,
     parallel_options,
@@ -264,13 +265,7 @@ def _ordered(attenders: Any) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
-    parser.add_argument(
-        "--out",
-        default="runs/dubois2020",
-        metavar="DIR",
-        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
-        "resume (default: runs/dubois2020)",
-    )
+    add_out_argument(parser, "dubois2020")
     add_parallel_arguments(parser, "runs")
     parser.add_argument(
         "--report-only", action="store_true", help="rebuild figures and tables from finished runs"

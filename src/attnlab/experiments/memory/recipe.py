@@ -39,7 +39,7 @@ from attnlab.config import ConfigError, apply_overrides, load_yaml
 from attnlab.experiments import race as races
 from attnlab.experiments.race import EXACT, Race, RaceResult
 from attnlab.experiments.registry import resolve_config
-from attnlab.experiments.runner import add_parallel_arguments, parallel_options
+from attnlab.experiments.runner import add_out_argument, add_parallel_arguments, parallel_options
 from attnlab.io import atomic_write_text
 from attnlab.metric_names import valid_name
 from attnlab.reporting.tables import format_table
@@ -329,13 +329,7 @@ def _plot_accuracy(out_dir: Path, problem: str, seed: int) -> Path | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
-    parser.add_argument(
-        "--out",
-        default="runs/raffel2015",
-        metavar="DIR",
-        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
-        "resume (default: runs/raffel2015)",
-    )
+    add_out_argument(parser, "raffel2015")
     parser.add_argument(
         "--problems",
         nargs="+",

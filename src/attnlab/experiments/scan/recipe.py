@@ -51,6 +51,7 @@ from attnlab.experiments.compare import compare_runs, comparison_cells, read_uni
 from attnlab.experiments.registry import resolve_config
 from attnlab.experiments.runner import (
     Grid,
+    add_out_argument,
     add_parallel_arguments,
     add_seeds_argument,
     parallel_options,
@@ -471,13 +472,7 @@ def _attention_plots(out_dir: Path) -> list[Path]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="key=value overrides for every run")
-    parser.add_argument(
-        "--out",
-        default="runs/russin2019",
-        metavar="DIR",
-        help="the folder of the runs and the tables: finished runs are skipped, interrupted ones "
-        "resume (default: runs/russin2019)",
-    )
+    add_out_argument(parser, "russin2019")
     add_seeds_argument(parser, [0, 1, 2, 3, 4])
     parser.add_argument(
         "--tables",
