@@ -353,12 +353,16 @@ def _compact_choices(parser: argparse.ArgumentParser) -> None:
             action.help = f"{action.help}; {listed}" if action.help else listed
 
 
+def _first_paragraph(docstring: str) -> str:
+    """A docstring's first paragraph on one line, without its ``literal`` markup: a help description."""
+    return " ".join(docstring.strip().split("\n\n")[0].split()).replace("``", "")
+
+
 DEVICE_HELP = "auto (CUDA when available, else the CPU), cpu, cuda, cuda:N or mps (default: auto)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    description = __doc__.split("\n\n")[0].replace("``", "")
-    parser = argparse.ArgumentParser(prog="attnlab", description=description)
+    parser = argparse.ArgumentParser(prog="attnlab", description=_first_paragraph(__doc__))
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser(
@@ -411,11 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: the run's evaluation.checkpoint; trained: a run with training.ema_decay, its "
         "trained weights instead of their average",
     )
-    evaluate.add_argument(
-        "--device",
-        default="auto",
-        help=DEVICE_HELP,
-    )
+    evaluate.add_argument("--device", default="auto", help=DEVICE_HELP)
     evaluate.set_defaults(handler=cmd_evaluate)
 
     from attnlab.experiments import compare
@@ -459,11 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: the run's evaluation.checkpoint; another one's attention plots go to "
         "RUN_DIR/plots/<checkpoint>/",
     )
-    plot.add_argument(
-        "--device",
-        default="auto",
-        help=DEVICE_HELP,
-    )
+    plot.add_argument("--device", default="auto", help=DEVICE_HELP)
     plot.set_defaults(handler=cmd_plot)
 
     generate = commands.add_parser(
@@ -490,11 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument(
         "--checkpoint", choices=CHECKPOINTS, help="default: the run's evaluation.checkpoint"
     )
-    generate.add_argument(
-        "--device",
-        default="auto",
-        help=DEVICE_HELP,
-    )
+    generate.add_argument("--device", default="auto", help=DEVICE_HELP)
     generate.add_argument("--out", help="also write the words and attention weights to this JSON file")
     generate.set_defaults(handler=cmd_generate)
 
@@ -588,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce = commands.add_parser("reproduce", help="reproduce a paper's tables and figures")
     papers = reproduce.add_subparsers(dest="paper", required=True)
     for paper, recipe in recipes().items():
-        summary = " ".join((recipe.__doc__ or paper).strip().split("\n\n")[0].split()).replace("``", "")
+        summary = _first_paragraph(recipe.__doc__ or paper)
         recipe.add_arguments(papers.add_parser(paper, help=summary, description=summary))
         papers.choices[paper].set_defaults(handler=_recipe_handler(paper, recipe.main))
     _compact_choices(parser)

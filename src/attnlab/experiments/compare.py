@@ -62,9 +62,10 @@ def read_units(run_dir: str | Path, test_set: str, unit: str | None, metric: str
 def scored_test_sets(run: RunDirectory) -> list[str]:
     """The test sets (and ``attnlab evaluate --data`` files) ``run`` has per-unit scores for, sorted."""
     names: set[str] = set()
-    for folder in (run.eval_dir, run.eval_dir / "files"):
+    for data_file in (False, True):
         for suffix in UNIT_READERS:
-            names.update(path.name.removesuffix(suffix) for path in folder.glob(f"*{suffix}"))
+            pattern = run.evaluation_file("*", suffix, data_file=data_file)  # where read_units looks
+            names.update(path.name.removesuffix(suffix) for path in pattern.parent.glob(pattern.name))
     return sorted(names)
 
 
