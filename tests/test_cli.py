@@ -22,6 +22,35 @@ def _help(argv, capsys) -> str:
     return re.sub(r"-\n\s+", "-", capsys.readouterr().out)
 
 
+def _usage_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["multiseed", "lookup", "--seeds", "0", "1", "training.epochs=2"], "--seeds"),
+        (["reproduce", "dubois2020", "--tasks", "long", "training.epochs=2"], "--tasks"),
+        (["plot", "runs/a", "--index", "0", "evaluation.batch_size=4"], "--index"),
+    ],
+)
+def test_an_override_read_as_an_options_value_says_where_overrides_go(argv, option, capsys):
+    """argparse gives an option taking several values every word up to the next option."""
+    error = _usage_error(argv, capsys)
+    assert f"argument {option}: invalid" in error and f"'{argv[-1]}'" in error
+    assert error.endswith(
+        f"a key=value override after {option} is read as one of its values: put the overrides before {option}"
+    )
+
+
+def test_a_bad_value_without_an_equals_sign_gets_argparses_message_alone(capsys):
+    error = _usage_error(["multiseed", "lookup", "--seeds", "0", "x"], capsys)
+    assert error.endswith("argument --seeds: invalid int value: 'x'")
+
+
 def test_top_level_help_has_no_markup(capsys):
     text = _help([], capsys)
     assert "``" not in text and "attnlab" in text

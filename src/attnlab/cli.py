@@ -17,6 +17,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from attnlab.config import ConfigError
 from attnlab.experiments.base import Capability, Experiment, GenerationRequest, PlotRequest
@@ -30,7 +31,7 @@ from attnlab.experiments.registry import (
     train_or_resume,
 )
 from attnlab.experiments.runner import LOCK_FILE, add_seeds_argument, training_lock
-from attnlab.experiments.runs import CHECKPOINTS
+from attnlab.experiments.runs import CHECKPOINTS, RunDirectory
 from attnlab.logs import LOG_FORMAT, log_to, log_to_run
 
 EXIT_USAGE = 2
@@ -54,6 +55,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     config = experiment.parse_config(data)
     if args.overwrite:
         _check_removable(run_dir)
+    else:  # before the lock and train.log are written into a folder that is not a run's
+        RunDirectory(run_dir).check_free(args.resume)
     with training_lock(run_dir):  # no other process trains the run while it is deleted and retrained
         if args.overwrite:
             _remove_run(run_dir)
@@ -68,11 +71,13 @@ def _run_contents(run_dir: Path) -> list[Path]:
 
 
 def _check_removable(run_dir: Path) -> None:
-    """Refuse ``--overwrite`` of a folder that is not a run directory."""
+    """Refuse ``--overwrite`` of a folder that is not a run directory: one without ``config.yaml``,
+    or holding files no run writes (:meth:`RunDirectory.foreign_entries`)."""
     if _run_contents(run_dir) and not (run_dir / "config.yaml").is_file():
         raise ConfigError(
             f"--overwrite: {run_dir} exists but is not a run directory (no config.yaml); not deleting it"
         )
+    RunDirectory(run_dir).check_run_folder("deleting anything (--overwrite)")
 
 
 def _remove_run(run_dir: Path) -> None:
@@ -86,8 +91,6 @@ def _remove_run(run_dir: Path) -> None:
 
 def _run_experiment(run_dir: str) -> Experiment:
     """The experiment of a trained run (its ``config.yaml``'s ``experiment`` key)."""
-    from attnlab.experiments.runs import RunDirectory
-
     return experiment_for(RunDirectory(Path(run_dir)).load_config_data())
 
 
@@ -361,8 +364,26 @@ def _first_paragraph(docstring: str) -> str:
 DEVICE_HELP = "auto (CUDA when available, else the CPU), cpu, cuda, cuda:N or mps (default: auto)"
 
 
+_OVERRIDE_TAKEN_AS_VALUE = re.compile(r"^argument (?P<option>-[^:]+): invalid [^:]*: '[^'=]+=[^']*'")
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser (every subcommand's too), whose usage errors also say where ``key=value``
+    overrides go when an option taking several values (``--seeds 0 1 2``, ``--tasks ...``) read one
+    as its value: argparse gives such an option every word up to the next option."""
+
+    def error(self, message: str) -> NoReturn:
+        taken = _OVERRIDE_TAKEN_AS_VALUE.match(message)
+        if taken is not None:
+            message += (
+                f"; a key=value override after {taken['option']} is read as one of its values: "
+                f"put the overrides before {taken['option']}"
+            )
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnlab", description=_first_paragraph(__doc__))
+    parser = _ArgumentParser(prog="attnlab", description=_first_paragraph(__doc__))
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser(
@@ -377,7 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.epochs=5")
     train.add_argument("--run-dir", help="output directory (default runs/<config name>)")
     train.add_argument("--resume", action="store_true", help="continue from RUN_DIR/checkpoints/last.pt")
-    train.add_argument("--overwrite", action="store_true", help="delete an earlier run in RUN_DIR first")
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete an earlier run in RUN_DIR first (a folder holding anything a run does not write "
+        "is refused, never emptied)",
+    )
     train.set_defaults(handler=cmd_train)
 
     evaluate = commands.add_parser(

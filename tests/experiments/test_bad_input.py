@@ -101,6 +101,58 @@ def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path, tiny_overrides, 
     assert (precious / "thesis.tex").read_text() == "important"
 
 
+def _listing(folder):
+    return {
+        path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("own_config", [False, True])
+def test_a_new_run_refuses_a_folder_of_other_files(tmp_path, tiny_overrides, capsys, own_config):
+    """``--run-dir .`` in a project folder would have written config.yaml (over the user's own
+    config.yaml, when it has one), metrics.jsonl and checkpoints/ among its files; nothing is
+    written, not even the lock or the log."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.md").write_text("mine")
+    if own_config:
+        (project / "config.yaml").write_text("mine: true\n")
+    before = _listing(project)
+    _fails(
+        ["train", "lookup", *tiny_overrides(), "--run-dir", str(project)],
+        capsys,
+        f"{project} is not a run directory: it holds notes.md, which no run writes",
+    )
+    assert _listing(project) == before
+    assert sorted(path.name for path in project.iterdir()) == sorted(path.name for path in before)
+
+
+def test_overwrite_refuses_a_run_folder_that_also_holds_other_files(tmp_path, tiny_overrides, capsys):
+    """A config.yaml alone does not make a folder a run directory that --overwrite may empty."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "config.yaml").write_text("mine: true\n")
+    (project / "thesis.tex").write_text("important")
+    before = _listing(project)
+    _fails(
+        ["train", "lookup", *tiny_overrides(), "--run-dir", str(project), "--overwrite"],
+        capsys,
+        "it holds thesis.tex, which no run writes; not deleting anything (--overwrite) there",
+    )
+    assert _listing(project) == before
+
+
+def test_a_failed_runs_folder_takes_a_new_run(tmp_path, tiny_overrides, capsys):
+    """What a run leaves behind before its first checkpoint (a sweep's error.txt, the log, the lock,
+    the config) does not stop a new run in its folder."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("error.txt", "train.log", "train.lock", "config.yaml", ".metrics.jsonl.x1.tmp"):
+        (run / name).write_text("left behind\n")
+    assert main(["train", "lookup", *tiny_overrides(), "--run-dir", str(run)]) == 0
+    assert (run / "checkpoints" / "last.pt").is_file()
+
+
 @pytest.mark.parametrize(
     ("key", "value", "fragment"),
     [

@@ -58,7 +58,9 @@ def train(
     """Train ``config`` into ``run_dir`` (continue it from ``last.pt`` with ``resume``), then
     evaluate the experiment's checkpoint on the run's test sets; returns their metrics. The run's
     lock is held throughout (:func:`~attnlab.experiments.runner.training_lock`): a run that another
-    process is training raises :class:`~attnlab.experiments.runner.RunBusy`."""
+    process is training raises :class:`~attnlab.experiments.runner.RunBusy`. A folder that is not
+    a run directory is refused before the lock writes its file there (and again under the lock)."""
+    RunDirectory(Path(run_dir)).check_free(resume)
     with training_lock(Path(run_dir)):
         return _train(experiment, config, RunDirectory(Path(run_dir)), resume)
 

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 import torch
 
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
-from attnlab.experiments.runner import SUMMARY_FILE, run_status
+from attnlab.experiments.runner import ERROR_FILE, LOCK_FILE, SUMMARY_FILE, run_status
 from attnlab.experiments.unit_scores import (
     PREDICTIONS_SUFFIX,
     errors_file_counts_words,
@@ -87,6 +87,28 @@ RESUMABLE_KEYS = (
     "training.device",
 )
 """Config keys a resumed run may change: none of them alters the epochs already trained."""
+
+RUN_ENTRIES = frozenset(
+    {
+        "config.yaml",
+        "train.log",
+        "resumes.jsonl",
+        ENVIRONMENT_FILE,
+        "metrics.jsonl",
+        "checkpoints",
+        "eval",
+        "eval_at",
+        "plots",
+        "tensorboard",
+        "report.html",
+        LOCK_FILE,
+        ERROR_FILE,
+    }
+)
+"""What a run directory may hold: the layout above, ``train.lock`` and a failed run's ``error.txt``
+(:mod:`~attnlab.experiments.runner`), ``report.html`` (``attnlab report``) and ``eval_at/``
+(``scripts/epoch_budget.sh``'s stages). A new run, or ``attnlab train --overwrite``, refuses a folder
+holding anything else: it is not a run directory, and a run would write among (or delete) its files."""
 
 
 @dataclass(frozen=True)
@@ -135,12 +157,39 @@ class RunDirectory:
     def resumes_file(self) -> Path:
         return self.path / "resumes.jsonl"
 
+    def foreign_entries(self) -> list[str]:
+        """The names in the folder that no run writes (:data:`RUN_ENTRIES`; atomic writes'
+        ``.*.tmp`` temporaries aside), sorted; none where the folder does not exist."""
+        if not self.path.is_dir():
+            return []
+        return sorted(
+            entry.name
+            for entry in self.path.iterdir()
+            if entry.name not in RUN_ENTRIES
+            and not (entry.name.startswith(".") and entry.name.endswith(".tmp"))
+        )
+
+    def check_run_folder(self, action: str) -> None:
+        """Refuse a folder holding files that are not a run's (:meth:`foreign_entries`): ``action``
+        says what would have been done there."""
+        foreign = self.foreign_entries()
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise ConfigError(
+                f"{self.path} is not a run directory: it holds {shown}, which no run writes; "
+                f"not {action} there: choose a new or empty run directory"
+            )
+
     def check_free(self, resume: bool) -> None:
-        """Refuse to start a new run over a finished or interrupted one unless resuming it."""
-        if self.checkpoint("last").exists() and not resume:
+        """Refuse to start a new run over a finished or interrupted one unless resuming it, or in a
+        folder that holds other files (:meth:`check_run_folder`)."""
+        if resume:
+            return
+        if self.checkpoint("last").exists():
             raise ConfigError(
                 f"{self.path} already holds a run; resume it with --resume or choose another run directory"
             )
+        self.check_run_folder("starting a run")
 
     def check_start(self, config: Any, resume: bool) -> dict[str, list[Any]] | None:
         """Before training writes anything: a new run does not replace another (see
