@@ -60,6 +60,7 @@ class Attender(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, value_dim: int | None = None) -> None:
         super().__init__()
+        check_sizes(type(self).__name__, query_dim=query_dim, key_dim=key_dim, value_dim=value_dim)
         self.query_dim = query_dim
         self.key_dim = key_dim
         self.value_dim = key_dim if value_dim is None else value_dim
@@ -84,6 +85,8 @@ class Attender(nn.Module):
     ) -> AttentionOutput:
         if state is None:
             state = self.initial_state(keys, key_padding_mask)
+        else:
+            self._check_step_keys(keys, key_padding_mask, state)
         single_step = query.dim() == 2
         if single_step:
             query = query.unsqueeze(1)
@@ -122,6 +125,26 @@ class Attender(nn.Module):
     ) -> AttentionOutput:
         raise NotImplementedError
 
+    def _check_step_keys(
+        self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None, state: AttentionState
+    ) -> None:
+        """With a ``state`` (a decoder's later steps), the checks that cost no device sync: keys and
+        mask of the batch the state was made for (:meth:`initial_state` checked their values)."""
+        name = type(self).__name__
+        batch = state["source_lengths"].size(0)
+        if keys.dim() != 3 or keys.size(-1) != self.key_dim or keys.size(0) != batch:
+            raise ValueError(
+                f"{name}: keys must be [batch={batch} (the state's), source_len, key_dim={self.key_dim}], "
+                f"got {tuple(keys.shape)}"
+            )
+        if key_padding_mask is not None and (
+            key_padding_mask.dtype != torch.bool or key_padding_mask.shape != keys.shape[:2]
+        ):
+            raise ValueError(
+                f"{name}: key_padding_mask must be a bool tensor of shape {tuple(keys.shape[:2])} "
+                f"(True = padding), got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
+            )
+
     def _check_keys(self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None) -> None:
         name = type(self).__name__
         if keys.dim() != 3 or keys.size(-1) != self.key_dim:
@@ -134,8 +157,25 @@ class Attender(nn.Module):
             check_padding_mask(name, key_padding_mask, keys.shape[:2], "key_padding_mask")
 
 
-def check_padding_mask(owner: str, mask: torch.Tensor, shape: torch.Size, argument: str) -> None:
-    """A padding mask must be bool of ``shape`` (True = padding) and leave every row a real position."""
+def check_sizes(owner: str, **sizes: int | None) -> None:
+    """Each size (a dimension, a window; ``None``: not given) is an int ≥ 1, named with ``owner``
+    when it is not: a size 0 builds a layer with no units, a negative one fails deep inside torch."""
+    for name, size in sizes.items():
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"{owner}: {name} must be an int >= 1, got {size!r}")
+
+
+def check_padding_mask(
+    owner: str, mask: torch.Tensor, shape: torch.Size, argument: str, *, right_padded: bool = False
+) -> None:
+    """A padding mask must be bool of ``shape`` (True = padding) and leave every row a real position;
+    with ``right_padded`` (a module that reads a row's last real position or runs an RNN over its
+    words in order), padding only after the real positions (:func:`check_right_padded`)."""
+    if len(shape) != 2:
+        raise ValueError(
+            f"{owner}: {argument} masks a batch [batch, length], but the input it goes with has shape "
+            f"{tuple(shape)} (one sequence is a batch of one: [1, length])"
+        )
     if mask.dtype != torch.bool or mask.shape != shape:
         raise ValueError(
             f"{owner}: {argument} must be a bool tensor of shape {tuple(shape)} "
@@ -147,6 +187,21 @@ def check_padding_mask(owner: str, mask: torch.Tensor, shape: torch.Size, argume
         raise ValueError(
             f"{owner}: empty sequence(s): batch rows {rows} of {argument} are all padding; "
             "each needs a real position"
+        )
+    if right_padded:
+        check_right_padded(owner, mask, argument)
+
+
+def check_right_padded(owner: str, mask: torch.Tensor, argument: str) -> None:
+    """Padding mask ``[B, S]`` (True = padding) only after each row's real positions: a left-padded
+    row would run without an error and give other numbers (a row's "last word" would be padding)."""
+    real_after_padding = ((mask.cumsum(dim=1) > 0) & ~mask).any(dim=1)
+    if bool(real_after_padding.any()):
+        rows = real_after_padding.nonzero().flatten().tolist()
+        shown = ", ".join(map(str, rows[:10])) + (" …" if len(rows) > 10 else "")
+        raise ValueError(
+            f"{owner}: {argument} must be right-padded (padding only after a row's real positions); "
+            f"batch rows {shown} have a real position after padding"
         )
 
 

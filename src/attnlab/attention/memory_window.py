@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab.attention.base import AttentionOutput, AttentionState
+from attnlab.attention.base import AttentionOutput, AttentionState, check_sizes
 
 __all__ = ["NGramConcatenation", "SlidingWindowAttention", "WindowContext", "window_context"]
 
@@ -92,7 +92,8 @@ def window_context(
     return WindowContext(flags.cumsum(1), torch.cat([memory_valid, segment_valid], 1), memory)
 
 
-def _check_steps(owner: str, name: str, tensor: torch.Tensor | None, shape: tuple[int, int]) -> None:
+def check_step_mask(owner: str, name: str, tensor: torch.Tensor | None, shape: tuple[int, int]) -> None:
+    """``tensor`` (``resets`` or a padding mask; ``None`` allowed) is bool ``[batch, T]`` (``shape``)."""
     if tensor is not None and (tensor.dtype != torch.bool or tuple(tensor.shape) != shape):
         raise ValueError(
             f"{owner}: {name} must be a bool tensor of shape {shape}, "
@@ -132,8 +133,14 @@ class SlidingWindowAttention(nn.Module):
         hidden_dim: int | None = None,
     ) -> None:
         super().__init__()
-        if window < 1:
-            raise ValueError(f"SlidingWindowAttention: option window must be >= 1, got {window}")
+        check_sizes(
+            type(self).__name__,
+            query_dim=query_dim,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            window=window,
+            hidden_dim=hidden_dim,
+        )
         self.query_dim = query_dim
         self.key_dim = key_dim
         self.value_dim = key_dim if value_dim is None else value_dim
@@ -228,8 +235,8 @@ class SlidingWindowAttention(nn.Module):
             raise ValueError(f"{name}: keys must be {(*steps, self.key_dim)}, got {tuple(keys.shape)}")
         if tuple(values.shape) != (*steps, self.value_dim):
             raise ValueError(f"{name}: values must be {(*steps, self.value_dim)}, got {tuple(values.shape)}")
-        _check_steps(name, "key_padding_mask", key_padding_mask, steps)  # type: ignore[arg-type]
-        _check_steps(name, "resets", resets, steps)  # type: ignore[arg-type]
+        check_step_mask(name, "key_padding_mask", key_padding_mask, steps)  # type: ignore[arg-type]
+        check_step_mask(name, "resets", resets, steps)  # type: ignore[arg-type]
 
 
 class NGramConcatenation(nn.Module):
@@ -244,6 +251,7 @@ class NGramConcatenation(nn.Module):
 
     def __init__(self, slice_dim: int, n: int) -> None:
         super().__init__()
+        check_sizes(type(self).__name__, slice_dim=slice_dim, n=n)
         if n < 2:
             raise ValueError(f"NGramConcatenation: n must be >= 2, got {n}")
         self.slice_dim = slice_dim
@@ -273,8 +281,8 @@ class NGramConcatenation(nn.Module):
                 f"NGramConcatenation: outputs must have (N-1)*slice_dim = {(self.n - 1) * self.slice_dim} "
                 f"features, got {width}"
             )
-        _check_steps(type(self).__name__, "resets", resets, (batch, steps))
-        _check_steps(type(self).__name__, "key_padding_mask", key_padding_mask, (batch, steps))
+        check_step_mask(type(self).__name__, "resets", resets, (batch, steps))
+        check_step_mask(type(self).__name__, "key_padding_mask", key_padding_mask, (batch, steps))
         if self.memory == 0:
             return outputs, {}
         if state is None:

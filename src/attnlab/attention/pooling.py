@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnlab.attention.base import check_padding_mask, masked_softmax
+from attnlab.attention.base import check_padding_mask, check_sizes, masked_softmax
 
 
 @dataclass
@@ -44,6 +44,8 @@ def check_pooling_inputs(
     if states.dim() != 3 or (dim is not None and states.size(-1) != dim):
         expected = "dim" if dim is None else f"dim={dim}"
         raise ValueError(f"{name}: states must be [batch, time, {expected}], got {tuple(states.shape)}")
+    if not states.is_floating_point():  # integer weights 1/T would round to 0
+        raise ValueError(f"{name}: states must be floating point, got {states.dtype}")
     if states.size(1) == 0:
         raise ValueError(f"{name}: states have time length 0 (empty sequence); there is nothing to pool")
     if padding_mask is not None:
@@ -119,6 +121,7 @@ class MeanPooling(nn.Module):
 
     def __init__(self, input_dim: int | None = None) -> None:
         super().__init__()
+        check_sizes(type(self).__name__, input_dim=input_dim)
         self.input_dim = input_dim
 
     def forward(self, states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> PoolingOutput:

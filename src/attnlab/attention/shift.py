@@ -275,6 +275,8 @@ class ShiftAttender(Attender):
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim)
         name = type(self).__name__
+        if isinstance(moves, str):  # tuple("forward") would be its letters
+            raise ValueError(f"{name}: option moves must be a list of moves, got the string {moves!r}")
         moves = tuple(moves)
         if not moves:
             raise ValueError(f"{name}: option moves must name at least one of {list(MOVES)}")

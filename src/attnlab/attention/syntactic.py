@@ -99,7 +99,9 @@ class ShiftedBidirectionalEncoder(nn.Module):
 
     def forward(self, inputs: torch.Tensor, padding_mask: torch.Tensor) -> ShiftedEncoding:
         """``inputs`` ``[B, S, D]`` (right-padded), ``padding_mask`` bool ``[B, S]`` (True = padding)."""
-        check_padding_mask(type(self).__name__, padding_mask, inputs.shape[:2], "padding_mask")
+        check_padding_mask(
+            type(self).__name__, padding_mask, inputs.shape[:2], "padding_mask", right_padded=True
+        )
         lengths = (~padding_mask).sum(dim=1)
         forward_states, _ = self.forward_rnn(inputs)  # position j has read words 0..j
         backward_states = reverse_padded(self.backward_rnn(reverse_padded(inputs, lengths))[0], lengths)

@@ -132,7 +132,9 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         self.output = nn.Linear(decoder_hidden_dim + annotation_dim, target_vocab_size)
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _GRUState:
-        check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        check_padding_mask(
+            type(self).__name__, source_padding_mask, source.shape, "source_padding_mask", right_padded=True
+        )
         end_positions = None
         if self.end_marker_id is not None:
             source, source_padding_mask, end_positions = append_end_marker(

@@ -39,7 +39,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from attnlab.attention.memory_window import NGramConcatenation, SlidingWindowAttention
+from attnlab.attention.memory_window import NGramConcatenation, SlidingWindowAttention, check_step_mask
 
 Variant = Literal["lstm", "attention", "key_value", "key_value_predict", "ngram"]
 VARIANTS: tuple[str, ...] = ("lstm", "attention", "key_value", "key_value_predict", "ngram")
@@ -187,6 +187,9 @@ class LanguageModel(nn.Module):
         attended to). ``state=None`` starts from :meth:`initial_state`."""
         if inputs.dim() != 2:
             raise ValueError(f"inputs must be [batch, T] token ids, got {tuple(inputs.shape)}")
+        steps = (inputs.size(0), inputs.size(1))
+        check_step_mask(type(self).__name__, "resets", resets, steps)  # before the LSTM reads them
+        check_step_mask(type(self).__name__, "padding_mask", padding_mask, steps)
         if state is None:
             state = self.initial_state(inputs.size(0), inputs.device)
         embedded = self.dropout(self.embedding(inputs))

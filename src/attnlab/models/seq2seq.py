@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from attnlab.attention import Attender, MeanPooling, build_attender
+from attnlab.attention.base import check_padding_mask
 from attnlab.attention.positional import source_positions
 
 
@@ -51,6 +52,27 @@ class Seq2SeqOutput:
     attention: torch.Tensor
     variables: dict[str, torch.Tensor] = field(default_factory=dict)
     tokens: torch.Tensor | None = None
+
+
+def check_target_input(owner: str, source: torch.Tensor, target_input: torch.Tensor) -> None:
+    """Teacher forcing's ``target_input`` is ``[B, T]`` token ids (``<sos>`` + target, ``T ≥ 1``)
+    for the ``B`` sources of ``source``."""
+    if (
+        target_input.dim() != 2
+        or target_input.size(1) == 0
+        or target_input.size(0) != source.size(0)
+        or target_input.dtype not in (torch.long, torch.int)
+    ):
+        raise ValueError(
+            f"{owner}: target_input must be token ids (int64 or int32) [batch={source.size(0)}, steps ≥ 1] "
+            f"(<sos> + target) for the source's batch, got {target_input.dtype} {tuple(target_input.shape)}"
+        )
+
+
+def check_max_length(max_length: int) -> None:
+    """Decoding's step budget is a whole number ≥ 1."""
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"max_length must be an int >= 1 (decoding steps), got {max_length!r}")
 
 
 class RecurrentSeq2Seq(nn.Module):
@@ -119,7 +141,16 @@ class RecurrentSeq2Seq(nn.Module):
     def encode(
         self, source: torch.Tensor, source_padding_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Encoder outputs ``[B, S, H]`` (keys and values) and the decoder's initial state ``[1, B, H]``."""
+        """Encoder outputs ``[B, S, H]`` (keys and values) and the decoder's initial state ``[1, B, H]``.
+        The GRU encoder's sources must be right-padded (its final state is read at a row's last
+        real position); the local encoder reads any padding layout."""
+        check_padding_mask(
+            type(self).__name__,
+            source_padding_mask,
+            source.shape,
+            "source_padding_mask",
+            right_padded=not isinstance(self.encoder, LocalEncoder),
+        )
         embedded = self.source_embedding(source)
         if isinstance(self.encoder, LocalEncoder):
             outputs = self.encoder(embedded, source_padding_mask)
@@ -149,6 +180,7 @@ class RecurrentSeq2Seq(nn.Module):
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
     ) -> Seq2SeqOutput:
         """Teacher forcing: predict ``target_output`` from ``target_input`` (``<sos>`` + target)."""
+        check_target_input(type(self).__name__, source, target_input)
         memory, hidden = self.encode(source, source_padding_mask)
         values = self.encode_values(source, source_padding_mask, memory)
         embedded = self.target_embedding(target_input)
@@ -223,6 +255,7 @@ class RecurrentSeq2Seq(nn.Module):
         Decoding ends when every sequence has produced ``<eos>`` or after ``max_length`` steps.
         Positions after a sequence's ``<eos>`` hold the pad id (and zero attention).
         """
+        check_max_length(max_length)
         memory, hidden = self.encode(source, source_padding_mask)
         values = self.encode_values(source, source_padding_mask, memory)
         words = self._words(source)

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnlab.models.seq2seq import Seq2SeqOutput
+from attnlab.attention.base import check_right_padded
+from attnlab.models.seq2seq import Seq2SeqOutput, check_max_length, check_target_input
 
 __all__ = [
     "StepwiseSeq2Seq",
@@ -68,6 +69,7 @@ class StepwiseSeq2Seq(nn.Module):
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
     ) -> Seq2SeqOutput:
         """Teacher forcing: logits ``[B, T, V]`` for ``target_input`` ``[B, T]`` (``<sos>`` + target)."""
+        check_target_input(type(self).__name__, source, target_input)
         state = self.start(source, source_padding_mask)
         logits, weights = [], []
         for t in range(target_input.size(1)):
@@ -108,6 +110,7 @@ class StepwiseSeq2Seq(nn.Module):
           that does not read its outputs (Syntactic Attention) the later steps are exactly those
           greedy decoding would have taken.
         """
+        check_max_length(max_length)
         check_stop_threshold(stop_threshold)
         check_stop_threshold(stop_lookahead, "stop_lookahead")
         if stop_lookahead is not None:
@@ -263,8 +266,7 @@ def append_end_marker(
     Returns the source ``[B, S + 1]``, its padding mask and the end marker's column ``[B]``.
     """
     lengths = (~padding_mask).sum(dim=1)
-    if bool((padding_mask.cumsum(dim=1) > 0).ne(padding_mask).any()):
-        raise ValueError("end_marker needs right-padded sources (padding only after the real words)")
+    check_right_padded("end_marker", padding_mask, "the source's padding mask")
     column = lengths.unsqueeze(1)
     rows = source.size(0)
     source = torch.cat([source, source.new_full((rows, 1), pad_id)], dim=1).scatter(1, column, end_id)

@@ -87,7 +87,7 @@ from torch import nn
 from attnlab.attention import AttentionState
 from attnlab.attention.base import check_padding_mask
 from attnlab.attention.syntactic import ComposedWordEmbedding, DotProductAttender, ShiftedBidirectionalEncoder
-from attnlab.models.seq2seq import Seq2SeqOutput
+from attnlab.models.seq2seq import Seq2SeqOutput, check_target_input
 from attnlab.models.stepwise import (
     StepwiseSeq2Seq,
     append_end_marker,
@@ -209,7 +209,9 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         self.output = nn.Linear(readout_dim, target_vocab_size)
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _SyntacticState:
-        check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        check_padding_mask(
+            type(self).__name__, source_padding_mask, source.shape, "source_padding_mask", right_padded=True
+        )
         end_positions = None
         real_words = (~source_padding_mask).sum(dim=1)
         if self.end_marker_id is not None:
@@ -336,6 +338,7 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         self, source: torch.Tensor, source_padding_mask: torch.Tensor, target_input: torch.Tensor
     ) -> Seq2SeqOutput:
         """All ``T = target_input.size(1)`` steps; the readout runs once over all of them."""
+        check_target_input(type(self).__name__, source, target_input)
         state = first = self.start(source, source_padding_mask)
         weights = []
         for _ in range(target_input.size(1)):

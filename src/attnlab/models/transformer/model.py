@@ -298,7 +298,7 @@ from attnlab.attention.positions import (
 )
 from attnlab.attention.syntactic import ComposedWordEmbedding
 from attnlab.models.dropout import Dropout
-from attnlab.models.seq2seq import Seq2SeqOutput
+from attnlab.models.seq2seq import Seq2SeqOutput, check_target_input
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
 from attnlab.models.transformer.layers import (
     CrossAttention,
@@ -884,6 +884,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         """Teacher forcing: all ``target_input [B, T]`` steps at once (``<sos>`` + target); the
         attention is the last decoder layer's cross-attention averaged over its heads. In training
         with ``decoder_offset``, each row's steps follow its random number of extra ``<sos>``."""
+        check_target_input(type(self).__name__, source, target_input)
         # the encoder (and its dropout) draws before the offsets do, as in the runs of session 39
         state = self.start(source, source_padding_mask)
         steps = None
