@@ -86,7 +86,7 @@ class ScriptedDecoder(StepwiseSeq2Seq):
     0 pad, 1 start, 2 ``<eos>``, then the actions) and attention 1 on a one-word source."""
 
     def __init__(self, probabilities: torch.Tensor) -> None:
-        super().__init__(probabilities.size(1), 0, 1, 2)
+        super().__init__(1, probabilities.size(1), 0, 1, 2)  # a source vocabulary of <pad> alone
         self.log_probabilities = probabilities.log()
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> int:

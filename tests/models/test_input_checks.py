@@ -2,6 +2,8 @@
 never a number computed from it: left padding where a module reads a row's last word, a batch that
 does not match, an empty target, integer states pooled to zeros, a size that builds no units."""
 
+import re
+
 import pytest
 import torch
 
@@ -180,3 +182,31 @@ def test_a_decoders_later_steps_check_the_keys_and_mask_against_the_state(name):
     with pytest.raises(ValueError, match=r"keys must be \[batch=2 \(the state's\)"):
         attender(query[:1], keys[:1], keys[:1], mask[:1], state)
     assert attender(query, keys, keys, mask, state).weights.shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ((SOURCE_VOCAB, 2), "target_vocab_size=2 has no id eos_id=2 (ids run from 0 to 1)"),
+        ((0, TARGET_VOCAB), "source_vocab_size must be an int >= 1, got 0"),
+    ],
+)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_vocabulary_without_the_special_ids_is_named(name, sizes, message):
+    """It was an IndexError from the constructor's never-predicted mask (or an embedding's assert)."""
+    build = {
+        "recurrent": lambda s, t: RecurrentSeq2Seq(s, t, embedding_dim=8, hidden_dim=16),
+        "gru_attention": lambda s, t: GRUAttentionSeq2Seq(s, t, embedding_dim=8, encoder_hidden_dim=6),
+        "syntactic_attention": lambda s, t: SyntacticAttentionSeq2Seq(
+            s, t, embedding_dim=8, encoder_hidden_dim=6
+        ),
+        "transformer": lambda s, t: TransformerSeq2Seq(s, t, d_model=16, heads=2),
+    }[name]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build(*sizes)
+
+
+@pytest.mark.parametrize("name", ["gru_attention", "syntactic_attention", "transformer"])
+def test_given_lengths_must_be_whole_numbers(name):
+    with pytest.raises(ValueError, match=r"lengths must be \[batch=2\] positive ints, got torch.float32"):
+        _model(name).decode_with_lengths(SOURCE, MASK, torch.tensor([2.0, 3.0]))

@@ -100,7 +100,7 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         sos_id: int = 1,
         eos_id: int = 2,
     ) -> None:
-        super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
+        super().__init__(source_vocab_size, target_vocab_size, pad_id, sos_id, eos_id)
         if min(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, encoder_layers) < 1:
             raise ValueError("embedding_dim, hidden sizes and encoder_layers must be >= 1")
         if decoder_cell not in DECODER_CELLS:

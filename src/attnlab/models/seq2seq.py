@@ -69,6 +69,23 @@ def check_target_input(owner: str, source: torch.Tensor, target_input: torch.Ten
         )
 
 
+def check_vocabularies(
+    owner: str, source_vocab_size: int, target_vocab_size: int, pad_id: int, sos_id: int, eos_id: int
+) -> None:
+    """The vocabularies hold the special ids: ``<pad>`` in both (the embeddings' padding row),
+    ``<sos>`` and ``<eos>`` in the target's."""
+    for name, size, ids in (
+        ("source_vocab_size", source_vocab_size, {"pad_id": pad_id}),
+        ("target_vocab_size", target_vocab_size, {"pad_id": pad_id, "sos_id": sos_id, "eos_id": eos_id}),
+    ):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"{owner}: {name} must be an int >= 1, got {size!r}")
+        outside = {key: value for key, value in ids.items() if not 0 <= value < size}
+        if outside:
+            listed = ", ".join(f"{key}={value}" for key, value in outside.items())
+            raise ValueError(f"{owner}: {name}={size} has no id {listed} (ids run from 0 to {size - 1})")
+
+
 def check_max_length(max_length: int) -> None:
     """Decoding's step budget is a whole number ≥ 1."""
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
@@ -103,6 +120,7 @@ class RecurrentSeq2Seq(nn.Module):
         eos_id: int = 2,
     ) -> None:
         super().__init__()
+        check_vocabularies(type(self).__name__, source_vocab_size, target_vocab_size, pad_id, sos_id, eos_id)
         self.pad_id, self.sos_id, self.eos_id = pad_id, sos_id, eos_id
         self.source_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
         self.target_embedding = nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id)

@@ -26,7 +26,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab.attention.base import check_right_padded
-from attnlab.models.seq2seq import Seq2SeqOutput, check_max_length, check_target_input
+from attnlab.models.seq2seq import Seq2SeqOutput, check_max_length, check_target_input, check_vocabularies
 
 __all__ = [
     "StepwiseSeq2Seq",
@@ -48,8 +48,11 @@ class StepwiseSeq2Seq(nn.Module):
     never_predicted: torch.Tensor
     never_predicted_given_length: torch.Tensor
 
-    def __init__(self, target_vocab_size: int, pad_id: int, sos_id: int, eos_id: int) -> None:
+    def __init__(
+        self, source_vocab_size: int, target_vocab_size: int, pad_id: int, sos_id: int, eos_id: int
+    ) -> None:
         super().__init__()
+        check_vocabularies(type(self).__name__, source_vocab_size, target_vocab_size, pad_id, sos_id, eos_id)
         self.pad_id, self.sos_id, self.eos_id = pad_id, sos_id, eos_id
         never_predicted = torch.zeros(target_vocab_size)
         never_predicted[[pad_id, sos_id]] = float("-inf")
@@ -198,9 +201,16 @@ class StepwiseSeq2Seq(nn.Module):
         (attention is zero past each sequence's length).
         """
         lengths = lengths.to(source.device)
-        if lengths.dim() != 1 or lengths.size(0) != source.size(0) or bool((lengths < 1).any()):
+        if (
+            lengths.dim() != 1
+            or lengths.size(0) != source.size(0)
+            or lengths.is_floating_point()
+            or lengths.dtype == torch.bool
+            or bool((lengths < 1).any())
+        ):
             raise ValueError(
-                f"lengths must be [batch={source.size(0)}] positive ints, got {lengths.tolist()}"
+                f"lengths must be [batch={source.size(0)}] positive ints, "
+                f"got {lengths.dtype} {lengths.tolist()}"
             )
         state = self.start(source, source_padding_mask)
         previous = torch.full((source.size(0),), self.sos_id, dtype=torch.long, device=source.device)

@@ -171,7 +171,7 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
         sos_id: int = 1,
         eos_id: int = 2,
     ) -> None:
-        super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
+        super().__init__(source_vocab_size, target_vocab_size, pad_id, sos_id, eos_id)
         _check_options(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, translation_encoder)
         if decoder_init not in DECODER_INITS:
             raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")

@@ -549,7 +549,7 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         sos_id: int = 1,
         eos_id: int = 2,
     ) -> None:
-        super().__init__(target_vocab_size, pad_id, sos_id, eos_id)
+        super().__init__(source_vocab_size, target_vocab_size, pad_id, sos_id, eos_id)
         check_scheme(positional)
         if min(d_model, heads, encoder_layers, decoder_layers, ff_dim, max_positions) < 1:
             raise ValueError(
