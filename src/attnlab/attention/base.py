@@ -22,7 +22,10 @@ weighter GRU and previous attention; the decoding step counter of the positional
 Every attender also caches per-source work in its state (projected keys, source lengths), so a
 decoder calls :meth:`Attender.initial_state` once per source and then threads ``output.state``
 through the steps. Passing ``state=None`` starts from the initial state, which is what a one-shot
-caller wants.
+caller wants. :meth:`Attender.initial_state` checks the keys and the mask in full (shapes, dtype,
+no all-padding row); a later step with a state checks only what costs no device sync (the keys'
+and mask's shapes and dtype against the state's batch), so it must be given the same keys and mask
+as :meth:`Attender.initial_state` was: a step without the mask would attend to padding.
 """
 
 from __future__ import annotations
