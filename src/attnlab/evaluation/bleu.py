@@ -31,15 +31,27 @@ def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
     The English–French set is distributed tokenized (lower case, " ." split off), so it is scored
     as it is; ``force=True`` only silences sacrebleu's warning about tokenized input.
     """
+    _check_sentences(hypotheses, references)
     return float(_sacrebleu().corpus_bleu(hypotheses, [references], force=True).score)
+
+
+def _check_sentences(hypotheses: list[str], references: list[str]) -> None:
+    """One reference per hypothesis, each a list of sentences (a string would be read as one
+    sentence per character), at least one."""
+    for name, sentences in (("hypotheses", hypotheses), ("references", references)):
+        if isinstance(sentences, str):
+            raise ValueError(f"{name} must be a list of sentences, got one string")
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    if not hypotheses:
+        raise ValueError("no sentences to score")
 
 
 def sentence_statistics(hypotheses: list[str], references: list[str]) -> np.ndarray:
     """``[sentences, 2·4 + 2]``: each sentence's matching n-grams (n = 1…4), its hypothesis
     n-grams, hypothesis length and reference length, tokenized as :func:`corpus_bleu` tokenizes;
     their column sums are the statistics corpus BLEU is computed from."""
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    _check_sentences(hypotheses, references)
     # effective_order only changes a sentence's own score (and silences sacrebleu's advice to
     # use it for sentence BLEU); the counts are the same.
     metric = _sacrebleu().metrics.bleu.BLEU(force=True, effective_order=True, max_ngram_order=MAX_ORDER)
@@ -60,6 +72,11 @@ class BleuStatistic:
 
     def of_sums(self, sums: np.ndarray) -> np.ndarray:
         """sacrebleu's BLEU of each row of summed statistics ``[draws, 2·4 + 2]``."""
+        if sums.shape[1] != 2 * MAX_ORDER + 2:
+            raise ValueError(
+                f"BLEU needs {2 * MAX_ORDER + 2} statistics per unit (sentence_statistics), "
+                f"got {sums.shape[1]}"
+            )
         compute = _sacrebleu().metrics.bleu.BLEU.compute_bleu
         scores = [
             compute(

@@ -103,6 +103,32 @@ def output_lengths(predicted: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, 
     return first_eos, has_eos
 
 
+def check_outputs_and_targets(
+    predicted: torch.Tensor, target: torch.Tensor, *, eos_id: int, pad_id: int
+) -> None:
+    """Outputs ``[B, T]`` and targets ``[B, T']`` are token ids of one batch, and every target
+    holds exactly one ``<eos>``, after its real tokens and before its padding (what
+    :func:`target_lengths` reads): a target without one would be scored against a prefix of itself."""
+    for name, tokens in (("predicted", predicted), ("target", target)):
+        if tokens.dim() != 2 or tokens.is_floating_point() or tokens.dtype == torch.bool:
+            raise ValueError(
+                f"{name} must be token ids [batch, steps], got {tokens.dtype} {tuple(tokens.shape)}"
+            )
+    if predicted.size(0) != target.size(0):
+        raise ValueError(f"predicted holds {predicted.size(0)} sequences for {target.size(0)} targets")
+    if target.size(1) == 0:
+        raise ValueError("target has no steps: each target ends with <eos>")
+    end = target_lengths(target, pad_id).clamp(min=0)
+    at_end = target.gather(1, end.unsqueeze(1)).squeeze(1) == eos_id
+    wrong = ~at_end | ((target == eos_id).sum(dim=1) != 1)
+    if bool(wrong.any()):
+        rows = wrong.nonzero().flatten().tolist()
+        raise ValueError(
+            f"target rows {rows[:10]} do not hold exactly one <eos> (id {eos_id}) after their tokens "
+            f"and before their padding (id {pad_id})"
+        )
+
+
 def target_lengths(target: torch.Tensor, pad_id: int) -> torch.Tensor:
     """Number of target tokens excluding ``<eos>`` (the target includes exactly one ``<eos>``)."""
     return (target != pad_id).sum(dim=1) - 1
@@ -119,6 +145,7 @@ def sequence_correct(
     """Per-example seqAcc (bool ``[B]``). With ``ignored_ids`` (e.g. SCAN's structure markers,
     ``data.output_markers``), those tokens are removed from both the output before its ``<eos>``
     and the target before the two are compared."""
+    check_outputs_and_targets(predicted, target, eos_id=eos_id, pad_id=pad_id)
     if ignored_ids:
         return _sequence_correct_ignoring(predicted, target, ignored_ids, eos_id=eos_id, pad_id=pad_id)
     length, has_eos = output_lengths(predicted, eos_id)
@@ -149,6 +176,7 @@ def sequence_correct_before_eos(
     predicted: torch.Tensor, target: torch.Tensor, *, eos_id: int, pad_id: int
 ) -> torch.Tensor:
     """Per-example seqAccBE (bool ``[B]``)."""
+    check_outputs_and_targets(predicted, target, eos_id=eos_id, pad_id=pad_id)
     length, _ = output_lengths(predicted, eos_id)
     gold_length = target_lengths(target, pad_id)
     return (length <= gold_length) & _prefix_matches(predicted, target, length)
@@ -161,7 +189,28 @@ def attention_squared_errors(
     *,
     eos_id: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-example mean squared position error and whether the example has any scored step."""
+    """Per-example mean squared position error and whether the example has any scored step.
+
+    ``attention`` ``[B, T, S]``, ``gold_attention`` ``[B, T']`` (the gold source position of each
+    output step, negative where a step has none), ``predicted`` ``[B, T]`` tokens."""
+    batch = predicted.size(0) if predicted.dim() == 2 else None
+    if (
+        batch is None
+        or attention.dim() != 3
+        or attention.size(0) != batch
+        or gold_attention.dim() != 2
+        or gold_attention.size(0) != batch
+    ):
+        raise ValueError(
+            "attention must be [batch, steps, source_len], gold_attention [batch, steps] and predicted "
+            f"[batch, steps], one batch; got {tuple(attention.shape)}, {tuple(gold_attention.shape)}, "
+            f"{tuple(predicted.shape)}"
+        )
+    if gold_attention.numel() and int(gold_attention.max()) >= attention.size(2):
+        raise ValueError(
+            f"gold_attention holds position {int(gold_attention.max())}, past the source's "
+            f"{attention.size(2)} positions"
+        )
     steps = min(attention.size(1), gold_attention.size(1))
     positions = torch.arange(attention.size(2), device=attention.device, dtype=attention.dtype)
     expected = (attention[:, :steps] * positions).sum(dim=-1)

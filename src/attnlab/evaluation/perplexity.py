@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from attnlab.models.language_model import LanguageModel, ModelState
 from attnlab.tasks.cbt import ClozeQuestion
-from attnlab.tasks.corpus import EOS_TOKEN, EncodedCorpus, LMBatch, token_ids
+from attnlab.tasks.corpus import EOS_TOKEN, EncodedCorpus, LMBatch, check_document_starts, token_ids
 from attnlab.tasks.vocab import Vocabulary
 
 
@@ -75,6 +75,7 @@ def sentence_losses(
     position), ``tokens`` and ``nll`` (summed, nats)."""
     if token_nll.shape != tokens.shape or bool(torch.isnan(token_nll).any()):
         raise ValueError("token_nll must hold a loss for every token of the corpus")
+    check_document_starts(document_starts, tokens.numel())
     is_end = tokens == eos_id
     is_end[-1] = True
     sentence = torch.cumsum(is_end, 0) - is_end.long()
@@ -215,6 +216,10 @@ def evaluate_cbt(
     model.eval()
     results = {}
     for name, questions in questions_by_class.items():
+        if not questions:
+            raise ValueError(
+                f"word class {name!r} has no questions: an accuracy of 0 questions is not a number"
+            )
         correct = sum(answer_cloze(model, vocabulary, q, device) == q.answer_index for q in questions)
-        results[name] = {"accuracy": correct / max(len(questions), 1), "questions": len(questions)}
+        results[name] = {"accuracy": correct / len(questions), "questions": len(questions)}
     return results

@@ -85,6 +85,12 @@ class ExampleOutcomes:
 
     def add(self, decoded: torch.Tensor, eos_id: int, **correct: torch.Tensor) -> None:
         """Record a batch: ``decoded`` ``[B, T]`` ids and a ``[B]`` bool tensor per metric."""
+        for name, flags in correct.items():
+            if flags.shape != decoded.shape[:1]:
+                raise ValueError(
+                    f"{name} must hold one verdict per decoded row ({decoded.size(0)}), "
+                    f"got shape {tuple(flags.shape)}"
+                )
         for row in decoded.tolist():
             self.predictions.append(row[: row.index(eos_id)] if eos_id in row else row)
         for name, flags in correct.items():

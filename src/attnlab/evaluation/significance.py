@@ -63,7 +63,13 @@ class RatioStatistic:
     lower_is_better: bool
 
     def of_sums(self, sums: np.ndarray) -> np.ndarray:
-        return self.transform(sums[:, 0] / sums[:, 1])
+        if sums.shape[1] != 2:
+            raise ValueError(
+                f"{self.name} is a ratio statistic: its units need 2 statistics each (numerator, "
+                f"denominator; UnitScores.ratio), got {sums.shape[1]}"
+            )
+        with np.errstate(divide="ignore", invalid="ignore"):  # paired_bootstrap names a non-finite result
+            return self.transform(sums[:, 0] / sums[:, 1])
 
 
 PERPLEXITY = RatioStatistic("perplexity", np.exp, lower_is_better=True)
@@ -82,6 +88,13 @@ class UnitScores:
             raise ValueError("the statistics must be a [units, k] array")
         if self.values.shape[0] == 0:
             raise ValueError("no units to compare")
+        finite = np.isfinite(self.values).all(axis=1)
+        if not finite.all():
+            rows = np.flatnonzero(~finite)
+            raise ValueError(
+                f"the statistics must be finite numbers; units {rows[:10].tolist()} "
+                f"({len(rows)} in all) hold NaN or infinity"
+            )
 
     @classmethod
     def ratio(cls, numerator: np.ndarray, denominator: np.ndarray) -> UnitScores:
@@ -136,19 +149,37 @@ def paired_bootstrap(
             f"the systems were scored on different units ({a.units} vs {b.units}, "
             f"{a.values.shape[1]} vs {b.values.shape[1]} statistics each)"
         )
-    if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
+    if a.units < 2:
+        raise ValueError(
+            "the paired bootstrap needs at least 2 units: one unit resampled is always itself, "
+            "so every difference would count as significant"
+        )
+    for name, value in (("samples", samples), ("chunk", chunk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     units = a.units
     observed_a = _resampled(statistic, a, np.ones((1, units)))[0]
     observed_b = _resampled(statistic, b, np.ones((1, units)))[0]
+    if not (np.isfinite(observed_a) and np.isfinite(observed_b)):
+        raise ValueError(
+            f"{statistic.name} of the whole test set is not a finite number (A: {observed_a}, B: "
+            f"{observed_b}): a zero denominator? The test compares two finite statistics"
+        )
     differences = np.concatenate(
         [
             _resampled(statistic, b, counts) - _resampled(statistic, a, counts)
             for counts in _resampling_counts(units, samples, seed, chunk)
         ]
     )
+    if not np.isfinite(differences).all():
+        raise ValueError(
+            f"{statistic.name} is not a finite number on {int((~np.isfinite(differences)).sum())} of "
+            f"{samples} resampled test sets (units whose statistics sum to a zero denominator?)"
+        )
     observed = observed_b - observed_a
     tail = (1.0 - confidence) / 2
     low, high = np.quantile(differences, [tail, 1.0 - tail])

@@ -196,9 +196,16 @@ def collate(dataset: EncodedDataset, indices: torch.Tensor | Sequence[int]) -> S
 
     ``gold_attention`` is ``None`` when none of these examples has gold attention.
     """
-    index = torch.as_tensor(indices, dtype=torch.long, device=dataset.source.device)
-    if index.ndim != 1 or index.numel() == 0:
-        raise ValueError(f"collate needs a non-empty 1-D list of indices, got shape {tuple(index.shape)}")
+    given = torch.as_tensor(indices)
+    if given.ndim != 1 or given.numel() == 0:
+        raise ValueError(f"collate needs a non-empty 1-D list of indices, got shape {tuple(given.shape)}")
+    if given.is_floating_point() or given.dtype == torch.bool:  # a mask would be read as rows 0 and 1
+        raise ValueError(f"collate needs row indices (ints), got {given.dtype}")
+    index = given.to(dtype=torch.long, device=dataset.source.device)
+    if bool(((index < 0) | (index >= len(dataset))).any()):
+        raise ValueError(
+            f"collate: indices must lie in [0, {len(dataset)}) for this dataset, got {index.tolist()[:10]}"
+        )
     source_lengths = dataset.source_lengths[index]
     width_s = int(source_lengths.max())
     width_t = int(dataset.target_lengths[index].max())
@@ -295,6 +302,9 @@ def bucketed_order(
     dataset: EncodedDataset, batch_size: int, generator: torch.Generator, pool: int
 ) -> list[torch.Tensor]:
     """The row indices of each batch of :func:`bucketed_batches`, in order."""
+    _check_batch_size(batch_size)
+    if not isinstance(pool, int) or isinstance(pool, bool) or pool < 1:
+        raise ValueError(f"pool must be a positive int (batches sorted together), got {pool!r}")
     order = batch_order(len(dataset), shuffle=True, generator=generator)
     chunks: list[torch.Tensor] = []
     for start in range(0, len(order), batch_size * pool):

@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -53,6 +53,12 @@ SPLIT_FILE_PATTERNS: tuple[str, ...] = ("{split}.txt", "wiki.{split}.tokens", "p
 
 DocumentRule = Literal["auto", "wikitext", "none"]
 """How documents are found: WikiText article headings, none (one document), or auto-detected."""
+
+
+def _check_option(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
 
 _RESERVED = (PAD_TOKEN, EOS_TOKEN)
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:[.,]\d+)*|[.,]\d+)$")
@@ -110,6 +116,7 @@ def read_lines(
     token (``<pad>``, ``<eos>``) in the text, or a file without a single word.
     """
     path = Path(path)
+    _check_option("documents", documents, get_args(DocumentRule))
     rule = detect_document_rule(path) if documents == "auto" else documents
     seen_word = False
     document_has_words = False
@@ -241,6 +248,21 @@ def encode_tokens(
 # Encoded corpora.
 
 
+def check_document_starts(starts: torch.Tensor, tokens: int) -> None:
+    """Where each document of a ``tokens``-long stream starts: increasing positions from 0."""
+    if (
+        starts.dim() != 1
+        or starts.numel() == 0
+        or int(starts[0]) != 0
+        or bool((starts[1:] <= starts[:-1]).any())
+        or int(starts[-1]) >= tokens
+    ):
+        raise ValueError(
+            f"document_starts must be increasing token positions from 0, each below the "
+            f"corpus's {tokens} tokens, got {starts.tolist()[:10]}"
+        )
+
+
 @dataclass
 class EncodedCorpus:
     """A split as one token stream: ``tokens`` (int64) and the position where each document starts."""
@@ -252,8 +274,7 @@ class EncodedCorpus:
     def __post_init__(self) -> None:
         if self.tokens.numel() == 0:
             raise DataFormatError(self.origin or "corpus", None, "the corpus is empty")
-        if self.document_starts.numel() == 0 or int(self.document_starts[0]) != 0:
-            raise ValueError("document_starts must start with 0")
+        check_document_starts(self.document_starts, self.tokens.numel())
 
     def __len__(self) -> int:
         return self.tokens.numel()
@@ -271,6 +292,10 @@ class EncodedCorpus:
 
     def truncated(self, max_tokens: int | None) -> EncodedCorpus:
         """The first ``max_tokens`` tokens (all when ``None``), for quick runs."""
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
         if max_tokens is None or max_tokens >= len(self):
             return self
         starts = self.document_starts[self.document_starts < max_tokens]
@@ -396,6 +421,7 @@ def make_streams(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    _check_option("layout", layout, get_args(StreamLayout))
     inputs, targets, resets = prediction_steps(corpus, eos_id)
     if layout != "contiguous":
         assignment = _pack_documents(corpus.document_lengths().tolist(), batch_size)
@@ -476,6 +502,9 @@ def segments(streams: Streams, bptt: int, *, max_segments: int | None = None) ->
 
 
 def num_segments(streams: Streams, bptt: int) -> int:
+    """How many segments of ``bptt`` steps :func:`segments` cuts ``streams`` into (empty ones counted)."""
+    if bptt < 1:
+        raise ValueError(f"bptt must be >= 1, got {bptt}")
     return -(-streams.length // bptt)
 
 

@@ -265,6 +265,8 @@ class MachineTasksLookupSpec:
 
 def machine_tasks_test_set_names(n_longer: int = 5) -> list[str]:
     """The test files of the protocol, in the order they are generated and written."""
+    if isinstance(n_longer, bool) or not isinstance(n_longer, int) or n_longer < 0:
+        raise ValueError(f"n_longer must be an int >= 0, got {n_longer!r}")
     return [
         "heldout_inputs",
         "heldout_compositions",

@@ -111,7 +111,13 @@ class MemoryBatch:
 
 
 def is_correct(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Bool ``[B]``: ``|prediction - target| < 0.04`` (Raffel & Ellis §2)."""
+    """Bool ``[B]``: ``|prediction - target| < 0.04`` (Raffel & Ellis §2); ``predictions`` and
+    ``targets`` are both ``[B]`` (a model's ``[B, 1]`` output would broadcast to ``[B, B]``)."""
+    if predictions.shape != targets.shape or predictions.dim() != 1:
+        raise ValueError(
+            f"predictions and targets must both be [batch], got {tuple(predictions.shape)} and "
+            f"{tuple(targets.shape)}"
+        )
     return (predictions - targets).abs() < TOLERANCE
 
 
@@ -277,7 +283,9 @@ def pool_the_padding(batch: MemoryBatch, width: int) -> MemoryBatch:
     """
     extra = width - batch.inputs.shape[1]
     if extra < 0:
-        raise ValueError(f"pool_the_padding: width {width} is shorter than the batch ({extra + width} steps)")
+        raise ValueError(
+            f"pool_the_padding: width {width} is shorter than the batch ({batch.inputs.shape[1]} steps)"
+        )
     inputs = torch.nn.functional.pad(batch.inputs, (0, 0, 0, extra))
     no_padding = torch.zeros(inputs.shape[:2], dtype=torch.bool, device=inputs.device)
     return MemoryBatch(inputs, no_padding, batch.targets, batch.lengths, batch.marker_positions)

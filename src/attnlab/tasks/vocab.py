@@ -75,6 +75,8 @@ class Vocabulary:
         _check_specials(specials)
         seen: set[str] = set()
         for sequence in token_sequences:
+            if isinstance(sequence, str):  # its characters would become the tokens
+                raise ValueError(f"each sequence must be a list of tokens, got the string {sequence!r}")
             seen.update(sequence)
         clash = sorted(seen.intersection(specials))
         if clash:
