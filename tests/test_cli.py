@@ -34,7 +34,6 @@ def _usage_error(argv, capsys) -> str:
     [
         (["multiseed", "lookup", "--seeds", "0", "1", "training.epochs=2"], "--seeds"),
         (["reproduce", "dubois2020", "--tasks", "long", "training.epochs=2"], "--tasks"),
-        (["plot", "runs/a", "--index", "0", "evaluation.batch_size=4"], "--index"),
     ],
 )
 def test_an_override_read_as_an_options_value_says_where_overrides_go(argv, option, capsys):
@@ -46,9 +45,24 @@ def test_an_override_read_as_an_options_value_says_where_overrides_go(argv, opti
     )
 
 
-def test_a_bad_value_without_an_equals_sign_gets_argparses_message_alone(capsys):
-    error = _usage_error(["multiseed", "lookup", "--seeds", "0", "x"], capsys)
-    assert error.endswith("argument --seeds: invalid int value: 'x'")
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["multiseed", "lookup", "--seeds", "0", "x"], "argument --seeds: invalid int value: 'x'"),
+        (
+            ["plot", "runs/a", "--index", "0", "evaluation.batch_size=4"],
+            "invalid int value: 'evaluation.batch_size=4'",
+        ),
+        (
+            ["reproduce", "dubois2020", "--jobs", "training.epochs=2"],
+            "invalid int value: 'training.epochs=2'",
+        ),
+    ],
+    ids=["no-equals-sign", "command-without-overrides", "one-value-option"],
+)
+def test_other_bad_values_get_argparses_message_alone(argv, message, capsys):
+    """No advice to move overrides where the command takes none (plot) or the option reads one value."""
+    assert _usage_error(argv, capsys).endswith(message)
 
 
 def test_top_level_help_has_no_markup(capsys):

@@ -72,7 +72,7 @@ def _run_contents(run_dir: Path) -> list[Path]:
 
 def _check_removable(run_dir: Path) -> None:
     """Refuse ``--overwrite`` of a folder that is not a run directory: one without ``config.yaml``,
-    or holding files no run writes (:meth:`RunDirectory.foreign_entries`)."""
+    or one that holds nothing a run writes (:meth:`RunDirectory.check_run_folder`)."""
     if _run_contents(run_dir) and not (run_dir / "config.yaml").is_file():
         raise ConfigError(
             f"--overwrite: {run_dir} exists but is not a run directory (no config.yaml); not deleting it"
@@ -369,12 +369,15 @@ _OVERRIDE_TAKEN_AS_VALUE = re.compile(r"^argument (?P<option>-[^:]+): invalid [^
 
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse's parser (every subcommand's too), whose usage errors also say where ``key=value``
-    overrides go when an option taking several values (``--seeds 0 1 2``, ``--tasks ...``) read one
-    as its value: argparse gives such an option every word up to the next option."""
+    overrides go when an option taking several values (``--seeds 0 1 2``, ``--tasks ...``) of a
+    command that takes overrides read one as its value: argparse gives such an option every word up
+    to the next option."""
 
     def error(self, message: str) -> NoReturn:
         taken = _OVERRIDE_TAKEN_AS_VALUE.match(message)
-        if taken is not None:
+        option = self._option_string_actions.get(taken["option"]) if taken is not None else None
+        takes_overrides = any(action.dest == "overrides" for action in self._actions)
+        if taken is not None and option is not None and option.nargs in ("+", "*") and takes_overrides:
             message += (
                 f"; a key=value override after {taken['option']} is read as one of its values: "
                 f"put the overrides before {taken['option']}"
@@ -401,8 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--overwrite",
         action="store_true",
-        help="delete an earlier run in RUN_DIR first (a folder holding anything a run does not write "
-        "is refused, never emptied)",
+        help="delete an earlier run in RUN_DIR first (a folder that holds files but nothing a run "
+        "writes is refused, never emptied)",
     )
     train.set_defaults(handler=cmd_train)
 

@@ -121,7 +121,8 @@ def test_a_new_run_refuses_a_folder_of_other_files(tmp_path, tiny_overrides, cap
     _fails(
         ["train", "lookup", *tiny_overrides(), "--run-dir", str(project)],
         capsys,
-        f"{project} is not a run directory: it holds notes.md, which no run writes",
+        f"{project} is not a run directory: it holds ",
+        "notes.md and nothing a run writes (train.lock, train.log, environment.jsonl",
     )
     assert _listing(project) == before
     assert sorted(path.name for path in project.iterdir()) == sorted(path.name for path in before)
@@ -137,18 +138,27 @@ def test_overwrite_refuses_a_run_folder_that_also_holds_other_files(tmp_path, ti
     _fails(
         ["train", "lookup", *tiny_overrides(), "--run-dir", str(project), "--overwrite"],
         capsys,
-        "it holds thesis.tex, which no run writes; not deleting anything (--overwrite) there",
+        "it holds config.yaml, thesis.tex and nothing a run writes",
+        "not deleting anything (--overwrite) there",
     )
     assert _listing(project) == before
 
 
-def test_a_failed_runs_folder_takes_a_new_run(tmp_path, tiny_overrides, capsys):
+@pytest.mark.parametrize(
+    "left_behind",
+    [
+        ("error.txt", "config.yaml", ".metrics.jsonl.x1.tmp"),  # a failed sweep run
+        ("train.lock", "train.log", "config.yaml", "vocabulary.txt"),  # a language model stopped early
+        ("environment.jsonl", "config.yaml", "seed1/config.yaml"),  # seed 0 beside its seeds' folders
+    ],
+)
+def test_a_folder_a_run_made_takes_a_new_run(tmp_path, tiny_overrides, capsys, left_behind):
     """What a run leaves behind before its first checkpoint (a sweep's error.txt, the log, the lock,
-    the config) does not stop a new run in its folder."""
+    an experiment's own files) does not stop a new run in its folder."""
     run = tmp_path / "run"
-    run.mkdir()
-    for name in ("error.txt", "train.log", "train.lock", "config.yaml", ".metrics.jsonl.x1.tmp"):
-        (run / name).write_text("left behind\n")
+    for name in left_behind:
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text("{}\n" if name.endswith(".jsonl") else "left behind\n")
     assert main(["train", "lookup", *tiny_overrides(), "--run-dir", str(run)]) == 0
     assert (run / "checkpoints" / "last.pt").is_file()
 

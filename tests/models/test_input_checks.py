@@ -29,8 +29,9 @@ MODELS = {
         SOURCE_VOCAB, TARGET_VOCAB, d_model=16, heads=2, encoder_layers=1, decoder_layers=1, ff_dim=32
     ),
 }
-RIGHT_PADDED_MODELS = ["recurrent", "gru_attention", "syntactic_attention"]
-"""The models that run an RNN over the source in order and read each row's last real word."""
+RIGHT_PADDED_MODELS = ["recurrent", "gru_attention", "syntactic_attention", "transformer"]
+"""The models that run an RNN over the source in order and read each row's last real word (the
+Transformer: its end position, and absolute positions counted from the first column)."""
 
 SOURCE = torch.tensor([[3, 4, 5], [6, 7, 0]])
 MASK = SOURCE == 0
@@ -92,7 +93,7 @@ def test_a_target_input_that_does_not_fit_the_source_is_named(name, target_input
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("max_length", [0, -1, 2.5])
 def test_greedy_decoding_needs_a_step_budget(name, max_length):
-    with pytest.raises(ValueError, match=f"max_length must be an int >= 1 .*, got {max_length!r}"):
+    with pytest.raises(ValueError, match=f"max_length must be an int >= 1, got {max_length!r}"):
         _model(name).greedy_decode(SOURCE, MASK, max_length=max_length)
 
 

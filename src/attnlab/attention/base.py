@@ -37,6 +37,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from attnlab.checks import check_int
+
 AttentionState = dict[str, Any]
 """An attender's state: a flat dict of tensors (and ints), documented by each attender."""
 
@@ -164,8 +166,8 @@ def check_sizes(owner: str, **sizes: int | None) -> None:
     """Each size (a dimension, a window; ``None``: not given) is an int ≥ 1, named with ``owner``
     when it is not: a size 0 builds a layer with no units, a negative one fails deep inside torch."""
     for name, size in sizes.items():
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise ValueError(f"{owner}: {name} must be an int >= 1, got {size!r}")
+        if size is not None:
+            check_int(name, size, owner=owner)
 
 
 def check_padding_mask(

@@ -36,6 +36,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from attnlab.checks import check_int
+
 Transform = Callable[[np.ndarray], np.ndarray]
 
 
@@ -154,11 +156,9 @@ def paired_bootstrap(
             "the paired bootstrap needs at least 2 units: one unit resampled is always itself, "
             "so every difference would count as significant"
         )
-    for name, value in (("samples", samples), ("chunk", chunk)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    check_int("samples", samples)
+    check_int("chunk", chunk)
+    check_int("seed", seed, minimum=None)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     units = a.units

@@ -88,27 +88,13 @@ RESUMABLE_KEYS = (
 )
 """Config keys a resumed run may change: none of them alters the epochs already trained."""
 
-RUN_ENTRIES = frozenset(
-    {
-        "config.yaml",
-        "train.log",
-        "resumes.jsonl",
-        ENVIRONMENT_FILE,
-        "metrics.jsonl",
-        "checkpoints",
-        "eval",
-        "eval_at",
-        "plots",
-        "tensorboard",
-        "report.html",
-        LOCK_FILE,
-        ERROR_FILE,
-    }
-)
-"""What a run directory may hold: the layout above, ``train.lock`` and a failed run's ``error.txt``
-(:mod:`~attnlab.experiments.runner`), ``report.html`` (``attnlab report``) and ``eval_at/``
-(``scripts/epoch_budget.sh``'s stages). A new run, or ``attnlab train --overwrite``, refuses a folder
-holding anything else: it is not a run directory, and a run would write among (or delete) its files."""
+RUN_MARKERS = (LOCK_FILE, "train.log", ENVIRONMENT_FILE, "metrics.jsonl", "checkpoints", ERROR_FILE)
+"""What every run writes into its folder before anything else of it (the lock, the log, the
+environment record; then the metrics and checkpoints; a failed sweep run's ``error.txt``). A new
+run, or ``attnlab train --overwrite``, refuses a folder that holds files but none of these: it was
+not made by a run (a project folder with its own ``config.yaml``), and a run would write among,
+or delete, its files. Other files a run may hold (an experiment's own, e.g. a language model's
+``vocabulary.txt``; ``eval_at/`` of ``scripts/epoch_budget.sh``) do not matter then."""
 
 
 @dataclass(frozen=True)
@@ -157,27 +143,21 @@ class RunDirectory:
     def resumes_file(self) -> Path:
         return self.path / "resumes.jsonl"
 
-    def foreign_entries(self) -> list[str]:
-        """The names in the folder that no run writes (:data:`RUN_ENTRIES`; atomic writes'
-        ``.*.tmp`` temporaries aside), sorted; none where the folder does not exist."""
+    def check_run_folder(self, action: str) -> None:
+        """Refuse a folder that holds files but nothing a run writes (:data:`RUN_MARKERS`; atomic
+        writes' ``.*.tmp`` temporaries aside): ``action`` says what would have been done there."""
         if not self.path.is_dir():
-            return []
-        return sorted(
+            return
+        entries = sorted(
             entry.name
             for entry in self.path.iterdir()
-            if entry.name not in RUN_ENTRIES
-            and not (entry.name.startswith(".") and entry.name.endswith(".tmp"))
+            if not (entry.name.startswith(".") and entry.name.endswith(".tmp"))
         )
-
-    def check_run_folder(self, action: str) -> None:
-        """Refuse a folder holding files that are not a run's (:meth:`foreign_entries`): ``action``
-        says what would have been done there."""
-        foreign = self.foreign_entries()
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        if entries and not any(name in RUN_MARKERS for name in entries):
+            shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
             raise ConfigError(
-                f"{self.path} is not a run directory: it holds {shown}, which no run writes; "
-                f"not {action} there: choose a new or empty run directory"
+                f"{self.path} is not a run directory: it holds {shown} and nothing a run writes "
+                f"({', '.join(RUN_MARKERS)}); not {action} there: choose a new or empty run directory"
             )
 
     def check_free(self, resume: bool) -> None:

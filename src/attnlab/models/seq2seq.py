@@ -37,6 +37,7 @@ from torch import nn
 from attnlab.attention import Attender, MeanPooling, build_attender
 from attnlab.attention.base import check_padding_mask
 from attnlab.attention.positional import source_positions
+from attnlab.checks import check_int
 
 
 @dataclass
@@ -78,8 +79,7 @@ def check_vocabularies(
         ("source_vocab_size", source_vocab_size, {"pad_id": pad_id}),
         ("target_vocab_size", target_vocab_size, {"pad_id": pad_id, "sos_id": sos_id, "eos_id": eos_id}),
     ):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{owner}: {name} must be an int >= 1, got {size!r}")
+        check_int(name, size, owner=owner)
         outside = {key: value for key, value in ids.items() if not 0 <= value < size}
         if outside:
             listed = ", ".join(f"{key}={value}" for key, value in outside.items())
@@ -88,8 +88,7 @@ def check_vocabularies(
 
 def check_max_length(max_length: int) -> None:
     """Decoding's step budget is a whole number ≥ 1."""
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-        raise ValueError(f"max_length must be an int >= 1 (decoding steps), got {max_length!r}")
+    check_int("max_length", max_length)
 
 
 class RecurrentSeq2Seq(nn.Module):

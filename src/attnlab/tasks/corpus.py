@@ -39,6 +39,7 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
+from attnlab.checks import check_int
 from attnlab.io import atomic_write_text
 from attnlab.tasks.examples import tensors_to
 from attnlab.tasks.tsv import DataFileNotFoundError, DataFormatError
@@ -292,10 +293,8 @@ class EncodedCorpus:
 
     def truncated(self, max_tokens: int | None) -> EncodedCorpus:
         """The first ``max_tokens`` tokens (all when ``None``), for quick runs."""
-        if max_tokens is not None and (
-            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-        ):
-            raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
+        if max_tokens is not None:
+            check_int("max_tokens", max_tokens)
         if max_tokens is None or max_tokens >= len(self):
             return self
         starts = self.document_starts[self.document_starts < max_tokens]

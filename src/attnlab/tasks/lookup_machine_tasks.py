@@ -84,6 +84,7 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from pathlib import Path
 
+from attnlab.checks import check_int
 from attnlab.io import atomic_write_text
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.lookup import (
@@ -265,8 +266,7 @@ class MachineTasksLookupSpec:
 
 def machine_tasks_test_set_names(n_longer: int = 5) -> list[str]:
     """The test files of the protocol, in the order they are generated and written."""
-    if isinstance(n_longer, bool) or not isinstance(n_longer, int) or n_longer < 0:
-        raise ValueError(f"n_longer must be an int >= 0, got {n_longer!r}")
+    check_int("n_longer", n_longer, minimum=0)
     return [
         "heldout_inputs",
         "heldout_compositions",

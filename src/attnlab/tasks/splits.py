@@ -6,6 +6,8 @@ import random
 from collections.abc import Sequence
 from typing import TypeVar
 
+from attnlab.checks import check_int
+
 T = TypeVar("T")
 
 
@@ -17,8 +19,7 @@ def random_hold_out(items: Sequence[T], size: int, seed: int) -> tuple[list[T], 
     would seed from the clock, and a float or a string from its hash or bytes: not the reproducible
     split this promises); ``size`` an int in ``[0, len(items)]``.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    check_int("seed", seed, minimum=None)
     if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= len(items):
         raise ValueError(f"size must be an int in [0, {len(items)}] (the items to hold out), got {size!r}")
     order = list(range(len(items)))

@@ -736,7 +736,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         return self.encoder_norm(x)
 
     def start(self, source: torch.Tensor, source_padding_mask: torch.Tensor) -> _DecoderState:
-        check_padding_mask(type(self).__name__, source_padding_mask, source.shape, "source_padding_mask")
+        # right padding: the end positions below count a row's words from its first column
+        check_padding_mask(
+            type(self).__name__, source_padding_mask, source.shape, "source_padding_mask", right_padded=True
+        )
         source_words = (~source_padding_mask).sum(dim=1)
         if self.end_marker_id is not None:
             source, source_padding_mask, _ = append_end_marker(
