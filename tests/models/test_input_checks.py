@@ -211,3 +211,13 @@ def test_a_vocabulary_without_the_special_ids_is_named(name, sizes, message):
 def test_given_lengths_must_be_whole_numbers(name):
     with pytest.raises(ValueError, match=r"lengths must be \[batch=2\] positive ints, got torch.float32"):
         _model(name).decode_with_lengths(SOURCE, MASK, torch.tensor([2.0, 3.0]))
+
+
+def test_a_language_model_state_of_another_batch_is_named():
+    """A state carried over from a batch of another size was a torch error inside the LSTM."""
+    torch.manual_seed(0)
+    model = LanguageModel(20, variant="attention", embedding_dim=6, hidden_dim=12)
+    state = model(torch.tensor([[3, 4, 5]])).state
+    with pytest.raises(ValueError, match="state is for a batch of 1 rows .* inputs are 2 rows"):
+        model(torch.tensor([[3, 4], [5, 6]]), state=state)
+    assert model(torch.tensor([[6, 7]]), state=state).logits.shape == (1, 2, 20)

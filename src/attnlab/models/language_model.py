@@ -192,6 +192,12 @@ class LanguageModel(nn.Module):
         check_step_mask(type(self).__name__, "padding_mask", padding_mask, steps)
         if state is None:
             state = self.initial_state(inputs.size(0), inputs.device)
+        elif state["h"].shape != (1, inputs.size(0), self.hidden_dim):
+            raise ValueError(
+                f"LanguageModel: state is for a batch of {state['h'].size(1)} rows "
+                f"(h {tuple(state['h'].shape)}), inputs are {inputs.size(0)} rows: give state=None "
+                "or the state of this batch's previous segment"
+            )
         embedded = self.dropout(self.embedding(inputs))
         outputs, h, c = self._run_lstm(embedded, resets, state["h"], state["c"])
         new_state: ModelState = {"h": h, "c": c}
