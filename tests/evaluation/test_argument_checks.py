@@ -15,7 +15,7 @@ from attnlab.evaluation.metrics import (
     sequence_correct_before_eos,
 )
 from attnlab.evaluation.perplexity import sentence_losses
-from attnlab.evaluation.seq2seq import ExampleOutcomes
+from attnlab.evaluation.seq2seq import ExampleOutcomes, attention_guidance_loss
 from attnlab.evaluation.significance import ACCURACY, PERPLEXITY, UnitScores, paired_bootstrap
 
 EOS, PAD = 2, 0
@@ -142,3 +142,15 @@ def test_sentence_losses_need_document_starts_of_the_corpus(starts):
     tokens = torch.tensor([5, 6, EOS, 7, EOS])
     with pytest.raises(ValueError, match="document_starts must be increasing token positions from 0"):
         sentence_losses(torch.ones(5), tokens, EOS, torch.tensor(starts))
+
+
+def test_attention_guidance_names_gold_positions_past_the_source_and_other_shapes():
+    """A gold position past the source was a gather error from torch."""
+    attention = torch.full((2, 3, 4), 0.25)
+    with pytest.raises(ValueError, match="gold_attention holds position 4, past the source's 4 positions"):
+        attention_guidance_loss(attention, torch.tensor([[0, 4, -1], [1, -1, -1]]))
+    with pytest.raises(ValueError, match=r"gold_attention must be \[batch, steps\] = \(2, 3\)"):
+        attention_guidance_loss(attention, torch.zeros(1, 3, dtype=torch.long))
+    assert attention_guidance_loss(
+        attention, torch.tensor([[0, 3, -1], [1, -1, -1]])
+    ).item() == pytest.approx(-np.log(0.25))

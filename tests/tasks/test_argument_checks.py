@@ -9,7 +9,7 @@ from attnlab.tasks.batching import bucketed_order, collate, encode_examples
 from attnlab.tasks.corpus import EncodedCorpus, make_streams, read_lines
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.lookup_machine_tasks import machine_tasks_test_set_names
-from attnlab.tasks.memory_problems import is_correct
+from attnlab.tasks.memory_problems import generate_memory_batch, is_correct
 from attnlab.tasks.splits import random_hold_out
 from attnlab.tasks.vocab import Vocabulary, build_vocabularies
 
@@ -99,3 +99,16 @@ def test_an_unknown_document_rule_is_named(tmp_path):
     path.write_text(" = Heading = \nsome words\n")
     with pytest.raises(ValueError, match="documents must be one of auto, wikitext, none, got 'Wikitext'"):
         list(read_lines(path, documents="Wikitext"))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"generator": 0}, "generator must be a torch.Generator"),
+        ({"dtype": torch.long}, "dtype must be a floating-point dtype, got torch.int64"),
+    ],
+)
+def test_memory_problems_name_a_seed_for_a_generator_and_an_integer_dtype(options, message):
+    arguments = {"generator": torch.Generator().manual_seed(0), "dtype": torch.float32, **options}
+    with pytest.raises(ValueError, match=message):
+        generate_memory_batch("addition", 2, 60, **arguments)

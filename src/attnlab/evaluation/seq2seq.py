@@ -66,9 +66,19 @@ def attention_guidance_loss(attention: torch.Tensor, gold_attention: torch.Tenso
     ``[B, T, S]``. ``gold_attention`` is ``[B, T]`` source indices, negative where unknown or padding.
     Weights below ``1e-30`` count as ``1e-30`` (a bounded loss where a Gaussian underflows).
     """
+    if attention.dim() != 3 or gold_attention.shape != attention.shape[:2]:
+        raise ValueError(
+            f"gold_attention must be [batch, steps] = {tuple(attention.shape[:2])} for attention "
+            f"[batch, steps, source_len] {tuple(attention.shape)}, got {tuple(gold_attention.shape)}"
+        )
     known = gold_attention >= 0
     if not bool(known.any()):
         return attention.new_zeros(())
+    if int(gold_attention.max()) >= attention.size(-1):
+        raise ValueError(
+            f"gold_attention holds position {int(gold_attention.max())}, past the source's "
+            f"{attention.size(-1)} positions"
+        )
     picked = attention.gather(-1, gold_attention.clamp_min(0).unsqueeze(-1)).squeeze(-1)
     return -picked[known].clamp_min(1e-30).log().mean()
 

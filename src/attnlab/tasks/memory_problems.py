@@ -121,6 +121,17 @@ def is_correct(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return (predictions - targets).abs() < TOLERANCE
 
 
+def _check_generator_and_dtype(generator: object, dtype: torch.dtype) -> None:
+    """The batch is drawn from a ``torch.Generator`` (a seed would not say which device draws) as
+    floating-point values (uniform numbers in integers are not defined)."""
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(
+            f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)), got {generator!r}"
+        )
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point dtype, got {dtype}")
+
+
 def _check_positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -225,6 +236,7 @@ def generate_memory_batch(
         )
     symmetric = problem == "addition" and addition == "hochreiter_schmidhuber"
     batch_size = _check_positive_int("batch_size", batch_size)
+    _check_generator_and_dtype(generator, dtype)
     device = generator.device if device is None else torch.device(device)
 
     lengths = _batch_lengths(lengths, batch_size, device, MIN_LENGTH, _MARKER_RULE)
@@ -313,6 +325,7 @@ def generate_temporal_order_batch(
     but not XY from YX — swapping the two relevant symbols leaves the multiset of inputs unchanged.
     """
     batch_size = _check_positive_int("batch_size", batch_size)
+    _check_generator_and_dtype(generator, dtype)
     device = generator.device if device is None else torch.device(device)
     lengths = _batch_lengths(
         lengths,
