@@ -142,13 +142,8 @@ class Attender(nn.Module):
                 f"{name}: keys must be [batch={batch} (the state's), source_len, key_dim={self.key_dim}], "
                 f"got {tuple(keys.shape)}"
             )
-        if key_padding_mask is not None and (
-            key_padding_mask.dtype != torch.bool or key_padding_mask.shape != keys.shape[:2]
-        ):
-            raise ValueError(
-                f"{name}: key_padding_mask must be a bool tensor of shape {tuple(keys.shape[:2])} "
-                f"(True = padding), got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
-            )
+        if key_padding_mask is not None:
+            _check_mask_type(name, key_padding_mask, keys.shape[:2], "key_padding_mask")
 
     def _check_keys(self, keys: torch.Tensor, key_padding_mask: torch.Tensor | None) -> None:
         name = type(self).__name__
@@ -181,11 +176,7 @@ def check_padding_mask(
             f"{owner}: {argument} masks a batch [batch, length], but the input it goes with has shape "
             f"{tuple(shape)} (one sequence is a batch of one: [1, length])"
         )
-    if mask.dtype != torch.bool or mask.shape != shape:
-        raise ValueError(
-            f"{owner}: {argument} must be a bool tensor of shape {tuple(shape)} "
-            f"(True = padding), got {mask.dtype} {tuple(mask.shape)}"
-        )
+    _check_mask_type(owner, mask, shape, argument)
     empty = mask.all(dim=1)
     if bool(empty.any()):
         rows = empty.nonzero().flatten().tolist()
@@ -195,6 +186,15 @@ def check_padding_mask(
         )
     if right_padded:
         check_right_padded(owner, mask, argument)
+
+
+def _check_mask_type(owner: str, mask: torch.Tensor, shape: torch.Size, argument: str) -> None:
+    """The part of :func:`check_padding_mask` that costs no device sync: bool, of ``shape``."""
+    if mask.dtype != torch.bool or mask.shape != shape:
+        raise ValueError(
+            f"{owner}: {argument} must be a bool tensor of shape {tuple(shape)} "
+            f"(True = padding), got {mask.dtype} {tuple(mask.shape)}"
+        )
 
 
 def check_right_padded(owner: str, mask: torch.Tensor, argument: str) -> None:

@@ -206,11 +206,7 @@ def attention_squared_errors(
             f"[batch, steps], one batch; got {tuple(attention.shape)}, {tuple(gold_attention.shape)}, "
             f"{tuple(predicted.shape)}"
         )
-    if gold_attention.numel() and int(gold_attention.max()) >= attention.size(2):
-        raise ValueError(
-            f"gold_attention holds position {int(gold_attention.max())}, past the source's "
-            f"{attention.size(2)} positions"
-        )
+    check_gold_positions(gold_attention, attention.size(2))
     steps = min(attention.size(1), gold_attention.size(1))
     positions = torch.arange(attention.size(2), device=attention.device, dtype=attention.dtype)
     expected = (attention[:, :steps] * positions).sum(dim=-1)
@@ -222,6 +218,15 @@ def attention_squared_errors(
     counts = scored.sum(dim=1)
     per_example = squared.sum(dim=1) / counts.clamp(min=1)
     return per_example, counts > 0
+
+
+def check_gold_positions(gold_attention: torch.Tensor, source_len: int) -> None:
+    """Gold attention (source positions, negative where a step has none) within the source."""
+    if gold_attention.numel() and int(gold_attention.max()) >= source_len:
+        raise ValueError(
+            f"gold_attention holds position {int(gold_attention.max())}, past the source's "
+            f"{source_len} positions"
+        )
 
 
 def _prefix_matches(predicted: torch.Tensor, target: torch.Tensor, length: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from attnlab.evaluation.bleu import corpus_bleu
 from attnlab.evaluation.metrics import (
     attention_squared_errors,
+    check_gold_positions,
     sequence_correct,
     sequence_correct_before_eos,
 )
@@ -74,11 +75,7 @@ def attention_guidance_loss(attention: torch.Tensor, gold_attention: torch.Tenso
     known = gold_attention >= 0
     if not bool(known.any()):
         return attention.new_zeros(())
-    if int(gold_attention.max()) >= attention.size(-1):
-        raise ValueError(
-            f"gold_attention holds position {int(gold_attention.max())}, past the source's "
-            f"{attention.size(-1)} positions"
-        )
+    check_gold_positions(gold_attention, attention.size(-1))
     picked = attention.gather(-1, gold_attention.clamp_min(0).unsqueeze(-1)).squeeze(-1)
     return -picked[known].clamp_min(1e-30).log().mean()
 

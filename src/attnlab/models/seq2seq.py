@@ -86,11 +86,6 @@ def check_vocabularies(
             raise ValueError(f"{owner}: {name}={size} has no id {listed} (ids run from 0 to {size - 1})")
 
 
-def check_max_length(max_length: int) -> None:
-    """Decoding's step budget is a whole number ≥ 1."""
-    check_int("max_length", max_length)
-
-
 class RecurrentSeq2Seq(nn.Module):
     """GRU encoder–decoder whose attender is chosen by name (see :mod:`attnlab.attention`)."""
 
@@ -272,7 +267,7 @@ class RecurrentSeq2Seq(nn.Module):
         Decoding ends when every sequence has produced ``<eos>`` or after ``max_length`` steps.
         Positions after a sequence's ``<eos>`` hold the pad id (and zero attention).
         """
-        check_max_length(max_length)
+        check_int("max_length", max_length)  # decoding steps
         memory, hidden = self.encode(source, source_padding_mask)
         values = self.encode_values(source, source_padding_mask, memory)
         words = self._words(source)

@@ -26,7 +26,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab.attention.base import check_right_padded
-from attnlab.models.seq2seq import Seq2SeqOutput, check_max_length, check_target_input, check_vocabularies
+from attnlab.checks import check_int
+from attnlab.models.seq2seq import Seq2SeqOutput, check_target_input, check_vocabularies
 
 __all__ = [
     "StepwiseSeq2Seq",
@@ -113,7 +114,7 @@ class StepwiseSeq2Seq(nn.Module):
           that does not read its outputs (Syntactic Attention) the later steps are exactly those
           greedy decoding would have taken.
         """
-        check_max_length(max_length)
+        check_int("max_length", max_length)  # decoding steps
         check_stop_threshold(stop_threshold)
         check_stop_threshold(stop_lookahead, "stop_lookahead")
         if stop_lookahead is not None:
