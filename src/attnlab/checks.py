@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 def check_int(name: str, value: object, *, minimum: int | None = 1, owner: str = "") -> None:
     """Raise a ``ValueError`` naming ``name`` (after ``owner``, if given) unless ``value`` is an
@@ -11,3 +14,43 @@ def check_int(name: str, value: object, *, minimum: int | None = 1, owner: str =
         bound = "" if minimum is None else f" >= {minimum}"
         prefix = f"{owner}: " if owner else ""
         raise ValueError(f"{prefix}{name} must be an int{bound}, got {value!r}")
+
+
+def closest_choice(value: object, choices: Iterable[object]) -> str | None:
+    """The choice that the string ``value`` nearly spells (the same letters in another case, else
+    ``difflib``'s best match with a similarity ratio of at least 0.6), or ``None``."""
+    if not isinstance(value, str):
+        return None
+    names = [choice for choice in choices if isinstance(choice, str)]
+    same_but_case = [name for name in names if name.lower() == value.lower()]
+    matches = same_but_case or difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def did_you_mean(value: object, choices: Iterable[object]) -> str:
+    """``"; did you mean 'x'?"`` when ``value`` nearly spells the choice ``x``
+    (:func:`closest_choice`), else ``""``: appended to an error that lists the choices, so a typo
+    among forty keys is found at a glance."""
+    match = closest_choice(value, choices)
+    return f"; did you mean {match!r}?" if match is not None else ""
+
+
+def did_you_mean_each(values: Iterable[object], choices: Iterable[object]) -> str:
+    """:func:`did_you_mean` for several unknown values: ``"; did you mean 'x' for 'y', …?"``."""
+    wrong, allowed = list(values), list(choices)
+    if len(wrong) == 1:
+        return did_you_mean(wrong[0], allowed)
+    pairs = [(value, closest_choice(value, allowed)) for value in wrong]
+    named = [f"{match!r} for {value!r}" for value, match in pairs if match is not None]
+    return f"; did you mean {', '.join(named)}?" if named else ""
+
+
+def check_choice(name: str, value: object, choices: Iterable[object], *, owner: str = "") -> None:
+    """Raise a ``ValueError`` naming ``name`` (after ``owner``, if given) unless ``value`` is one of
+    ``choices``, listing them in their order and pointing out a near miss (:func:`did_you_mean`)."""
+    allowed = list(choices)
+    if value not in allowed:
+        prefix = f"{owner}: " if owner else ""
+        raise ValueError(
+            f"{prefix}{name} must be one of {allowed}, got {value!r}{did_you_mean(value, allowed)}"
+        )

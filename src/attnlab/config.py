@@ -15,6 +15,8 @@ from typing import Any, TypeVar, Union
 
 import yaml
 
+from attnlab.checks import did_you_mean, did_you_mean_each
+
 T = TypeVar("T")
 
 
@@ -123,7 +125,10 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     fields = {field.name: field for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - set(fields), key=str)
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
+        raise ConfigError(
+            f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}"
+            f"{did_you_mean_each(unknown, fields)}"
+        )
     hints = typing.get_type_hints(cls)
     values = {name: _convert(hints[name], value, f"{where}.{name}") for name, value in data.items()}
     try:
@@ -162,7 +167,9 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
         return from_dict(hint, value, where)  # type: ignore[arg-type]
     if origin is typing.Literal:
         if value not in args:
-            raise ConfigError(f"{where}: expected one of {list(args)}, got {value!r}")
+            raise ConfigError(
+                f"{where}: expected one of {list(args)}, got {value!r}{did_you_mean(value, args)}"
+            )
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):

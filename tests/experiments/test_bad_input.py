@@ -34,11 +34,26 @@ def test_unknown_attender_option(tmp_path, tiny_overrides, capsys):
 
 def test_unknown_config_key_lists_valid_keys(tmp_path, tiny_overrides, capsys):
     argv = ["train", "lookup", *tiny_overrides(), "training.epoch=3", "--run-dir", str(tmp_path / "run")]
-    _fails(argv, capsys, "config.training", "'epoch'", "'epochs'")
+    _fails(argv, capsys, "config.training", "'epoch'", "'epochs'", "; did you mean 'epochs'?")
 
 
 def test_unknown_builtin_config(capsys):
     _fails(["train", "no_such_config"], capsys, "no_such_config", "lookup")
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["train", "scan_transfomer"], "; did you mean 'scan_transformer'?"),
+        (["sweep", "scan_transfomer_stop", "--out", "OUT"], "; did you mean 'scan_transformer_stop'?"),
+        (["train", "lookup", "model.attender=locaton"], "; did you mean 'location'?"),
+        (["train", "scan_transformer", "model.transformer.positional=rop"], "; did you mean 'rope'?"),
+    ],
+)
+def test_a_misspelt_name_gets_a_hint(tmp_path, capsys, argv, hint):
+    argv = [str(tmp_path / "out") if arg == "OUT" else arg for arg in argv]
+    _fails([*argv, "--run-dir", str(tmp_path / "run")] if argv[0] == "train" else argv, capsys, hint)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

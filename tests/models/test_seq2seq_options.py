@@ -290,11 +290,11 @@ def test_mix_gate_straight_through_picks_one_attention():
 @pytest.mark.parametrize(
     ("name", "options", "message"),
     [
-        ("location", {"weighter": "lstm"}, "option weighter must be one of"),
-        ("location", {"gates": "hard"}, "option gates must be one of"),
-        ("mix", {"mix_gate": "hard"}, "option mix_gate must be one of"),
-        ("location", {"reference": "all"}, "option reference must be one of"),
-        ("location", {"staircase_gradient": "smooth"}, "option staircase_gradient must be one of"),
+        ("location", {"weighter": "lstm"}, "weighter must be one of"),
+        ("location", {"gates": "hard"}, "gates must be one of"),
+        ("mix", {"mix_gate": "hard"}, "mix_gate must be one of"),
+        ("location", {"reference": "all"}, "reference must be one of"),
+        ("location", {"staircase_gradient": "smooth"}, "staircase_gradient must be one of"),
     ],
 )
 def test_unknown_option_values_are_refused(name, options, message):
@@ -343,7 +343,7 @@ def test_content_anchor_needs_anchors():
 
 
 def test_unknown_combination_is_refused():
-    with pytest.raises(ValueError, match="option combination must be one of"):
+    with pytest.raises(ValueError, match="combination must be one of"):
         build_attender("mix", 4, 4, 4, combination="sum")
 
 

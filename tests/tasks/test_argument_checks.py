@@ -2,6 +2,8 @@
 bool mask read as row indices, an empty epoch, an unknown layout read as the default, a split
 that is not reproducible, a vocabulary of characters, a broadcast accuracy."""
 
+import re
+
 import pytest
 import torch
 
@@ -87,9 +89,11 @@ def test_the_longer_test_sets_need_a_count():
 def test_an_unknown_stream_layout_is_named():
     """ "contigous" fell into the auto branch: the documents layout without a word."""
     corpus = EncodedCorpus(torch.tensor([3, 4, 2, 5, 2]), torch.tensor([0, 3]))
-    with pytest.raises(
-        ValueError, match="layout must be one of auto, contiguous, documents, got 'contigous'"
-    ):
+    expected = (
+        "layout must be one of ['auto', 'contiguous', 'documents'], got 'contigous'; "
+        "did you mean 'contiguous'?"
+    )
+    with pytest.raises(ValueError, match=re.escape(expected)):
         make_streams(corpus, 2, eos_id=2, pad_id=0, layout="contigous")
 
 
@@ -97,7 +101,10 @@ def test_an_unknown_document_rule_is_named(tmp_path):
     """ "Wikitext" made the whole file one document."""
     path = tmp_path / "corpus.txt"
     path.write_text(" = Heading = \nsome words\n")
-    with pytest.raises(ValueError, match="documents must be one of auto, wikitext, none, got 'Wikitext'"):
+    expected = (
+        "documents must be one of ['auto', 'wikitext', 'none'], got 'Wikitext'; did you mean 'wikitext'?"
+    )
+    with pytest.raises(ValueError, match=re.escape(expected)):
         list(read_lines(path, documents="Wikitext"))
 
 

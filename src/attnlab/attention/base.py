@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab.checks import check_int
+from attnlab.checks import check_int, did_you_mean_each
 
 AttentionState = dict[str, Any]
 """An attender's state: a flat dict of tensors (and ints), documented by each attender."""
@@ -246,7 +246,10 @@ def construct(
     valid = option_names(cls)
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for {cls.__name__}; valid options: {valid}")
+        raise ValueError(
+            f"unknown option(s) {unknown} for {cls.__name__}; valid options: {valid}"
+            f"{did_you_mean_each(unknown, valid)}"
+        )
     return cls(query_dim, key_dim, value_dim, **options)
 
 

@@ -21,7 +21,6 @@ This module also holds the helpers shared by every attender module: :class:`Scor
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
 
 import torch
 from torch import nn
@@ -62,12 +61,6 @@ def check_positive(owner: str, **values: float) -> None:
     for name, value in values.items():
         if not value > 0:
             raise ValueError(f"{owner}: option {name} must be > 0, got {value!r}")
-
-
-def check_choice(owner: str, name: str, value: object, choices: Collection[str]) -> None:
-    """Raise a ``ValueError`` naming ``owner`` when option ``name`` is not one of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"{owner}: option {name} must be one of {sorted(choices)}, got {value!r}")
 
 
 class ScoringAttender(Attender):

@@ -72,6 +72,8 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
+from attnlab.checks import check_choice
+
 logger = logging.getLogger(__name__)
 
 Backend = Literal["auto", "numba", "torch"]
@@ -118,12 +120,10 @@ def can_use_fused_pooling(inputs: torch.Tensor, *parameters: torch.Tensor) -> bo
 
 def resolve_backend(backend: str, inputs: torch.Tensor) -> str:
     """``"numba"`` or ``"torch"`` for these inputs (see the module docstring for ``"auto"``)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"leaky_affine_pooling: backend must be one of {BACKENDS}, got {backend!r}")
+    check_choice("backend", backend, BACKENDS, owner="leaky_affine_pooling")
     if backend == "auto":
         backend = os.environ.get(BACKEND_ENV, "auto") or "auto"
-        if backend not in BACKENDS:
-            raise ValueError(f"{BACKEND_ENV} must be one of {BACKENDS}, got {backend!r}")
+        check_choice(BACKEND_ENV, backend, BACKENDS)
         if backend == "auto":
             usable = inputs.device.type == "cpu" and inputs.dtype == torch.float32
             return "numba" if usable and numba_kernels() is not None else "torch"

@@ -40,8 +40,9 @@ from attnlab.attention.base import (
     AttentionState,
     weighted_sum,
 )
-from attnlab.attention.content import advance_state, check_choice, check_positive
+from attnlab.attention.content import advance_state, check_positive
 from attnlab.attention.positional import source_positions
+from attnlab.checks import check_choice
 
 __all__ = [
     "LocationAttender",
@@ -311,11 +312,11 @@ class LocationAttender(Attender):
         self.staircase_sharpness = float(staircase_sharpness)
         self.clamp_slope = float(clamp_slope)
         self.resize = nn.Linear(query_dim, resize_dim)
-        check_choice(name, "weighter", weighter, WEIGHTERS)
-        check_choice(name, "gates", gates, GATES)
-        check_choice(name, "reference", reference, REFERENCES)
-        check_choice(name, "staircase_gradient", staircase_gradient, STAIRCASES)
-        check_choice(name, "clamp_gradient", clamp_gradient, CLAMPS)
+        check_choice("weighter", weighter, WEIGHTERS, owner=name)
+        check_choice("gates", gates, GATES, owner=name)
+        check_choice("reference", reference, REFERENCES, owner=name)
+        check_choice("staircase_gradient", staircase_gradient, STAIRCASES, owner=name)
+        check_choice("clamp_gradient", clamp_gradient, CLAMPS, owner=name)
         self.clamp: Callable[[torch.Tensor], torch.Tensor] = (
             functools.partial(leaky_clamp, slope=self.clamp_slope)
             if clamp_gradient == "leaky"

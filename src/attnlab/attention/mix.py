@@ -26,8 +26,9 @@ from attnlab.attention.base import (
     unprefixed_state,
     weighted_sum,
 )
-from attnlab.attention.content import CONTENT_ATTENDERS, ScoringAttender, advance_state, check_choice
+from attnlab.attention.content import CONTENT_ATTENDERS, ScoringAttender, advance_state
 from attnlab.attention.location import GATES, LocationAttender
+from attnlab.checks import check_choice
 
 __all__ = ["CONTENT_ATTENDERS", "MixAttender"]
 
@@ -95,8 +96,8 @@ class MixAttender(Attender):
         self.content: ScoringAttender = construct(
             CONTENT_ATTENDERS[content], query_dim, key_dim, value_dim, content_options
         )
-        check_choice(type(self).__name__, "combination", combination, COMBINATIONS)
-        check_choice(type(self).__name__, "mix_gate", mix_gate, GATES)
+        check_choice("combination", combination, COMBINATIONS, owner=type(self).__name__)
+        check_choice("mix_gate", mix_gate, GATES, owner=type(self).__name__)
         self.combination = combination
         if combination == "anchor":
             location_options = {**(location_options or {}), "content_anchor": True}

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from attnlab.attention.positional import sinusoidal_encoding
+from attnlab.checks import check_choice
 
 __all__ = [
     "ABSOLUTE_SCHEMES",
@@ -53,8 +54,7 @@ ABSOLUTE_SCHEMES = ("sinusoidal", "learned")
 
 
 def check_scheme(scheme: str) -> None:
-    if scheme not in POSITIONAL_SCHEMES:
-        raise ValueError(f"positional must be one of {list(POSITIONAL_SCHEMES)}, got {scheme!r}")
+    check_choice("positional", scheme, POSITIONAL_SCHEMES)
 
 
 def alibi_slopes(heads: int) -> torch.Tensor:

@@ -10,6 +10,7 @@ from attnlab.attention.location import LocationAttender
 from attnlab.attention.mix import MixAttender
 from attnlab.attention.positional import TransformerAttender, TransformerXLAttender
 from attnlab.attention.shift import ShiftAttender
+from attnlab.checks import did_you_mean
 
 ATTENDERS: dict[str, type[Attender]] = {
     "additive": AdditiveAttender,
@@ -37,5 +38,7 @@ def build_attender(
 
 def _attender_class(name: str) -> type[Attender]:
     if name not in ATTENDERS:
-        raise ValueError(f"unknown attender {name!r}; choose one of {sorted(ATTENDERS)}")
+        raise ValueError(
+            f"unknown attender {name!r}; choose one of {sorted(ATTENDERS)}{did_you_mean(name, ATTENDERS)}"
+        )
     return ATTENDERS[name]

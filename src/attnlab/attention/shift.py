@@ -106,11 +106,11 @@ from attnlab.attention.content import (
     MultiplicativeAttender,
     ScoringAttender,
     advance_state,
-    check_choice,
     check_positive,
 )
 from attnlab.attention.location import straight_through_one_hot
 from attnlab.attention.positional import source_positions
+from attnlab.checks import check_choice
 
 __all__ = [
     "CONTENT_MOVES",
@@ -292,8 +292,8 @@ class ShiftAttender(Attender):
                 )
         if len(set(moves)) != len(moves):
             raise ValueError(f"{name}: option moves names a move twice: {list(moves)}")
-        check_choice(name, "choice", choice, CHOICES)
-        check_choice(name, "content", content, CONTENT_ATTENDERS)
+        check_choice("choice", choice, CHOICES, owner=name)
+        check_choice("content", content, CONTENT_ATTENDERS, owner=name)
         check_positive(name, hidden_dim=hidden_dim)
         if content_strength is not None:
             check_positive(name, content_strength=content_strength)

@@ -26,6 +26,7 @@ from torch import nn
 
 from attnlab.attention.base import AttentionState, check_padding_mask
 from attnlab.attention.content import ScoringAttender, check_same_dims
+from attnlab.checks import check_choice
 
 __all__ = [
     "ComposedWordEmbedding",
@@ -185,8 +186,7 @@ class ComposedWordEmbedding(nn.Module):
             raise ValueError(f"word dropout must be in (0, 1), or in [0, 1) with peers=True, got {dropout}")
         if dropout_to_peers and not peers:
             raise ValueError("dropout_to_peers reads a dropped word as its peers: it needs peers=True")
-        if dropout_unit not in DROPOUT_UNITS:
-            raise ValueError(f"dropout_unit must be one of {list(DROPOUT_UNITS)}, got {dropout_unit!r}")
+        check_choice("dropout_unit", dropout_unit, DROPOUT_UNITS)
         if dropout_unit == "peer" and not dropout_to_peers:
             raise ValueError(
                 "dropout_unit='peer' drops peer words to the peers' mean: it needs dropout_to_peers=True"

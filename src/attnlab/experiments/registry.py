@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from attnlab.checks import did_you_mean
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 from attnlab.experiments.base import Capability, Experiment
 from attnlab.logs import log_to_run
@@ -47,6 +48,7 @@ def get_experiment(name: str) -> Experiment[Any, Any, Any]:
     if name not in EXPERIMENTS:
         raise ConfigError(
             f"config key 'experiment': unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}"
+            f"{did_you_mean(name, EXPERIMENTS)}"
         )
     experiment = importlib.import_module(EXPERIMENTS[name]).EXPERIMENT
     if not isinstance(experiment, Experiment) or experiment.name != name:
@@ -91,7 +93,7 @@ def resolve_config(name_or_path: str, overrides: list[str]) -> dict[str, Any]:
         if name_or_path not in configs:
             raise ConfigError(
                 f"config {name_or_path!r} is neither a file nor a built-in config; "
-                f"built-in: {sorted(configs)}"
+                f"built-in: {sorted(configs)}{did_you_mean(name_or_path, configs)}"
             )
         path = configs[name_or_path]
     return apply_overrides(load_yaml(path), overrides)

@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from attnlab.checks import check_choice
 from attnlab.config import ConfigError, apply_overrides, from_dict, load_yaml, save_yaml, to_dict
 from attnlab.experiments.runner import ERROR_FILE, LOCK_FILE, SUMMARY_FILE, run_status
 from attnlab.experiments.unit_scores import (
@@ -129,8 +130,10 @@ class RunDirectory:
         """``checkpoints/<which>.pt``: ``best`` (lowest validation loss), ``last`` (the last
         epoch's) or ``trained`` (a run with ``training.ema_decay``: the last epoch's trained weights,
         where the other two hold averages)."""
-        if which not in CHECKPOINTS:
-            raise ConfigError(f"checkpoint must be one of {', '.join(CHECKPOINTS)}, got {which!r}")
+        try:
+            check_choice("checkpoint", which, CHECKPOINTS)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         path = self.checkpoints / f"{which}.pt"
         if which == "trained" and not path.exists() and self.checkpoint("last").exists():
             raise ConfigError(

@@ -49,6 +49,7 @@ from typing import Any, Literal
 
 import yaml
 
+from attnlab.checks import did_you_mean, did_you_mean_each
 from attnlab.config import ConfigError, apply_overrides, load_yaml
 from attnlab.experiments.aggregate import STAT_KEYS, Results, aggregate_results, write_aggregate
 from attnlab.experiments.registry import experiment_for, resolve_config
@@ -144,6 +145,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         if str(path) not in sweeps:
             raise SweepError(
                 f"sweep spec {path} is neither a file nor a built-in sweep; built-in: {sorted(sweeps)}"
+                f"{did_you_mean(str(path), sweeps)}"
             )
         path = sweeps[str(path)]
     spec = spec_from_dict(load_yaml(path), source=str(path))
@@ -161,7 +163,10 @@ def spec_from_dict(data: Mapping[str, Any], source: str = "sweep spec") -> Sweep
         raise SweepError(f"{source}: expected a mapping with keys {list(SPEC_KEYS)}")
     unknown = sorted(set(data) - set(SPEC_KEYS))
     if unknown:
-        raise SweepError(f"{source}: unknown key(s) {unknown}; valid keys: {list(SPEC_KEYS)}")
+        raise SweepError(
+            f"{source}: unknown key(s) {unknown}; valid keys: {list(SPEC_KEYS)}"
+            f"{did_you_mean_each(unknown, SPEC_KEYS)}"
+        )
     config = data.get("config")
     if not isinstance(config, str) or not config:
         raise SweepError(f"{source}: 'config' must be a built-in config name or a YAML path, got {config!r}")

@@ -44,6 +44,7 @@ from torch import nn
 
 from attnlab.attention import AttentionState, build_attender
 from attnlab.attention.base import check_padding_mask
+from attnlab.checks import check_choice
 from attnlab.models.stepwise import (
     StepwiseSeq2Seq,
     append_end_marker,
@@ -103,8 +104,7 @@ class GRUAttentionSeq2Seq(StepwiseSeq2Seq):
         super().__init__(source_vocab_size, target_vocab_size, pad_id, sos_id, eos_id)
         if min(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, encoder_layers) < 1:
             raise ValueError("embedding_dim, hidden sizes and encoder_layers must be >= 1")
-        if decoder_cell not in DECODER_CELLS:
-            raise ValueError(f"decoder_cell must be one of {list(DECODER_CELLS)}, got {decoder_cell!r}")
+        check_choice("decoder_cell", decoder_cell, DECODER_CELLS)
         self.end_marker_id = end_marker_word(source_vocab_size, end_marker, stop_from_attention)
         self.stop_from_attention = stop_from_attention
         source_vocab_size += int(end_marker)

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from attnlab.attention.memory_window import NGramConcatenation, SlidingWindowAttention, check_step_mask
+from attnlab.checks import did_you_mean
 
 Variant = Literal["lstm", "attention", "key_value", "key_value_predict", "ngram"]
 VARIANTS: tuple[str, ...] = ("lstm", "attention", "key_value", "key_value_predict", "ngram")
@@ -53,7 +54,9 @@ ModelState = dict[str, Any]
 def output_parts(variant: str, ngram: int = 4) -> int:
     """How many equal parts the LSTM output is split into (the hidden size must be a multiple)."""
     if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {list(VARIANTS)}")
+        raise ValueError(
+            f"unknown variant {variant!r}; choose one of {list(VARIANTS)}{did_you_mean(variant, VARIANTS)}"
+        )
     return {"lstm": 1, "attention": 1, "key_value": 2, "key_value_predict": 3}.get(variant, ngram - 1)
 
 

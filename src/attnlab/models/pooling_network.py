@@ -56,6 +56,7 @@ from attnlab.attention.fused_pooling import (
 )
 from attnlab.attention.fused_pooling_v1 import leaky_affine_pooling_v1
 from attnlab.attention.pooling import FeedForwardAttentionPooling, MeanPooling, check_pooling_inputs
+from attnlab.checks import check_choice
 
 Pooling = Literal["attention", "mean"]
 POOLINGS: tuple[str, ...] = ("attention", "mean")
@@ -110,17 +111,10 @@ class FeedForwardAttentionNetwork(nn.Module):
         for name, value in (("input_dim", input_dim), ("hidden_dim", hidden_dim)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"FeedForwardAttentionNetwork: {name} must be a positive int, got {value!r}")
-        if pooling not in POOLINGS:
-            raise ValueError(
-                f"FeedForwardAttentionNetwork: pooling must be one of {POOLINGS}, got {pooling!r}"
-            )
+        check_choice("pooling", pooling, POOLINGS, owner="FeedForwardAttentionNetwork")
         if not isinstance(leak, (int, float)) or isinstance(leak, bool) or not 0.0 <= leak < 1.0:
             raise ValueError(f"FeedForwardAttentionNetwork: leak must be a float in [0, 1), got {leak!r}")
-        if implementation not in IMPLEMENTATIONS:
-            raise ValueError(
-                f"FeedForwardAttentionNetwork: implementation must be one of {IMPLEMENTATIONS}, "
-                f"got {implementation!r}"
-            )
+        check_choice("implementation", implementation, IMPLEMENTATIONS, owner="FeedForwardAttentionNetwork")
         if num_classes is not None and (
             isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
         ):

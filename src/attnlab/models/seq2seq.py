@@ -37,7 +37,7 @@ from torch import nn
 from attnlab.attention import Attender, MeanPooling, build_attender
 from attnlab.attention.base import check_padding_mask
 from attnlab.attention.positional import source_positions
-from attnlab.checks import check_int
+from attnlab.checks import check_choice, check_int
 
 
 @dataclass
@@ -118,8 +118,7 @@ class RecurrentSeq2Seq(nn.Module):
         self.pad_id, self.sos_id, self.eos_id = pad_id, sos_id, eos_id
         self.source_embedding = nn.Embedding(source_vocab_size, embedding_dim, padding_idx=pad_id)
         self.target_embedding = nn.Embedding(target_vocab_size, embedding_dim, padding_idx=pad_id)
-        if encoder not in ENCODERS:
-            raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+        check_choice("encoder", encoder, ENCODERS)
         if encoder_context != "none" and encoder != "local":
             raise ValueError(f"encoder_context={encoder_context!r} needs encoder='local', got {encoder!r}")
         self.encoder: nn.Module = (
@@ -128,8 +127,7 @@ class RecurrentSeq2Seq(nn.Module):
             else LocalEncoder(embedding_dim, hidden_dim, encoder_window, context=encoder_context)
         )
         self.residual = _residual_projection(embedding_dim, hidden_dim) if residual else None
-        if encoder_values not in ENCODER_VALUES:
-            raise ValueError(f"encoder_values must be one of {ENCODER_VALUES}, got {encoder_values!r}")
+        check_choice("encoder_values", encoder_values, ENCODER_VALUES)
         self.word_values = WordValues(embedding_dim, hidden_dim) if encoder_values == "word" else None
         self.bottleneck_dropout = nn.Dropout(bottleneck_dropout)
         self.decoder_recurrence = decoder_recurrence
@@ -139,8 +137,7 @@ class RecurrentSeq2Seq(nn.Module):
         )
         glimpse_dim = self.attender.value_dim if input_feeding else 0
         self.decoder = nn.GRU(embedding_dim + glimpse_dim, hidden_dim, batch_first=True)
-        if prediction not in PREDICTIONS:
-            raise ValueError(f"prediction must be one of {PREDICTIONS}, got {prediction!r}")
+        check_choice("prediction", prediction, PREDICTIONS)
         self.prediction = prediction
         # prediction="word": tanh(W [y_{t-1}; sum_s alpha_ts x_s]) from embeddings only
         combined_inputs = 2 * hidden_dim if prediction == "state" else 2 * embedding_dim
@@ -384,8 +381,7 @@ class LocalEncoder(nn.Module):
         super().__init__()
         if window < 1 or window % 2 == 0:
             raise ValueError(f"encoder_window must be a positive odd number, got {window!r}")
-        if context not in ENCODER_CONTEXTS:
-            raise ValueError(f"encoder_context must be one of {ENCODER_CONTEXTS}, got {context!r}")
+        check_choice("encoder_context", context, ENCODER_CONTEXTS)
         self.convolution = nn.Conv1d(embedding_dim, hidden_dim, window, padding=window // 2)
         self.summary = MeanPooling(hidden_dim)  # the decoder's initial state: mean over real tokens
         self.context = context

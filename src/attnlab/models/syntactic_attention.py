@@ -87,6 +87,7 @@ from torch import nn
 from attnlab.attention import AttentionState
 from attnlab.attention.base import check_padding_mask
 from attnlab.attention.syntactic import ComposedWordEmbedding, DotProductAttender, ShiftedBidirectionalEncoder
+from attnlab.checks import check_choice
 from attnlab.models.seq2seq import Seq2SeqOutput, check_target_input
 from attnlab.models.stepwise import (
     StepwiseSeq2Seq,
@@ -173,8 +174,7 @@ class SyntacticAttentionSeq2Seq(StepwiseSeq2Seq):
     ) -> None:
         super().__init__(source_vocab_size, target_vocab_size, pad_id, sos_id, eos_id)
         _check_options(embedding_dim, encoder_hidden_dim, decoder_hidden_dim, translation_encoder)
-        if decoder_init not in DECODER_INITS:
-            raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
+        check_choice("decoder_init", decoder_init, DECODER_INITS)
         self.translate_from_context = translate_from_context
         self.end_marker_id = end_marker_word(source_vocab_size, end_marker, stop_from_attention)
         self.stop_from_attention = stop_from_attention
@@ -356,8 +356,7 @@ def _check_options(embedding_dim: int, encoder_hidden: int, decoder_hidden: int,
             f"decoder_hidden_dim ({decoder_hidden}) must be 2 * encoder_hidden_dim ({encoder_hidden}): "
             "the alignment score is the dot product s_i · h_j with h_j = [→h_(j-1); ←h_(j+1)]"
         )
-    if translation not in TRANSLATION_ENCODERS:
-        raise ValueError(f"translation_encoder must be one of {TRANSLATION_ENCODERS}, got {translation!r}")
+    check_choice("translation_encoder", translation, TRANSLATION_ENCODERS)
     if translation == "rnn" and embedding_dim % 2:
         raise ValueError(f"translation_encoder='rnn' needs an even embedding_dim, got {embedding_dim}")
 

@@ -39,7 +39,7 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
-from attnlab.checks import check_int
+from attnlab.checks import check_choice, check_int
 from attnlab.io import atomic_write_text
 from attnlab.tasks.examples import tensors_to
 from attnlab.tasks.tsv import DataFileNotFoundError, DataFormatError
@@ -54,11 +54,6 @@ SPLIT_FILE_PATTERNS: tuple[str, ...] = ("{split}.txt", "wiki.{split}.tokens", "p
 
 DocumentRule = Literal["auto", "wikitext", "none"]
 """How documents are found: WikiText article headings, none (one document), or auto-detected."""
-
-
-def _check_option(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
 
 
 _RESERVED = (PAD_TOKEN, EOS_TOKEN)
@@ -117,7 +112,7 @@ def read_lines(
     token (``<pad>``, ``<eos>``) in the text, or a file without a single word.
     """
     path = Path(path)
-    _check_option("documents", documents, get_args(DocumentRule))
+    check_choice("documents", documents, get_args(DocumentRule))
     rule = detect_document_rule(path) if documents == "auto" else documents
     seen_word = False
     document_has_words = False
@@ -420,7 +415,7 @@ def make_streams(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    _check_option("layout", layout, get_args(StreamLayout))
+    check_choice("layout", layout, get_args(StreamLayout))
     inputs, targets, resets = prediction_steps(corpus, eos_id)
     if layout != "contiguous":
         assignment = _pack_documents(corpus.document_lengths().tolist(), batch_size)

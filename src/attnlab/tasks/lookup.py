@@ -58,6 +58,7 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from attnlab.checks import check_choice
 from attnlab.tasks.examples import Seq2SeqExample
 
 VARIANTS = ("long", "reversed", "noisy")
@@ -91,8 +92,7 @@ class LookupTablesSpec:
     max_noise_tables: int = 10
 
     def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        check_choice("variant", self.variant, VARIANTS)
         _require_int("seed", self.seed)
         for name, minimum in (
             ("n_tables", 1),
@@ -323,8 +323,7 @@ def lookup_example(
     ``noise`` lists the noise tables put before ``!`` (``"noisy"`` variant only). See the module
     docstring for the layouts (Dubois et al. 2020, Tables 1–2).
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    check_choice("variant", variant, VARIANTS)
     if not tables:
         raise ValueError("a lookup example needs at least one table")
     if noise and variant != "noisy":
@@ -362,6 +361,7 @@ def lookup_composition(example: Seq2SeqExample, variant: str) -> tuple[str, ...]
 
     Two examples with the same composition have the same target; split disjointness is by it.
     """
+    check_choice("variant", variant, VARIANTS)
     source = example.source
     if not source or source[-1] != END_TOKEN:
         raise ValueError(f"not a lookup example (no final {END_TOKEN!r}): {source}")
@@ -369,12 +369,10 @@ def lookup_composition(example: Seq2SeqExample, variant: str) -> tuple[str, ...]
         return tuple(source[:-1])
     if variant == "reversed":
         return (source[-2], *reversed(source[:-2]))
-    if variant == "noisy":
-        if START_TOKEN not in source:
-            raise ValueError(f"not a noisy lookup example (no {START_TOKEN!r}): {source}")
-        start = source.index(START_TOKEN)
-        return (source[0], *source[start + 1 : -1])
-    raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if START_TOKEN not in source:  # noisy
+        raise ValueError(f"not a noisy lookup example (no {START_TOKEN!r}): {source}")
+    start = source.index(START_TOKEN)
+    return (source[0], *source[start + 1 : -1])
 
 
 class _ExampleMaker:

@@ -84,7 +84,7 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from pathlib import Path
 
-from attnlab.checks import check_int
+from attnlab.checks import check_choice, check_int
 from attnlab.io import atomic_write_text
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.lookup import (
@@ -134,8 +134,7 @@ class MachineTasksLookupSpec:
     n_repeats: int = 3
 
     def __post_init__(self) -> None:
-        if self.variant not in MACHINE_TASKS_VARIANTS:
-            raise ValueError(f"variant must be one of {MACHINE_TASKS_VARIANTS}, got {self.variant!r}")
+        check_choice("variant", self.variant, MACHINE_TASKS_VARIANTS)
         _require_int("seed", self.seed)
         for name, minimum in (
             ("max_composition_train", 2),
@@ -501,6 +500,7 @@ def generate_machine_tasks_lookup(spec: MachineTasksLookupSpec) -> dict[str, lis
 
 def machine_tasks_composition(example: Seq2SeqExample, variant: str) -> tuple[str, ...]:
     """``(input, first real table, …, last real table)`` of a row of ``variant``, without noise."""
+    check_choice("variant", variant, MACHINE_TASKS_VARIANTS)
     source = example.source
     if len(source) < 3 or source[-1] != END_TOKEN:
         raise ValueError(f"not a lookup row (no input, table and final {END_TOKEN!r}): {source}")
@@ -513,9 +513,7 @@ def machine_tasks_composition(example: Seq2SeqExample, variant: str) -> tuple[st
             raise ValueError(f"not a noisy lookup row (no {START_TOKEN!r}): {source}")
         last = len(source) - 1 - source[::-1].index(START_TOKEN)
         return (source[0], *source[last + 1 : -1])
-    if variant == "intermediate-noise":
-        return (source[0], *source[2:-1:2])
-    raise ValueError(f"variant must be one of {MACHINE_TASKS_VARIANTS}, got {variant!r}")
+    return (source[0], *source[2:-1:2])  # intermediate-noise
 
 
 def write_machine_tasks_lookup(

@@ -47,6 +47,7 @@ from typing import Literal
 
 import torch
 
+from attnlab.checks import did_you_mean
 from attnlab.tasks.examples import tensors_to
 
 Problem = Literal["addition", "multiplication"]
@@ -207,7 +208,10 @@ def sample_lengths(
             )
         low, high = VARIABLE_LENGTH_RANGE
     else:
-        raise ValueError(f"unknown length setting {setting!r}; expected one of {list(LENGTH_SETTINGS)}")
+        raise ValueError(
+            f"unknown length setting {setting!r}; expected one of {list(LENGTH_SETTINGS)}"
+            f"{did_you_mean(setting, LENGTH_SETTINGS)}"
+        )
     return torch.randint(low, high + 1, (batch_size,), generator=generator, device=generator.device)
 
 
@@ -229,10 +233,13 @@ def generate_memory_batch(
     which must be the device the tensors are created on).
     """
     if problem not in PROBLEMS:
-        raise ValueError(f"unknown problem {problem!r}; expected one of {list(PROBLEMS)}")
+        raise ValueError(
+            f"unknown problem {problem!r}; expected one of {list(PROBLEMS)}{did_you_mean(problem, PROBLEMS)}"
+        )
     if addition not in ADDITION_DEFINITIONS:
         raise ValueError(
             f"unknown addition definition {addition!r}; expected one of {list(ADDITION_DEFINITIONS)}"
+            f"{did_you_mean(addition, ADDITION_DEFINITIONS)}"
         )
     symmetric = problem == "addition" and addition == "hochreiter_schmidhuber"
     batch_size = _check_positive_int("batch_size", batch_size)

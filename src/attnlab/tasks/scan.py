@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnlab.checks import did_you_mean
 from attnlab.io import atomic_path
 from attnlab.tasks.examples import Seq2SeqExample
 from attnlab.tasks.splits import random_hold_out
@@ -385,7 +386,10 @@ def generate_standard_split(name: str, *, seed: int = 0) -> ScanSplit:
         return primitive_split(examples, "jump")
     if name == "addprim_turn_left":
         return primitive_split(examples, "turn left")
-    raise ValueError(f"unknown SCAN split {name!r}; the public splits are {sorted(STANDARD_SPLITS)}")
+    raise ValueError(
+        f"unknown SCAN split {name!r}; the public splits are {sorted(STANDARD_SPLITS)}"
+        f"{did_you_mean(name, STANDARD_SPLITS)}"
+    )
 
 
 def random_split(examples: Sequence[Seq2SeqExample], *, test_fraction: float, seed: int) -> ScanSplit:

@@ -43,6 +43,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
+from attnlab.checks import check_choice
 from attnlab.config import ConfigError
 from attnlab.io import atomic_write_jsonl
 from attnlab.metric_names import (
@@ -159,8 +160,7 @@ class TrainingConfig:
             raise ValueError(f"patience must be >= 1 or null, got {self.patience}")
         if self.lr_decay is not None and not 0 < self.lr_decay < 1:
             raise ValueError(f"lr_decay must be in (0, 1) or null, got {self.lr_decay}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        check_choice("precision", self.precision, PRECISIONS)
         if self.ema_decay is not None and not 0 < self.ema_decay < 1:
             raise ValueError(f"ema_decay must be in (0, 1) or null, got {self.ema_decay}")
         if self.stop_at is not None and self.stop_at_accuracy is not None:

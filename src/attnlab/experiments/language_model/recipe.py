@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnlab.checks import did_you_mean_each
 from attnlab.config import ConfigError, apply_overrides
 from attnlab.evaluation.significance import UnitScores
 from attnlab.experiments.aggregate import summarize
@@ -135,7 +136,10 @@ def reproduce(
     grid = cells(quick)
     unknown = sorted(set(models or ()) - set(grid))
     if unknown:
-        raise ConfigError(f"--models: unknown model(s) {unknown}; choose from {list(grid)}")
+        raise ConfigError(
+            f"--models: unknown model(s) {unknown}; choose from {list(grid)}"
+            f"{did_you_mean_each(unknown, grid)}"
+        )
     chosen = {name: grid[name] for name in models} if models else grid
     configs: dict[str, dict[str, Any]] = {}
     for corpus in corpora:

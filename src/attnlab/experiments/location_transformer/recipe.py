@@ -102,6 +102,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.checks import did_you_mean
 from attnlab.config import ConfigError
 from attnlab.evaluation.metrics import ERROR_KINDS, WORD_ERROR_KINDS
 from attnlab.experiments import sweep
@@ -274,7 +275,7 @@ REFERENCE_POINTS: tuple[tuple[str, str, str, str], ...] = (
 def spec_of(part: str) -> sweep.SweepSpec:
     """The built-in sweep of ``part``; an unknown part is a :class:`ConfigError` listing the parts."""
     if part not in PARTS:
-        raise ConfigError(f"unknown part {part!r}; choose from {', '.join(PARTS)}")
+        raise ConfigError(f"unknown part {part!r}; choose from {', '.join(PARTS)}{did_you_mean(part, PARTS)}")
     return sweep.load_spec(sweep.builtin_sweeps()[PARTS[part]])
 
 

@@ -297,6 +297,7 @@ from attnlab.attention.positions import (
     check_scheme,
 )
 from attnlab.attention.syntactic import ComposedWordEmbedding
+from attnlab.checks import check_choice
 from attnlab.models.dropout import Dropout
 from attnlab.models.seq2seq import Seq2SeqOutput, check_target_input
 from attnlab.models.stepwise import StepwiseSeq2Seq, append_end_marker, stop_log_probs
@@ -561,12 +562,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if embedding_dropout is not None and not 0 <= embedding_dropout < 1:
             raise ValueError(f"embedding_dropout must be in [0, 1) or None, got {embedding_dropout}")
-        if norm not in NORMS:
-            raise ValueError(f"norm must be one of {list(NORMS)}, got {norm!r}")
+        check_choice("norm", norm, NORMS)
         if not stop_gate_scale > 0:
             raise ValueError(f"stop_gate_scale must be > 0, got {stop_gate_scale}")
-        if stop_layers not in STOP_LAYERS:
-            raise ValueError(f"stop_layers must be one of {list(STOP_LAYERS)}, got {stop_layers!r}")
+        check_choice("stop_layers", stop_layers, STOP_LAYERS)
         if not 0.0 <= stop_head_gradient <= 1.0:
             raise ValueError(f"stop_head_gradient must be in [0, 1], got {stop_head_gradient}")
         if stop_detached and stop_head_gradient != 1.0:
@@ -574,16 +573,10 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
                 "stop_detached already sends none of the stop's gradient to the heads; "
                 "drop stop_head_gradient"
             )
-        if stop_ends not in STOP_ENDS:
-            raise ValueError(f"stop_ends must be one of {list(STOP_ENDS)}, got {stop_ends!r}")
-        if linear_init not in LINEAR_INITS:
-            raise ValueError(f"linear_init must be one of {list(LINEAR_INITS)}, got {linear_init!r}")
-        if embedding_init not in EMBEDDING_INITS:
-            raise ValueError(f"embedding_init must be one of {list(EMBEDDING_INITS)}, got {embedding_init!r}")
-        if decoder_recurrence not in DECODER_RECURRENCES:
-            raise ValueError(
-                f"decoder_recurrence must be one of {list(DECODER_RECURRENCES)}, got {decoder_recurrence!r}"
-            )
+        check_choice("stop_ends", stop_ends, STOP_ENDS)
+        check_choice("linear_init", linear_init, LINEAR_INITS)
+        check_choice("embedding_init", embedding_init, EMBEDDING_INITS)
+        check_choice("decoder_recurrence", decoder_recurrence, DECODER_RECURRENCES)
         check_counting_heads(decoder_counting_heads, heads)
         check_recurrence_layer(decoder_recurrence_layer, decoder_recurrence, decoder_layers)
         check_semantic_output(

@@ -12,6 +12,7 @@ from torch import nn
 
 from attnlab.attention.registry import ATTENDERS
 from attnlab.attention.syntactic import DROPOUT_UNITS
+from attnlab.checks import check_choice
 
 DOT = "dot"
 """The standard scaled dot-product cross-attention head."""
@@ -166,21 +167,18 @@ def check_peer_words(
     peers; ``peer_dropout_unit`` one of :data:`~attnlab.attention.syntactic.DROPOUT_UNITS`, other
     than the default only with ``peer_dropout``; ``target_alone`` one of :data:`TARGET_ALONE`, other
     than the default only if the decoder reads peers; ``peers_as_one`` only if a side reads peers."""
-    if peer_words not in PEER_WORDS:
-        raise ValueError(f"peer_words must be one of {list(PEER_WORDS)}, got {peer_words!r}")
+    check_choice("peer_words", peer_words, PEER_WORDS)
     if peers_as_one and peer_words == "none":
         raise ValueError(
             "peers_as_one reads the peer words as their mean; it needs peer_words: source, target or both"
         )
-    if peer_dropout_unit not in DROPOUT_UNITS:
-        raise ValueError(f"peer_dropout_unit must be one of {list(DROPOUT_UNITS)}, got {peer_dropout_unit!r}")
+    check_choice("peer_dropout_unit", peer_dropout_unit, DROPOUT_UNITS)
     if peer_dropout_unit != "token" and not peer_dropout:
         raise ValueError(
             f"peer_dropout_unit: {peer_dropout_unit!r} says what peer_dropout drops; "
             "it needs peer_dropout > 0"
         )
-    if target_alone not in TARGET_ALONE:
-        raise ValueError(f"target_alone must be one of {list(TARGET_ALONE)}, got {target_alone!r}")
+    check_choice("target_alone", target_alone, TARGET_ALONE)
     if target_alone != "output" and peer_words not in ("target", "both"):
         raise ValueError(
             f"target_alone: {target_alone!r} says which output tokens the decoder's peers count as seen "
@@ -218,12 +216,8 @@ def check_semantic_output(
     docstring): it needs ``end_marker`` or ``stop_from_attention``; or if ``semantic_embeddings`` is
     not one of :data:`SEMANTIC_EMBEDDINGS`, or is ``"separate"`` without ``semantic_output``; or if
     ``semantic_heads`` is not one of :data:`SEMANTIC_HEADS`, or other than ``"separate"`` without it."""
-    if semantic_embeddings not in SEMANTIC_EMBEDDINGS:
-        raise ValueError(
-            f"semantic_embeddings must be one of {list(SEMANTIC_EMBEDDINGS)}, got {semantic_embeddings!r}"
-        )
-    if semantic_heads not in SEMANTIC_HEADS:
-        raise ValueError(f"semantic_heads must be one of {list(SEMANTIC_HEADS)}, got {semantic_heads!r}")
+    check_choice("semantic_embeddings", semantic_embeddings, SEMANTIC_EMBEDDINGS)
+    check_choice("semantic_heads", semantic_heads, SEMANTIC_HEADS)
     for option, value, default in (
         ("semantic_embeddings", semantic_embeddings, "shared"),
         ("semantic_heads", semantic_heads, "separate"),
@@ -242,8 +236,7 @@ def check_semantic_output(
 def check_attender_keys(attender_keys: str, head_names: list[list[str]]) -> None:
     """A ``ValueError`` unless ``attender_keys`` is one of :data:`ATTENDER_KEYS` and, if not the
     default, some cross-attention head (``head_names``: per decoder layer) is an attender."""
-    if attender_keys not in ATTENDER_KEYS:
-        raise ValueError(f"attender_keys must be one of {ATTENDER_KEYS}, got {attender_keys!r}")
+    check_choice("attender_keys", attender_keys, ATTENDER_KEYS)
     if attender_keys != "memory" and all(name == DOT for names in head_names for name in names):
         raise ValueError(
             f"attender_keys={attender_keys!r} needs attender heads; every cross-attention head is dot"
