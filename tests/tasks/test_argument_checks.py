@@ -43,7 +43,7 @@ def test_collate_refuses_what_is_not_a_row_index(dataset, indices, message):
 
 @pytest.mark.parametrize(("batch_size", "pool"), [(-1, 2), (2, -1), (0, 2), (2, 1.5)])
 def test_bucketed_batches_refuse_sizes_that_make_an_empty_epoch(dataset, batch_size, pool):
-    with pytest.raises(ValueError, match="must be a positive int"):
+    with pytest.raises(ValueError, match="must be an int >= 1"):
         bucketed_order(dataset, batch_size, torch.Generator().manual_seed(0), pool)
 
 

@@ -134,7 +134,7 @@ def test_batches_drop_last(vocabs) -> None:
     dataset = encode_examples(EXAMPLES * 5, *vocabs)
     assert [len(b) for b in batches(dataset, 4, shuffle=False)] == [4, 4, 4, 3]
     assert [len(b) for b in batches(dataset, 4, shuffle=False, drop_last=True)] == [4, 4, 4]
-    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
         batches(dataset, 0, shuffle=False)
 
 
@@ -185,5 +185,5 @@ def test_length_sorted_batches_cover_every_row_once_shortest_first_with_their_ro
         longest_before = int(lengths.max())
         seen += rows.tolist()
     assert sorted(seen) == list(range(len(examples))) and len(seen) == len(examples)
-    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
         next(length_sorted_batches(dataset, 0))

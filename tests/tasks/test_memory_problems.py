@@ -140,7 +140,7 @@ def test_errors() -> None:
     with pytest.raises(ValueError, match="shape"):
         generate_memory_batch("addition", 3, torch.tensor([50, 60]), generator)
     for bad in (0, -5):
-        with pytest.raises(ValueError, match="T0.*positive"):
+        with pytest.raises(ValueError, match=r"T0 \(t0\) must be an int >= 1"):
             sample_lengths("fixed", 2, generator, t0=bad)
     with pytest.raises(ValueError, match="needs t0"):
         sample_lengths("fixed", 2, generator)

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from attnlab.attention.base import check_padding_mask, check_sizes, masked_softmax
+from attnlab.checks import check_int
 
 
 @dataclass
@@ -80,10 +81,7 @@ class FeedForwardAttentionPooling(nn.Module):
         score_activation: Callable[[torch.Tensor], torch.Tensor] = torch.tanh,
     ) -> None:
         super().__init__()
-        if isinstance(input_dim, bool) or not isinstance(input_dim, int) or input_dim <= 0:
-            raise ValueError(
-                f"FeedForwardAttentionPooling: input_dim must be a positive int, got {input_dim!r}"
-            )
+        check_int("input_dim", input_dim, owner="FeedForwardAttentionPooling")
         self.input_dim = input_dim
         self.score_activation = score_activation
         self.weight = nn.Parameter(torch.empty(input_dim))

@@ -110,7 +110,7 @@ from attnlab.attention.content import (
 )
 from attnlab.attention.location import straight_through_one_hot
 from attnlab.attention.positional import source_positions
-from attnlab.checks import check_choice
+from attnlab.checks import check_choice, check_int
 
 __all__ = [
     "CONTENT_MOVES",
@@ -304,8 +304,7 @@ class ShiftAttender(Attender):
                     f"{name}: option content_strength needs multiplicative or scaled_dot content"
                 )
         if content_steps is not None:
-            if isinstance(content_steps, bool) or not isinstance(content_steps, int) or content_steps < 1:
-                raise ValueError(f"{name}: option content_steps must be an int >= 1, got {content_steps!r}")
+            check_int("content_steps", content_steps, owner=name)
         if not isinstance(content_once, bool):
             raise ValueError(f"{name}: option content_once must be true or false, got {content_once!r}")
         for option, value in (("content_steps", content_steps is not None), ("content_once", content_once)):

@@ -56,7 +56,7 @@ from attnlab.attention.fused_pooling import (
 )
 from attnlab.attention.fused_pooling_v1 import leaky_affine_pooling_v1
 from attnlab.attention.pooling import FeedForwardAttentionPooling, MeanPooling, check_pooling_inputs
-from attnlab.checks import check_choice
+from attnlab.checks import check_choice, check_int
 
 Pooling = Literal["attention", "mean"]
 POOLINGS: tuple[str, ...] = ("attention", "mean")
@@ -109,8 +109,7 @@ class FeedForwardAttentionNetwork(nn.Module):
     ) -> None:
         super().__init__()
         for name, value in (("input_dim", input_dim), ("hidden_dim", hidden_dim)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"FeedForwardAttentionNetwork: {name} must be a positive int, got {value!r}")
+            check_int(name, value, owner="FeedForwardAttentionNetwork")
         check_choice("pooling", pooling, POOLINGS, owner="FeedForwardAttentionNetwork")
         if not isinstance(leak, (int, float)) or isinstance(leak, bool) or not 0.0 <= leak < 1.0:
             raise ValueError(f"FeedForwardAttentionNetwork: leak must be a float in [0, 1), got {leak!r}")

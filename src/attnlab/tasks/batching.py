@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attnlab.checks import check_int
 from attnlab.tasks.examples import Seq2SeqBatch, Seq2SeqExample, tensors_to
 from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import UnknownTokenError, Vocabulary
@@ -255,7 +256,7 @@ def batches(
     With ``shuffle=True`` the order depends only on ``generator``'s state (required); the
     permutation is drawn by this call, before the first batch is asked for.
     """
-    _check_batch_size(batch_size)
+    check_int("batch_size", batch_size)
     order = batch_order(len(dataset), shuffle=shuffle, generator=generator)
     stop = len(order) - len(order) % batch_size if drop_last else len(order)
     starts = range(0, stop, batch_size)
@@ -275,16 +276,11 @@ def length_sorted_batches(
     lengths: masking makes each row's result independent of the batch it is in, up to float
     rounding.
     """
-    _check_batch_size(batch_size)
+    check_int("batch_size", batch_size)
     order = torch.argsort(dataset.target_lengths.cpu(), stable=True)
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
         yield rows, collate(dataset, rows)
-
-
-def _check_batch_size(batch_size: object) -> None:
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
 
 
 def bucketed_batches(
@@ -302,9 +298,8 @@ def bucketed_order(
     dataset: EncodedDataset, batch_size: int, generator: torch.Generator, pool: int
 ) -> list[torch.Tensor]:
     """The row indices of each batch of :func:`bucketed_batches`, in order."""
-    _check_batch_size(batch_size)
-    if not isinstance(pool, int) or isinstance(pool, bool) or pool < 1:
-        raise ValueError(f"pool must be a positive int (batches sorted together), got {pool!r}")
+    check_int("batch_size", batch_size)
+    check_int("pool", pool)  # batches sorted together
     order = batch_order(len(dataset), shuffle=True, generator=generator)
     chunks: list[torch.Tensor] = []
     for start in range(0, len(order), batch_size * pool):

@@ -58,7 +58,7 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from attnlab.checks import check_choice
+from attnlab.checks import check_choice, check_int
 from attnlab.tasks.examples import Seq2SeqExample
 
 VARIANTS = ("long", "reversed", "noisy")
@@ -93,7 +93,7 @@ class LookupTablesSpec:
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, VARIANTS)
-        _require_int("seed", self.seed)
+        check_int("seed", self.seed, minimum=None)
         for name, minimum in (
             ("n_tables", 1),
             ("n_bits", 1),
@@ -104,7 +104,7 @@ class LookupTablesSpec:
             ("long_size", 0),
             ("max_noise_tables", 0),
         ):
-            _require_int(name, getattr(self, name), minimum)
+            check_int(name, getattr(self, name), minimum=minimum)
         self._check_table_count()
         self._check_pool_sizes()
 
@@ -166,13 +166,6 @@ class LookupTablesSpec:
                     f"long_size={self.long_size} exceeds the {exist:,} pairs with {shortest} "
                     f"tables that exist (long1)"
                 )
-
-
-def _require_int(name: str, value: object, minimum: int | None = None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{name} must be an int, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -94,7 +94,6 @@ from attnlab.tasks.lookup import (
     _distinct_permutations,
     _layout,
     _randbelow,
-    _require_int,
     _sample_indices,
     _shuffle,
     _stream,
@@ -135,7 +134,7 @@ class MachineTasksLookupSpec:
 
     def __post_init__(self) -> None:
         check_choice("variant", self.variant, MACHINE_TASKS_VARIANTS)
-        _require_int("seed", self.seed)
+        check_int("seed", self.seed, minimum=None)
         for name, minimum in (
             ("max_composition_train", 2),
             ("n_unary_tables", 2),
@@ -147,7 +146,7 @@ class MachineTasksLookupSpec:
             ("bound_test", 1),
             ("n_repeats", 1),
         ):
-            _require_int(name, getattr(self, name), minimum)
+            check_int(name, getattr(self, name), minimum=minimum)
         value = self.validation_size
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
             raise ValueError(f"validation_size must be a fraction in (0, 1), got {value!r}")

@@ -47,7 +47,7 @@ from typing import Literal
 
 import torch
 
-from attnlab.checks import did_you_mean
+from attnlab.checks import check_int, did_you_mean
 from attnlab.tasks.examples import tensors_to
 
 Problem = Literal["addition", "multiplication"]
@@ -133,12 +133,6 @@ def _check_generator_and_dtype(generator: object, dtype: torch.dtype) -> None:
         raise ValueError(f"dtype must be a floating-point dtype, got {dtype}")
 
 
-def _check_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
 _MARKER_RULE = (
     f"the first marker is at index 0..{FIRST_MARKER_POSITIONS - 1} and the second must come after it "
     "and before the midpoint (index < T // 2)"
@@ -192,13 +186,13 @@ def sample_lengths(
     ``"fixed"``: uniform integers in ``[t0, floor(1.1 · t0)]`` (Raffel & Ellis §2.2; ``t0`` required).
     ``"variable"``: uniform integers in ``[50, 10000]`` (§2.3; ``t0`` must be ``None``).
     """
-    batch_size = _check_positive_int("batch_size", batch_size)
+    check_int("batch_size", batch_size)
     if setting == "fixed":
         if t0 is None:
             raise ValueError(
                 "sample_lengths: the 'fixed' setting needs t0 (lengths are uniform in [T0, 1.1 T0])"
             )
-        t0 = _check_positive_int("T0 (t0)", t0)
+        check_int("T0 (t0)", t0)
         low, high = t0, t0 + t0 // 10  # floor(1.1 t0), exactly, in integers
     elif setting == "variable":
         if t0 is not None:
@@ -242,7 +236,7 @@ def generate_memory_batch(
             f"{did_you_mean(addition, ADDITION_DEFINITIONS)}"
         )
     symmetric = problem == "addition" and addition == "hochreiter_schmidhuber"
-    batch_size = _check_positive_int("batch_size", batch_size)
+    check_int("batch_size", batch_size)
     _check_generator_and_dtype(generator, dtype)
     device = generator.device if device is None else torch.device(device)
 
@@ -331,7 +325,7 @@ def generate_temporal_order_batch(
     Raffel & Ellis (§3): a model that pools over time without order information can tell XX from YY
     but not XY from YX — swapping the two relevant symbols leaves the multiset of inputs unchanged.
     """
-    batch_size = _check_positive_int("batch_size", batch_size)
+    check_int("batch_size", batch_size)
     _check_generator_and_dtype(generator, dtype)
     device = generator.device if device is None else torch.device(device)
     lengths = _batch_lengths(
