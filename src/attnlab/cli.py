@@ -1,5 +1,5 @@
-"""The ``attnlab`` command line: train, evaluate, compare, plot, generate, multiseed, sweep, report, data,
-configs, reproduce, archive.
+"""The ``attnlab`` command line: train, evaluate, compare, plot, generate, translate, multiseed, sweep,
+report, data, configs, reproduce, archive.
 
 Configs are YAML files (or the name of a built-in config, see ``attnlab configs``) followed by
 ``key=value`` overrides, e.g. ``attnlab train lookup training.epochs=5 model.attender=location``.
@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from attnlab.config import ConfigError
-from attnlab.experiments.base import Capability, Experiment, GenerationRequest, PlotRequest
+from attnlab.experiments.base import (
+    Capability,
+    Experiment,
+    GenerationRequest,
+    PlotRequest,
+    TranslationRequest,
+)
 from attnlab.experiments.registry import (
     builtin_configs,
     experiment_for,
@@ -160,6 +166,58 @@ def cmd_generate(args: argparse.Namespace) -> None:
     if args.out:
         atomic_write_json(args.out, result)
         print(f"\nwords and attention weights: {args.out}")
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    from attnlab.io import atomic_write_json
+    from attnlab.tasks.tsv import read_lines_of_text
+
+    experiment = _run_experiment(args.run_dir)
+    if not experiment.supports(Capability.TRANSLATE):
+        raise ConfigError(
+            f"translate applies to {_runs_with(Capability.TRANSLATE)} runs; {args.run_dir} is a "
+            f"{experiment.name} run"
+        )
+    if args.sources and args.file:
+        raise ConfigError("give the sources with --sources or --file, not both")
+    origin = args.file or ("standard input" if not args.sources else None)
+    if args.sources:
+        sources = list(args.sources)
+        for number, source in enumerate(sources, start=1):
+            if _OVERRIDE_AS_SOURCE.match(source):
+                raise ConfigError(
+                    f"source {number} ({source!r}) is a key=value override read as a source: "
+                    "put the overrides before --sources"
+                )
+    elif args.file:
+        sources = [
+            line.rstrip("\r") for line in read_lines_of_text(args.file, "a text file", "sources, one a line")
+        ]
+    else:
+        sources = sys.stdin.read().splitlines()
+        while sources and not sources[-1].strip():
+            sources.pop()
+        if not sources:
+            raise ConfigError("standard input: no sources (one a line); or give --sources or --file")
+    request = TranslationRequest(tuple(sources), origin, args.checkpoint, args.device, tuple(args.overrides))
+    result = experiment.translate(args.run_dir, request)
+    if result["unknown"]:
+        print(
+            f"attnlab: source words not in the vocabulary, read as <unk>: {result['unknown']}",
+            file=sys.stderr,
+        )
+    unstopped = sum(not translation["stopped"] for translation in result["translations"])
+    for translation in result["translations"]:
+        print(" ".join(translation["output"]))
+    if unstopped:
+        print(
+            f"attnlab: {unstopped} of {len(sources)} outputs reached the decoding budget without <eos> "
+            "(evaluation.max_length)",
+            file=sys.stderr,
+        )
+    if args.out:
+        atomic_write_json(args.out, result)
+        print(f"attnlab: sources, outputs and attention weights: {args.out}", file=sys.stderr)
 
 
 def _check_sampling_options(args: argparse.Namespace) -> None:
@@ -364,6 +422,9 @@ def _first_paragraph(docstring: str) -> str:
 DEVICE_HELP = "auto (CUDA when available, else the CPU), cpu, cuda, cuda:N or mps (default: auto)"
 
 
+_OVERRIDE_AS_SOURCE = re.compile(r"^(evaluation|data)\.[\w.]+=\S*$")
+"""An ``evaluation.*`` or ``data.*`` override after ``translate --sources``: argparse takes it for one."""
+
 _OVERRIDE_TAKEN_AS_VALUE = re.compile(r"^argument (?P<option>-[^:]+): invalid [^:]*: '[^'=]+=[^']*'")
 
 
@@ -518,6 +579,36 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--device", default="auto", help=DEVICE_HELP)
     generate.add_argument("--out", help="also write the words and attention weights to this JSON file")
     generate.set_defaults(handler=cmd_generate)
+
+    translate = commands.add_parser(
+        "translate",
+        help="decode given sources with a trained sequence-to-sequence run, as its evaluation decodes",
+        description="Decode sources with a trained Lookup Tables or SCAN / English-French run, exactly as "
+        "its evaluation decodes its test sets (its stop rules and length budget), and print each output "
+        "on a line. Sources are whitespace-separated tokens ('000 t1 t2 .', 'jump twice after walk'), "
+        "from --sources, --file (one a line) or standard input.",
+    )
+    translate.add_argument("run_dir", metavar="RUN_DIR", help="a sequence-to-sequence run directory")
+    translate.add_argument(
+        "overrides",
+        nargs="*",
+        help="evaluation.KEY=VALUE: decode with other evaluation settings than the run's "
+        "(evaluation.max_length=80, evaluation.stop_threshold=0.8, ...)",
+    )
+    translate.add_argument(
+        "--sources", nargs="+", metavar="SOURCE", help="the sources, each one quoted string of tokens"
+    )
+    translate.add_argument("--file", help="a text file of sources, one a line (default: standard input)")
+    translate.add_argument(
+        "--checkpoint", choices=CHECKPOINTS, help="default: the run's evaluation.checkpoint"
+    )
+    translate.add_argument("--device", default="auto", help=DEVICE_HELP)
+    translate.add_argument(
+        "--out",
+        help="also write each source, output, whether it stopped, and its attention weights to this JSON"
+        " file",
+    )
+    translate.set_defaults(handler=cmd_translate)
 
     multiseed = commands.add_parser(
         "multiseed",

@@ -25,7 +25,7 @@ def scan_files(make_scan_files) -> dict[str, Path]:
     return make_scan_files("scan_transformer", 120, 30)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tiny_overrides(lookup_files):
     """``tiny_overrides(**extra)``: overrides for a fast run on ``lookup_files``."""
     return lambda **extra: _tiny_overrides(lookup_files, **extra)

@@ -9,13 +9,14 @@ import pytest
 import attnlab.experiments
 from attnlab.cli import main
 from attnlab.experiments import registry
-from attnlab.experiments.base import Capability, Experiment
+from attnlab.experiments.base import Capability, Experiment, TranslationRequest
 
 TOY_SYSTEM = Path(__file__).parent / "toy_system"
 
 OPTIONAL_METHODS = {
     Capability.EVALUATE_FILES: ("file_test_sets",),
     Capability.GENERATE: ("generate_text", "as_text"),
+    Capability.TRANSLATE: ("translate",),
 }
 """The methods an experiment implements exactly when it declares the capability."""
 
@@ -50,6 +51,8 @@ def test_optional_features_of_other_systems_are_refused(tmp_path):
         memory.evaluate(tmp_path, data_files=["x.tsv"])
     with pytest.raises(registry.ConfigError, match="memory runs do not generate text"):
         memory.as_text(["a"])
+    with pytest.raises(registry.ConfigError, match="memory runs do not translate given sources"):
+        memory.translate(tmp_path, TranslationRequest(("1 2",)))
 
 
 @pytest.fixture

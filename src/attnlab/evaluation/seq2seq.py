@@ -168,8 +168,7 @@ def _accumulate(
     max_length: int | None,
     outcomes: ExampleOutcomes | None,
 ) -> None:
-    limit = decoding_budget(batch.source.size(1), max_length)
-    decoded = model.greedy_decode(batch.source, batch.source_padding_mask, limit)
+    decoded = decode_within_budget(model, batch.source, batch.source_padding_mask, max_length)
     assert decoded.tokens is not None
     eos_id, pad_id = model.eos_id, model.pad_id
     correct = sequence_correct(decoded.tokens, batch.target_output, eos_id=eos_id, pad_id=pad_id)
@@ -258,6 +257,14 @@ class SplitEvaluationOptions(Protocol):
     """``<eos>`` only when ``p(<eos>) >= stop_threshold`` (``None``: plain greedy)."""
     stop_lookahead: float | None
     """Skip a tentative ``<eos>`` below this fraction of a later step's ``p(<eos>)`` (``None``: no)."""
+
+
+def decode_within_budget(
+    model: Seq2SeqModel, source: torch.Tensor, source_padding_mask: torch.Tensor, max_length: int | None
+) -> Seq2SeqOutput:
+    """Greedy decoding as :func:`evaluate_seq2seq` does it (the Lookup Tables evaluation): at most
+    :func:`decoding_budget` tokens of the source's length, or ``max_length``."""
+    return model.greedy_decode(source, source_padding_mask, decoding_budget(source.size(1), max_length))
 
 
 def decode_greedily(

@@ -50,6 +50,9 @@ class Capability(enum.Enum):
     GENERATE = "generate"
     """``attnlab generate RUN``: sample text (:meth:`Experiment.generate_text`,
     :meth:`Experiment.as_text`)."""
+    TRANSLATE = "translate"
+    """``attnlab translate RUN SOURCE…``: decode given sources, as the evaluation decodes its test
+    sets (:meth:`Experiment.translate`)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,20 @@ class GenerationRequest:
     seed: int = 0
     checkpoint: str | None = None
     device_name: str = "auto"
+
+
+@dataclass(frozen=True)
+class TranslationRequest:
+    """What ``attnlab translate`` asks of a run (:attr:`Capability.TRANSLATE`)."""
+
+    sources: tuple[str, ...]
+    """Each source as whitespace-separated tokens."""
+    origin: str | None = None
+    """The file the sources are the lines of (errors name its lines), if any."""
+    checkpoint: str | None = None
+    device_name: str = "auto"
+    overrides: tuple[str, ...] = ()
+    """``evaluation.*`` settings to decode with instead of the run's (e.g. a stop rule)."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +275,12 @@ class Experiment(ABC, Generic[ConfigT, DataT, LoadedT]):
     def as_text(self, words: list[str]) -> str:
         """Generated words as text to show (:attr:`Capability.GENERATE`)."""
         raise UnsupportedCapability(f"{self.name} runs do not generate text")
+
+    def translate(self, run_dir: str | Path, request: TranslationRequest) -> dict[str, Any]:
+        """``attnlab translate`` (:attr:`Capability.TRANSLATE`): ``translations`` (each with
+        ``source``, ``output``, ``stopped``, ``attention``) and ``unknown`` (source words read as
+        ``<unk>``), see :func:`attnlab.evaluation.translation.translate`."""
+        raise UnsupportedCapability(f"{self.name} runs do not translate given sources")
 
     # --------------------------------------------------------------------------- the driver
 

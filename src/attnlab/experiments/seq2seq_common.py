@@ -17,8 +17,10 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 import torch
 
 from attnlab.config import ConfigError, from_dict, to_dict
+from attnlab.evaluation import translation
 from attnlab.evaluation.seq2seq import ExampleOutcomes, decoding_budget
-from attnlab.experiments.base import Evaluation, Experiment
+from attnlab.experiments.base import Evaluation, Experiment, TranslationRequest
+from attnlab.experiments.driver import load_trained
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
 from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.models.transformer import (
@@ -578,6 +580,28 @@ class Seq2SeqExperiment(
     @abstractmethod
     def build_seq2seq(self, model: Any, source: Vocabulary, target: Vocabulary) -> ModelT:
         """The model of config section ``model`` for these vocabularies."""
+
+    @abstractmethod
+    def decode(
+        self, model: ModelT, source: torch.Tensor, source_padding_mask: torch.Tensor, config: Seq2SeqConfigT
+    ) -> Seq2SeqOutput:
+        """Greedy decoding of a batch of sources exactly as :meth:`evaluate_set` decodes the test
+        sets with ``config``'s evaluation settings (what ``attnlab translate`` runs)."""
+
+    def translate(self, run_dir: str | Path, request: TranslationRequest) -> dict[str, Any]:
+        """:func:`attnlab.evaluation.translation.translate` with a trained run's model and
+        vocabularies, decoding as its evaluation does (:meth:`decode`)."""
+        trained = load_trained(self, run_dir, request.device_name, request.checkpoint, request.overrides)
+        model, source, target = trained.loaded
+        return translation.translate(
+            model,
+            source,
+            target,
+            request.sources,
+            lambda batch, padding: self.decode(model, batch, padding, trained.config),
+            trained.device,
+            origin=request.origin,
+        )
 
     @abstractmethod
     def test_set_names(self, config: Seq2SeqConfigT) -> list[str]:

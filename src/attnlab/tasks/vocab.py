@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from attnlab.checks import did_you_mean
 from attnlab.tasks.examples import Seq2SeqExample
 
 PAD_TOKEN = "<pad>"
@@ -35,7 +36,7 @@ class UnknownTokenError(ValueError):
         super().__init__(
             f"unknown token {token!r}{location}: it was not seen in the training data the "
             f"vocabulary was built from ({len(vocabulary)} tokens, e.g. "
-            f"{vocabulary.preview()})"
+            f"{vocabulary.preview()}){did_you_mean(token, vocabulary.tokens)}"
         )
 
 

@@ -19,7 +19,7 @@ import torch
 
 from attnlab.attention.registry import attender_options
 from attnlab.config import ConfigError
-from attnlab.evaluation.seq2seq import evaluate_seq2seq, teacher_forced_loss
+from attnlab.evaluation.seq2seq import decode_within_budget, evaluate_seq2seq, teacher_forced_loss
 from attnlab.experiments.base import Capability, Evaluation
 from attnlab.experiments.seq2seq_common import (
     Seq2SeqData,
@@ -32,7 +32,7 @@ from attnlab.experiments.seq2seq_common import (
     describe_transformer,
     evaluate_with_predictions,
 )
-from attnlab.models.seq2seq import RecurrentSeq2Seq
+from attnlab.models.seq2seq import RecurrentSeq2Seq, Seq2SeqOutput
 from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks.batching import EncodedDataset, batches, encode_examples
 from attnlab.tasks.examples import Seq2SeqBatch
@@ -231,7 +231,7 @@ class LookupExperiment(Seq2SeqExperiment[LookupExperimentConfig, EncodedDataset,
     label = "Lookup Tables"
     title = "Lookup Tables and other machine tasks (sequence to sequence)"
     config_type = LookupExperimentConfig
-    capabilities = frozenset({Capability.EVALUATE_FILES})
+    capabilities = frozenset({Capability.EVALUATE_FILES, Capability.TRANSLATE})
     system = SYSTEM
     description = "Lookup Tables seq2seq"
     model_config_type = Seq2SeqModelConfig
@@ -256,6 +256,17 @@ class LookupExperiment(Seq2SeqExperiment[LookupExperimentConfig, EncodedDataset,
 
     def test_set_names(self, config: LookupExperimentConfig) -> list[str]:
         return test_set_names(config.data)
+
+    def decode(
+        self,
+        model: LookupModel,
+        source: torch.Tensor,
+        source_padding_mask: torch.Tensor,
+        config: LookupExperimentConfig,
+    ) -> Seq2SeqOutput:
+        """As :func:`~attnlab.evaluation.seq2seq.evaluate_seq2seq` decodes: at most
+        ``evaluation.max_length`` tokens, by default a budget of the source's length."""
+        return decode_within_budget(model, source, source_padding_mask, config.evaluation.max_length)
 
     def encoded_dataset(self, split: EncodedDataset) -> EncodedDataset:
         return split

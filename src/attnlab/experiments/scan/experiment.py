@@ -36,7 +36,13 @@ from typing import Any, Literal
 import torch
 
 from attnlab.config import ConfigError
-from attnlab.evaluation.seq2seq import ExampleOutcomes, evaluate_split, teacher_forced_loss, validate_split
+from attnlab.evaluation.seq2seq import (
+    ExampleOutcomes,
+    decode_greedily,
+    evaluate_split,
+    teacher_forced_loss,
+    validate_split,
+)
 from attnlab.experiments.base import Capability, Evaluation
 from attnlab.experiments.seq2seq_common import (
     Seq2SeqData,
@@ -51,6 +57,7 @@ from attnlab.experiments.seq2seq_common import (
 )
 from attnlab.experiments.unit_scores import dataset_texts
 from attnlab.models.gru_attention import GRUAttentionSeq2Seq
+from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.models.stepwise import StepwiseSeq2Seq, check_stop_threshold
 from attnlab.models.syntactic_attention import SyntacticAttentionSeq2Seq
 from attnlab.tasks import scan
@@ -388,7 +395,7 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
     label = "SCAN"
     title = "SCAN and English–French (sequence to sequence)"
     config_type = ScanExperimentConfig
-    capabilities = frozenset({Capability.EVALUATE_FILES})
+    capabilities = frozenset({Capability.EVALUATE_FILES, Capability.TRANSLATE})
     system = SYSTEM
     description = "SCAN seq2seq"
     model_config_type = ScanModelConfig
@@ -408,6 +415,17 @@ class ScanExperiment(Seq2SeqExperiment[ScanExperimentConfig, EncodedSplit, Stepw
 
     def test_set_names(self, config: ScanExperimentConfig) -> list[str]:
         return test_set_names(config.data)
+
+    def decode(
+        self,
+        model: StepwiseSeq2Seq,
+        source: torch.Tensor,
+        source_padding_mask: torch.Tensor,
+        config: ScanExperimentConfig,
+    ) -> Seq2SeqOutput:
+        """As :func:`~attnlab.evaluation.seq2seq.evaluate_split` decodes: ``evaluation.max_length``
+        tokens at most, with its stop rules."""
+        return decode_greedily(model, source, source_padding_mask, config.evaluation)
 
     def encoded_dataset(self, split: EncodedSplit) -> EncodedDataset:
         return split.dataset

@@ -1,0 +1,117 @@
+"""A trained sequence-to-sequence model on sources it was never tested on: ``attnlab translate``.
+
+:func:`translate` reads each source as whitespace-separated tokens (a Lookup Tables input such as
+``000 t1 t2 .``, a SCAN command such as ``jump twice after walk left``), decodes the whole list in
+batches of similar length with the ``decode`` function the run's evaluation uses (its stop rules
+and length budget included), and returns each output with the attention that produced it. Nothing
+about a source is read from a target: there is none.
+
+A word outside the run's source vocabulary is read as ``<unk>`` when the vocabulary has it (and
+listed in ``unknown``); otherwise it is an error naming the source and the nearest known word,
+since the model has no embedding for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from attnlab.checks import check_int
+from attnlab.models.seq2seq import Seq2SeqOutput
+from attnlab.tasks.batching import encode_examples, length_sorted_batches
+from attnlab.tasks.examples import Seq2SeqExample
+from attnlab.tasks.scan_data import UNK_TOKEN
+from attnlab.tasks.tsv import DataFormatError
+from attnlab.tasks.vocab import UnknownTokenError, Vocabulary
+
+logger = logging.getLogger(__name__)
+
+Decode = Callable[[torch.Tensor, torch.Tensor], Seq2SeqOutput]
+"""``decode(source, source_padding_mask)``: a batch's greedy decoding, as the run's evaluation does it."""
+
+
+def read_sources(
+    sources: Sequence[str], vocabulary: Vocabulary, origin: str | None = None
+) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Each source as its tokens, with the words outside ``vocabulary`` read as ``<unk>`` when it has
+    one, and those words (each once, in order). An empty source is a
+    :class:`~attnlab.tasks.tsv.DataFormatError`, an unknown word where the vocabulary has no
+    ``<unk>`` an :class:`~attnlab.tasks.vocab.UnknownTokenError` (with the nearest known word); both
+    name the source by its number (from 1), or, with ``origin`` (the file the sources were read
+    from, one a line), by its line."""
+    tokens, unknown = [], []
+    for number, text in enumerate(sources, start=1):
+        where = f"{origin} line {number}" if origin else f"source {number}"
+        if not isinstance(text, str):
+            raise TypeError(f"{where}: expected a string of tokens, got {text!r}")
+        words = tuple(text.split())
+        if not words:
+            message = "empty; a source needs at least one token"
+            raise (
+                DataFormatError(origin, number, message) if origin else DataFormatError(where, None, message)
+            )
+        for word in words:
+            if word in vocabulary:
+                continue
+            if UNK_TOKEN not in vocabulary.specials:
+                raise UnknownTokenError(word, where, vocabulary)
+            if word not in unknown:
+                unknown.append(word)
+        tokens.append(tuple(word if word in vocabulary else UNK_TOKEN for word in words))
+    return tokens, unknown
+
+
+@torch.no_grad()
+def translate(
+    model: Any,
+    source_vocabulary: Vocabulary,
+    target_vocabulary: Vocabulary,
+    sources: Sequence[str],
+    decode: Decode,
+    device: torch.device,
+    *,
+    origin: str | None = None,
+    batch_size: int = 500,
+) -> dict[str, Any]:
+    """The outputs of ``model`` (in eval mode) for ``sources`` (see the module docstring).
+
+    Returns ``translations``, in the order of ``sources``, each with ``source`` (its tokens, as
+    the model read them), ``output`` (the decoded tokens before ``<eos>``), ``stopped`` (whether
+    the model produced ``<eos>`` within the decoding budget) and ``attention`` (a list per decoded
+    step, ``<eos>`` included, of the weights on the source's tokens and on any column the model
+    appends to every source, e.g. an end marker: the attention ``attnlab plot`` draws); and
+    ``unknown``, the source words read as ``<unk>``. ``origin``: the file ``sources`` are the lines
+    of, for errors (:func:`read_sources`).
+    """
+    check_int("batch_size", batch_size)
+    tokens, unknown = read_sources(sources, source_vocabulary, origin)
+    if unknown:
+        logger.warning("source words not in the vocabulary, read as %s: %s", UNK_TOKEN, unknown)
+    dataset = encode_examples(
+        [Seq2SeqExample(source, ()) for source in tokens], source_vocabulary, target_vocabulary
+    )
+    model.eval()
+    eos_id = target_vocabulary.eos_id
+    translations: list[dict[str, Any]] = [{} for _ in tokens]
+    # No targets: the (empty) target lengths tie, so the batches keep the sources' order; sorting
+    # by source length instead would not change any output (padding is masked), only the work.
+    for rows, batch in length_sorted_batches(dataset, batch_size):
+        batch = batch.to(device)
+        decoded = decode(batch.source, batch.source_padding_mask)
+        assert decoded.tokens is not None
+        appended = decoded.attention.size(-1) - batch.source.size(1)
+        for row, index in enumerate(rows.tolist()):
+            ids = decoded.tokens[row].tolist()
+            stopped = eos_id in ids
+            steps = ids.index(eos_id) + 1 if stopped else len(ids)
+            length = len(tokens[index]) + appended
+            translations[index] = {
+                "source": list(tokens[index]),
+                "output": target_vocabulary.decode(ids[:steps], strip_specials=True),
+                "stopped": stopped,
+                "attention": decoded.attention[row, :steps, :length].cpu().tolist(),
+            }
+    return {"translations": translations, "unknown": unknown}

@@ -1,0 +1,157 @@
+"""``attnlab translate``: a trained sequence-to-sequence run decodes given sources exactly as its
+evaluation decoded its test sets (the same outputs as ``eval/<set>.predictions.tsv``), with the
+attention that produced each output; bad sources are named, never decoded."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from attnlab.cli import main
+from attnlab.evaluation.translation import read_sources
+from attnlab.experiments.base import TranslationRequest
+from attnlab.experiments.lookup.experiment import EXPERIMENT as LOOKUP
+from attnlab.tasks.tsv import DataFormatError
+from attnlab.tasks.vocab import UnknownTokenError, Vocabulary
+
+SCAN_TINY = [
+    "model.embedding_dim=16",
+    "model.encoder_hidden_dim=16",
+    "model.decoder_hidden_dim=32",
+    "model.encoder_layers=1",
+    "model.dropout=0.0",
+    "training.epochs=2",
+    "training.batch_size=16",
+    "training.progress=false",
+]
+
+
+def _predictions(path: Path) -> tuple[list[str], list[str]]:
+    """The sources and predictions of an ``eval/<set>.predictions.tsv``."""
+    header, *rows = (line.split("\t") for line in path.read_text().splitlines())
+    source, prediction = header.index("source"), header.index("prediction")
+    return [row[source] for row in rows], [row[prediction] for row in rows]
+
+
+@pytest.fixture(scope="module")
+def lookup_run(tmp_path_factory, tiny_overrides) -> Path:
+    run = tmp_path_factory.mktemp("translate") / "lookup"
+    assert main(["train", "lookup", *tiny_overrides(), "--run-dir", str(run)]) == 0
+    return run
+
+
+def test_a_lookup_run_translates_its_test_set_as_its_evaluation_did(lookup_run, tmp_path, capsys):
+    sources, predicted = _predictions(lookup_run / "eval" / "long1.predictions.tsv")
+    listed = tmp_path / "sources.txt"
+    listed.write_text("\n".join(sources) + "\n")
+    out = tmp_path / "translations.json"
+    capsys.readouterr()
+    assert main(["translate", str(lookup_run), "--file", str(listed), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == predicted
+    result = json.loads(out.read_text())
+    assert [" ".join(t["output"]) for t in result["translations"]] == predicted
+    assert result["unknown"] == []
+    for source, translation in zip(sources, result["translations"]):
+        assert translation["source"] == source.split()
+        steps = len(translation["output"]) + translation["stopped"]  # <eos> is a step
+        assert len(translation["attention"]) == steps
+        for weights in translation["attention"]:
+            assert len(weights) == len(translation["source"])
+            assert sum(weights) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_python_api_gives_the_same_outputs_one_source_at_a_time(lookup_run):
+    sources, predicted = _predictions(lookup_run / "eval" / "long1.predictions.tsv")
+    alone = [
+        LOOKUP.translate(lookup_run, TranslationRequest((source,)))["translations"][0]["output"]
+        for source in sources[:10]
+    ]
+    assert [" ".join(output) for output in alone] == predicted[:10]
+
+
+def test_sources_from_the_command_line_and_standard_input(lookup_run, capsys, monkeypatch):
+    sources, predicted = _predictions(lookup_run / "eval" / "long1.predictions.tsv")
+    capsys.readouterr()
+    assert main(["translate", str(lookup_run), "--sources", *sources[:3]]) == 0
+    assert capsys.readouterr().out.splitlines() == predicted[:3]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(sources[3:6]) + "\n\n"))
+    assert main(["translate", str(lookup_run)]) == 0
+    assert capsys.readouterr().out.splitlines() == predicted[3:6]
+
+
+def test_a_shorter_budget_from_an_override_cuts_the_outputs(lookup_run, capsys):
+    sources, _ = _predictions(lookup_run / "eval" / "long1.predictions.tsv")
+    capsys.readouterr()
+    assert main(["translate", str(lookup_run), "evaluation.max_length=1", "--sources", *sources[:4]]) == 0
+    captured = capsys.readouterr()
+    assert [len(line.split()) for line in captured.out.splitlines()] == [1, 1, 1, 1]
+    assert "4 of 4 outputs reached the decoding budget without <eos> (evaluation.max_length)" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--sources", "000 t1 .", "000 zz ."], "unknown token 'zz' at source 2"),
+        (["--sources", "000 t1 .", "   "], "source 2: empty; a source needs at least one token"),
+        (["--sources", "000 t1 .", "--file", "x.txt"], "with --sources or --file, not both"),
+        (["--file", "no_such_file.txt"], "no_such_file.txt: no such file"),
+        (["evaluation.max_lenght=4", "--sources", "000 t1 ."], "did you mean 'max_length'?"),
+        (["--sources", "000 t1 .", "evaluation.max_length=4"], "put the overrides before --sources"),
+    ],
+)
+def test_bad_sources_are_named(lookup_run, capsys, argv, message):
+    assert main(["translate", str(lookup_run), *argv]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+
+
+def test_a_file_names_its_line(lookup_run, tmp_path, capsys):
+    listed = tmp_path / "sources.txt"
+    listed.write_text("000 t1 .\n\n000 t1 t2 .\n")
+    assert main(["translate", str(lookup_run), "--file", str(listed)]) == 2
+    assert f"{listed} line 2: empty" in capsys.readouterr().err
+
+
+def test_an_unknown_word_is_read_as_unk_only_where_the_vocabulary_has_it():
+    closed = Vocabulary(["<pad>", "jump", "walk"])
+    with pytest.raises(UnknownTokenError, match="unknown token 'jmup' at source 1.*did you mean 'jump'"):
+        read_sources(["jmup twice"], closed)
+    with pytest.raises(DataFormatError, match="f.txt line 2: empty"):
+        read_sources(["jump", ""], closed, "f.txt")
+    open_ = Vocabulary(["<pad>", "<unk>", "jump", "walk"], specials=("<pad>", "<unk>"))
+    tokens, unknown = read_sources(["jump twice", "twice walk twice"], open_)
+    assert tokens == [("jump", "<unk>"), ("<unk>", "walk", "<unk>")] and unknown == ["twice"]
+
+
+def test_runs_that_do_not_translate_say_which_do(tmp_path, tiny_memory_addition, capsys):
+    run = tmp_path / "memory"
+    assert main(["train", "memory_addition", *tiny_memory_addition, "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["translate", str(run), "--sources", "1 2"]) == 2
+    assert "translate applies to Lookup Tables and SCAN runs" in capsys.readouterr().err
+
+
+def test_a_scan_run_translates_with_its_stop_rule_as_evaluate_does(make_scan_files, tmp_path, capsys):
+    """Syntactic Attention stopping from its attention on the end marker, decoded with another stop
+    threshold: translate's outputs are those of ``attnlab evaluate`` with the same override."""
+    files = make_scan_files("translate_scan", 200, 40)
+    run = tmp_path / "scan"
+    data = [
+        "data.split=files",
+        f"data.train_file={files['train']}",
+        f"data.test_files={{test: {files['test']}}}",
+    ]
+    stop = ["model.end_marker=true", "model.stop_from_attention=true"]
+    assert main(["train", "scan", *data, *stop, *SCAN_TINY, "--run-dir", str(run)]) == 0
+    rule = "evaluation.stop_threshold=0.3"
+    assert main(["evaluate", str(run), rule, "--out", str(tmp_path / "evaluated")]) == 0
+    sources, predicted = _predictions(tmp_path / "evaluated" / "test.predictions.tsv")
+    _, predicted_by_the_run = _predictions(run / "eval" / "test.predictions.tsv")
+    assert predicted != predicted_by_the_run  # the rule changes outputs, so the test can fail
+    out = tmp_path / "translations.json"
+    capsys.readouterr()
+    assert main(["translate", str(run), rule, "--sources", *sources, "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == predicted
+    first = json.loads(out.read_text())["translations"][0]
+    assert len(first["attention"][0]) == len(first["source"]) + 1  # the end marker's column
