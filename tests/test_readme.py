@@ -24,7 +24,7 @@ def _run(block: str, name: str) -> dict:
 
 def test_the_readmes_python_examples_run_and_return_what_they_say():
     blocks = _python_blocks()
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     torch.manual_seed(0)
 
     namespace = _run(blocks[0], "attenders")
@@ -56,3 +56,27 @@ def test_the_readmes_transformer_example_has_the_settings_of_the_config_it_names
     shown = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
     del shown["source_vocab_size"], shown["target_vocab_size"]  # the data's, not the config's
     assert shown == {key: config[key] for key in shown}
+
+
+def test_the_readmes_translation_example_decodes_a_trained_run(make_scan_files, tmp_path, monkeypatch):
+    from attnlab.cli import main
+
+    files = make_scan_files("readme_translate", 200, 20)
+    monkeypatch.chdir(tmp_path)
+    overrides = [
+        "data.split=files",
+        f"data.train_file={files['train']}",
+        f"data.test_files={{test: {files['test']}}}",
+        "model.embedding_dim=16",
+        "model.encoder_hidden_dim=16",
+        "model.decoder_hidden_dim=32",
+        "training.epochs=1",
+        "training.progress=false",
+    ]
+    assert main(["train", "scan", *overrides, "--run-dir", "runs/scan"]) == 0
+    namespace = _run(_python_blocks()[3], "translation")
+    first, translations = namespace["first"], namespace["result"]["translations"]
+    assert len(translations) == 2 and first["source"] == "jump twice after walk left".split()
+    assert all(isinstance(token, str) for token in first["output"])
+    assert len(first["attention"]) == len(first["output"]) + first["stopped"]
+    assert all(abs(sum(weights) - 1) < 1e-5 for weights in first["attention"])
