@@ -1,7 +1,9 @@
 """A trained sequence-to-sequence model on sources it was never tested on: ``attnlab translate``.
 
-:func:`translate` reads each source as whitespace-separated tokens (a Lookup Tables input such as
-``000 t1 t2 .``, a SCAN command such as ``jump twice after walk left``), decodes the whole list in
+:func:`translate` reads each source as whitespace-separated tokens, as the run's data files write
+them (a Lookup Tables input such as ``000 t1 t2 .``, a SCAN command such as ``jump twice after walk
+left``, an English sentence of Lake & Baroni's set lower-cased with its punctuation split off:
+``i m cold .``), decodes the whole list in
 batches of similar length with the ``decode`` function the run's evaluation uses (its stop rules
 and length budget included), and returns each output with the attention that produced it. Nothing
 about a source is read from a target: there is none.
