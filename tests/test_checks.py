@@ -24,6 +24,7 @@ SCHEMES = ("sinusoidal", "learned", "relative", "transformer_xl", "rope", "alibi
         ("ALIBI", "alibi"),  # another case, short name
         ("transformer-xl", "transformer_xl"),  # a hyphen for the underscore
         ("xyz", None),  # nothing near
+        ("position", None),  # a different word, however alike (0.67 to "positional" or "relative")
         ("", None),
         (3, None),  # not a string
     ],
@@ -31,6 +32,12 @@ SCHEMES = ("sinusoidal", "learned", "relative", "transformer_xl", "rope", "alibi
 def test_the_closest_choice_is_a_near_miss_or_none(typed, meant):
     assert closest_choice(typed, SCHEMES) == meant
     assert did_you_mean(typed, SCHEMES) == ("" if meant is None else f"; did you mean {meant!r}?")
+
+
+def test_another_word_sharing_a_suffix_is_no_near_miss():
+    assert closest_choice("layers", ["stop_layers", "heads"]) is None  # ratio 0.71
+    assert closest_choice("given_length", ["max_length"]) is None  # 0.64
+    assert closest_choice("hed", ["heads"]) == "heads"  # 0.75, the least a near miss has
 
 
 def test_several_unknown_values_each_get_their_hint():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 def check_int(name: str, value: object, *, minimum: int | None = 1, owner: str = "") -> None:
@@ -16,14 +16,21 @@ def check_int(name: str, value: object, *, minimum: int | None = 1, owner: str =
         raise ValueError(f"{prefix}{name} must be an int{bound}, got {value!r}")
 
 
+NEAR_MISS = 0.75
+"""The least ``difflib`` similarity ratio of a near miss: a typo of a word of three letters or more
+(``hed``/``heads`` 0.75, ``lenght``/``length`` 0.83, ``reltaive``/``relative`` 0.88) and not a
+different word that shares a suffix (``layers``/``stop_layers`` 0.71, ``positional``/``prediction``
+0.6, ``given_length``/``max_length`` 0.64)."""
+
+
 def closest_choice(value: object, choices: Iterable[object]) -> str | None:
     """The choice that the string ``value`` nearly spells (the same letters in another case, else
-    ``difflib``'s best match with a similarity ratio of at least 0.6), or ``None``."""
+    ``difflib``'s best match with a similarity ratio of at least :data:`NEAR_MISS`), or ``None``."""
     if not isinstance(value, str):
         return None
     names = [choice for choice in choices if isinstance(choice, str)]
     same_but_case = [name for name in names if name.lower() == value.lower()]
-    matches = same_but_case or difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+    matches = same_but_case or difflib.get_close_matches(value, names, n=1, cutoff=NEAR_MISS)
     return matches[0] if matches else None
 
 
@@ -37,11 +44,18 @@ def did_you_mean(value: object, choices: Iterable[object]) -> str:
 
 def did_you_mean_each(values: Iterable[object], choices: Iterable[object]) -> str:
     """:func:`did_you_mean` for several unknown values: ``"; did you mean 'x' for 'y', …?"``."""
-    wrong, allowed = list(values), list(choices)
-    if len(wrong) == 1:
-        return did_you_mean(wrong[0], allowed)
-    pairs = [(value, closest_choice(value, allowed)) for value in wrong]
-    named = [f"{match!r} for {value!r}" for value, match in pairs if match is not None]
+    allowed = list(choices)
+    return suggestion_hint({value: closest_choice(value, allowed) for value in values})
+
+
+def suggestion_hint(suggestions: Mapping[object, str | None]) -> str:
+    """The hint of :func:`did_you_mean_each` for given ``suggestions`` (unknown value → what it
+    may have meant, or ``None``): ``"; did you mean 'x'?"`` for one value, ``"; did you mean 'x'
+    for 'y', …?"`` for several, ``""`` without any suggestion."""
+    if len(suggestions) == 1:
+        (match,) = suggestions.values()
+        return f"; did you mean {match!r}?" if match is not None else ""
+    named = [f"{match!r} for {value!r}" for value, match in suggestions.items() if match is not None]
     return f"; did you mean {', '.join(named)}?" if named else ""
 
 

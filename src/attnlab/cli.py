@@ -170,7 +170,6 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> None:
     from attnlab.io import atomic_write_json
-    from attnlab.tasks.tsv import read_lines_of_text
 
     experiment = _run_experiment(args.run_dir)
     if not experiment.supports(Capability.TRANSLATE):
@@ -178,27 +177,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
             f"translate applies to {_runs_with(Capability.TRANSLATE)} runs; {args.run_dir} is a "
             f"{experiment.name} run"
         )
-    if args.sources and args.file:
-        raise ConfigError("give the sources with --sources or --file, not both")
-    origin = args.file or ("standard input" if not args.sources else None)
-    if args.sources:
-        sources = list(args.sources)
-        for number, source in enumerate(sources, start=1):
-            if _OVERRIDE_AS_SOURCE.match(source):
-                raise ConfigError(
-                    f"source {number} ({source!r}) is a key=value override read as a source: "
-                    "put the overrides before --sources"
-                )
-    elif args.file:
-        sources = [
-            line.rstrip("\r") for line in read_lines_of_text(args.file, "a text file", "sources, one a line")
-        ]
-    else:
-        sources = sys.stdin.read().splitlines()
-        while sources and not sources[-1].strip():
-            sources.pop()
-        if not sources:
-            raise ConfigError("standard input: no sources (one a line); or give --sources or --file")
+    sources, origin = _translation_sources(args)
     request = TranslationRequest(tuple(sources), origin, args.checkpoint, args.device, tuple(args.overrides))
     result = experiment.translate(args.run_dir, request)
     if result["unknown"]:
@@ -212,12 +191,38 @@ def cmd_translate(args: argparse.Namespace) -> None:
     if unstopped:
         print(
             f"attnlab: {unstopped} of {len(sources)} outputs reached the decoding budget without <eos> "
-            "(evaluation.max_length)",
+            "(evaluation.max_length; for Lookup Tables runs without it, 2 × the source's length + 10)",
             file=sys.stderr,
         )
     if args.out:
         atomic_write_json(args.out, result)
         print(f"attnlab: sources, outputs and attention weights: {args.out}", file=sys.stderr)
+
+
+def _translation_sources(args: argparse.Namespace) -> tuple[list[str], str | None]:
+    """``translate``'s sources, from ``--sources``, ``--file`` or standard input, and the file they
+    are the lines of (``None`` for ``--sources``), which errors name."""
+    from attnlab.tasks.tsv import lines_of_bytes, read_lines_of_text
+
+    if args.sources and args.file:
+        raise ConfigError("give the sources with --sources or --file, not both")
+    if args.sources:
+        for number, source in enumerate(args.sources, start=1):
+            if _OVERRIDE_AS_SOURCE.match(source):
+                raise ConfigError(
+                    f"source {number} ({source!r}) is a key=value override read as a source: "
+                    "put the overrides before --sources"
+                )
+        return list(args.sources), None
+    content = "sources, one a line"
+    if args.file:
+        origin, lines = args.file, read_lines_of_text(args.file, "a text file", content)
+    else:  # bytes, decoded as a file is: not the locale's lenient decoding, nor splitlines()'s breaks
+        origin = "standard input"
+        lines = lines_of_bytes(sys.stdin.buffer.read(), origin, f"nothing to read; expected {content}")
+    sources = [line.rstrip("\r") for line in lines]
+    sources[0] = sources[0].removeprefix("\ufeff")  # a byte-order mark
+    return sources, origin
 
 
 def _check_sampling_options(args: argparse.Namespace) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
 import yaml
 
-from attnlab.checks import did_you_mean, did_you_mean_each
+from attnlab.checks import closest_choice, did_you_mean, suggestion_hint
 
 T = TypeVar("T")
 
@@ -127,7 +128,7 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     if unknown:
         raise ConfigError(
             f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}"
-            f"{did_you_mean_each(unknown, fields)}"
+            f"{_unknown_key_hint(cls, unknown, fields)}"
         )
     hints = typing.get_type_hints(cls)
     values = {name: _convert(hints[name], value, f"{where}.{name}") for name, value in data.items()}
@@ -135,6 +136,23 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
         return cls(**values)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{where}: {error}") from None
+
+
+def _unknown_key_hint(cls: type, unknown: list[str], fields: Iterable[str]) -> str:
+    """What each unknown key of section ``cls`` may have meant: the same key in one of its
+    subsections (``model.cross_attention`` → ``transformer.cross_attention``), else a near miss."""
+    hints = typing.get_type_hints(cls)
+    suggestions: dict[object, str | None] = {}
+    for key in unknown:
+        homes = [
+            f"{name}.{key}"
+            for name, hint in hints.items()
+            for section in (hint, *typing.get_args(hint))
+            if dataclasses.is_dataclass(section)
+            and key in {field.name for field in dataclasses.fields(section)}
+        ]
+        suggestions[key] = homes[0] if homes else closest_choice(key, fields)
+    return suggestion_hint(suggestions)
 
 
 def to_dict(config: Any) -> dict[str, Any]:

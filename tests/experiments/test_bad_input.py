@@ -48,6 +48,10 @@ def test_unknown_builtin_config(capsys):
         (["sweep", "scan_transfomer_stop", "--out", "OUT"], "; did you mean 'scan_transformer_stop'?"),
         (["train", "lookup", "model.attender=locaton"], "; did you mean 'location'?"),
         (["train", "scan_transformer", "model.transformer.positional=rop"], "; did you mean 'rope'?"),
+        (
+            ["train", "scan_transformer", "model.cross_attention=shift"],
+            "; did you mean 'transformer.cross_attention'?",  # the key of a subsection
+        ),
     ],
 )
 def test_a_misspelt_name_gets_a_hint(tmp_path, capsys, argv, hint):

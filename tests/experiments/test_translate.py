@@ -12,6 +12,7 @@ from attnlab.cli import main
 from attnlab.evaluation.translation import read_sources
 from attnlab.experiments.base import TranslationRequest
 from attnlab.experiments.lookup.experiment import EXPERIMENT as LOOKUP
+from attnlab.models.transformer import TransformerSeq2Seq
 from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import UnknownTokenError, Vocabulary
 
@@ -62,12 +63,24 @@ def test_a_lookup_run_translates_its_test_set_as_its_evaluation_did(lookup_run, 
 
 
 def test_the_python_api_gives_the_same_outputs_one_source_at_a_time(lookup_run):
-    sources, predicted = _predictions(lookup_run / "eval" / "long1.predictions.tsv")
+    """Sources of 4-6 tokens (interpolation): each decoded alone gets its own length budget, as in
+    the evaluation's batches beside longer ones (outputs that run to it included)."""
+    sources, predicted = _predictions(lookup_run / "eval" / "interpolation.predictions.tsv")
+    assert len({len(source.split()) for source in sources}) > 1
     alone = [
         LOOKUP.translate(lookup_run, TranslationRequest((source,)))["translations"][0]["output"]
-        for source in sources[:10]
+        for source in sources[:20]
     ]
-    assert [" ".join(output) for output in alone] == predicted[:10]
+    assert [" ".join(output) for output in alone] == predicted[:20]
+    small_batches = LOOKUP.translate(
+        lookup_run, TranslationRequest(tuple(sources), overrides=("evaluation.batch_size=7",))
+    )
+    assert [" ".join(t["output"]) for t in small_batches["translations"]] == predicted
+
+
+def test_one_string_is_not_read_as_a_source_a_letter(lookup_run):
+    with pytest.raises(TypeError, match="not one string"):
+        LOOKUP.translate(lookup_run, TranslationRequest("000 t1 t2 ."))  # the missing comma
 
 
 def test_sources_from_the_command_line_and_standard_input(lookup_run, capsys, monkeypatch):
@@ -75,9 +88,26 @@ def test_sources_from_the_command_line_and_standard_input(lookup_run, capsys, mo
     capsys.readouterr()
     assert main(["translate", str(lookup_run), "--sources", *sources[:3]]) == 0
     assert capsys.readouterr().out.splitlines() == predicted[:3]
-    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(sources[3:6]) + "\n\n"))
+    typed = (
+        "\ufeff" + "\r\n".join(sources[3:6]) + "\r\n\n"
+    )  # a byte-order mark, CRLF, a blank line at the end
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(typed.encode())))
     assert main(["translate", str(lookup_run)]) == 0
     assert capsys.readouterr().out.splitlines() == predicted[3:6]
+
+
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [
+        (b"000 t1 .\n000 t\xe9 .\n", "standard input line 2: not valid UTF-8"),
+        (b"\n\n", "standard input: nothing to read; expected sources, one a line"),
+    ],
+)
+def test_bad_standard_input_is_named(lookup_run, capsys, monkeypatch, typed, message):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(typed)))
+    assert main(["translate", str(lookup_run)]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
 
 
 def test_a_shorter_budget_from_an_override_cuts_the_outputs(lookup_run, capsys):
@@ -86,7 +116,7 @@ def test_a_shorter_budget_from_an_override_cuts_the_outputs(lookup_run, capsys):
     assert main(["translate", str(lookup_run), "evaluation.max_length=1", "--sources", *sources[:4]]) == 0
     captured = capsys.readouterr()
     assert [len(line.split()) for line in captured.out.splitlines()] == [1, 1, 1, 1]
-    assert "4 of 4 outputs reached the decoding budget without <eos> (evaluation.max_length)" in captured.err
+    assert "4 of 4 outputs reached the decoding budget without <eos> (evaluation.max_length" in captured.err
 
 
 @pytest.mark.parametrize(
@@ -98,12 +128,15 @@ def test_a_shorter_budget_from_an_override_cuts_the_outputs(lookup_run, capsys):
         (["--file", "no_such_file.txt"], "no_such_file.txt: no such file"),
         (["evaluation.max_lenght=4", "--sources", "000 t1 ."], "did you mean 'max_length'?"),
         (["--sources", "000 t1 .", "evaluation.max_length=4"], "put the overrides before --sources"),
+        (["--sources", "000 t1 <pad> ."], "source 1: the source contains the reserved token '<pad>'"),
+        (["--sources", "000 t1 pad ."], "unknown token 'pad' at source 1"),
+        (["model.hidden_dim=8", "--sources", "000 t1 ."], "'model.hidden_dim=8' would change what the run"),
     ],
 )
 def test_bad_sources_are_named(lookup_run, capsys, argv, message):
     assert main(["translate", str(lookup_run), *argv]) == 2
     error = capsys.readouterr().err
-    assert message in error and "Traceback" not in error
+    assert message in error and "Traceback" not in error and "did you mean '<pad>'" not in error
 
 
 def test_a_file_names_its_line(lookup_run, tmp_path, capsys):
@@ -122,6 +155,23 @@ def test_an_unknown_word_is_read_as_unk_only_where_the_vocabulary_has_it():
     open_ = Vocabulary(["<pad>", "<unk>", "jump", "walk"], specials=("<pad>", "<unk>"))
     tokens, unknown = read_sources(["jump twice", "twice walk twice"], open_)
     assert tokens == [("jump", "<unk>"), ("<unk>", "walk", "<unk>")] and unknown == ["twice"]
+    assert read_sources(["jump <unk>"], open_)[0] == [("jump", "<unk>")]
+
+
+def test_a_source_longer_than_a_learned_position_table_is_named():
+    model = TransformerSeq2Seq(10, 10, d_model=8, heads=2, ff_dim=8, positional="learned", max_positions=6)
+    assert model.max_source_length == 6
+    marked = TransformerSeq2Seq(
+        10, 10, d_model=8, heads=2, ff_dim=8, positional="learned", max_positions=6, end_marker=True
+    )
+    assert marked.max_source_length == 5  # the end marker takes a position
+    assert (
+        TransformerSeq2Seq(10, 10, d_model=8, heads=2, ff_dim=8, positional="rope").max_source_length is None
+    )
+    vocabulary = Vocabulary(["<pad>", "a"])
+    assert read_sources(["a " * 5], vocabulary, max_length=5)[0] == [("a",) * 5]
+    with pytest.raises(DataFormatError, match="source 2: 6 tokens, more than the 5 positions"):
+        read_sources(["a", "a " * 6], vocabulary, max_length=5)
 
 
 def test_runs_that_do_not_translate_say_which_do(tmp_path, tiny_memory_addition, capsys):

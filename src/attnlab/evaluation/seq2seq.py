@@ -10,7 +10,7 @@ from one teacher-forced pass, without decoding (:func:`teacher_forced_verdicts`)
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import torch
@@ -263,8 +263,24 @@ def decode_within_budget(
     model: Seq2SeqModel, source: torch.Tensor, source_padding_mask: torch.Tensor, max_length: int | None
 ) -> Seq2SeqOutput:
     """Greedy decoding as :func:`evaluate_seq2seq` does it (the Lookup Tables evaluation): at most
-    :func:`decoding_budget` tokens of the source's length, or ``max_length``."""
-    return model.greedy_decode(source, source_padding_mask, decoding_budget(source.size(1), max_length))
+    ``max_length`` tokens, or without it :func:`decoding_budget` of each source's own length, so an
+    output does not depend on the batch it is decoded in. (The batch is decoded for the budget of
+    its longest source; each row is then cut at its own budget, as if decoded alone: no ``<eos>``
+    after it, padding and zero attention from it on. A right output always ends within its
+    source's budget, so no metric reads the cut steps.)"""
+    decoded = model.greedy_decode(source, source_padding_mask, decoding_budget(source.size(1), max_length))
+    if max_length is not None or decoded.tokens is None:
+        return decoded
+    lengths = (~source_padding_mask).sum(dim=1).tolist()
+    budgets = torch.tensor([decoding_budget(length) for length in lengths], device=source.device)
+    cut = torch.arange(decoded.tokens.size(1), device=source.device)[None, :] >= budgets[:, None]
+    if not cut.any():
+        return decoded
+    return replace(
+        decoded,
+        tokens=decoded.tokens.masked_fill(cut, model.pad_id),
+        attention=decoded.attention.masked_fill(cut[:, :, None], 0.0),
+    )
 
 
 def decode_greedily(

@@ -15,7 +15,6 @@ since the model has no embedding for it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,31 +28,36 @@ from attnlab.tasks.scan_data import UNK_TOKEN
 from attnlab.tasks.tsv import DataFormatError
 from attnlab.tasks.vocab import UnknownTokenError, Vocabulary
 
-logger = logging.getLogger(__name__)
-
 Decode = Callable[[torch.Tensor, torch.Tensor], Seq2SeqOutput]
 """``decode(source, source_padding_mask)``: a batch's greedy decoding, as the run's evaluation does it."""
 
 
 def read_sources(
-    sources: Sequence[str], vocabulary: Vocabulary, origin: str | None = None
+    sources: Sequence[str],
+    vocabulary: Vocabulary,
+    origin: str | None = None,
+    max_length: int | None = None,
 ) -> tuple[list[tuple[str, ...]], list[str]]:
     """Each source as its tokens, with the words outside ``vocabulary`` read as ``<unk>`` when it has
-    one, and those words (each once, in order). An empty source is a
-    :class:`~attnlab.tasks.tsv.DataFormatError`, an unknown word where the vocabulary has no
-    ``<unk>`` an :class:`~attnlab.tasks.vocab.UnknownTokenError` (with the nearest known word); both
-    name the source by its number (from 1), or, with ``origin`` (the file the sources were read
-    from, one a line), by its line."""
+    one, and those words (each once, in order). An empty source, a special token such as ``<pad>``
+    (the model would read it unmasked) or more than ``max_length`` tokens (a model with a learned
+    position table) is a :class:`~attnlab.tasks.tsv.DataFormatError`, an unknown word where the
+    vocabulary has no ``<unk>`` an :class:`~attnlab.tasks.vocab.UnknownTokenError` (with the
+    nearest known word); each names the source by its number (from 1), or, with ``origin`` (the
+    file the sources were read from, one a line), by its line."""
+    if isinstance(sources, str):
+        raise TypeError(f"sources must be a sequence of strings, one a source, not one string: {sources!r}")
+    reserved = [token for token in vocabulary.specials if token != UNK_TOKEN]
     tokens, unknown = [], []
     for number, text in enumerate(sources, start=1):
         where = f"{origin} line {number}" if origin else f"source {number}"
         if not isinstance(text, str):
             raise TypeError(f"{where}: expected a string of tokens, got {text!r}")
         words = tuple(text.split())
-        if not words:
-            message = "empty; a source needs at least one token"
+        problem = _problem(words, reserved, max_length)
+        if problem:
             raise (
-                DataFormatError(origin, number, message) if origin else DataFormatError(where, None, message)
+                DataFormatError(origin, number, problem) if origin else DataFormatError(where, None, problem)
             )
         for word in words:
             if word in vocabulary:
@@ -66,6 +70,18 @@ def read_sources(
     return tokens, unknown
 
 
+def _problem(words: tuple[str, ...], reserved: Sequence[str], max_length: int | None) -> str:
+    """What makes a source's ``words`` unreadable by the model, or ``""``."""
+    if not words:
+        return "empty; a source needs at least one token"
+    special = next((word for word in words if word in reserved), None)
+    if special is not None:
+        return f"the source contains the reserved token {special!r}"
+    if max_length is not None and len(words) > max_length:
+        return f"{len(words)} tokens, more than the {max_length} positions of the model's learned table"
+    return ""
+
+
 @torch.no_grad()
 def translate(
     model: Any,
@@ -76,6 +92,7 @@ def translate(
     device: torch.device,
     *,
     origin: str | None = None,
+    max_length: int | None = None,
     batch_size: int = 500,
 ) -> dict[str, Any]:
     """The outputs of ``model`` (in eval mode) for ``sources`` (see the module docstring).
@@ -86,20 +103,19 @@ def translate(
     step, ``<eos>`` included, of the weights on the source's tokens and on any column the model
     appends to every source, e.g. an end marker: the attention ``attnlab plot`` draws); and
     ``unknown``, the source words read as ``<unk>``. ``origin``: the file ``sources`` are the lines
-    of, for errors (:func:`read_sources`).
+    of, for errors; ``max_length``: the most tokens a source may have (:func:`read_sources`).
     """
     check_int("batch_size", batch_size)
-    tokens, unknown = read_sources(sources, source_vocabulary, origin)
-    if unknown:
-        logger.warning("source words not in the vocabulary, read as %s: %s", UNK_TOKEN, unknown)
+    tokens, unknown = read_sources(sources, source_vocabulary, origin, max_length)
     dataset = encode_examples(
         [Seq2SeqExample(source, ()) for source in tokens], source_vocabulary, target_vocabulary
     )
     model.eval()
     eos_id = target_vocabulary.eos_id
     translations: list[dict[str, Any]] = [{} for _ in tokens]
-    # No targets: the (empty) target lengths tie, so the batches keep the sources' order; sorting
-    # by source length instead would not change any output (padding is masked), only the work.
+    # No targets: the (empty) target lengths tie, so the batches keep the sources' order. Which
+    # batch a source is decoded in does not change its output (``decode`` masks the padding and
+    # budgets each row by its own length).
     for rows, batch in length_sorted_batches(dataset, batch_size):
         batch = batch.to(device)
         decoded = decode(batch.source, batch.source_padding_mask)

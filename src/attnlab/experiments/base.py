@@ -51,8 +51,8 @@ class Capability(enum.Enum):
     """``attnlab generate RUN``: sample text (:meth:`Experiment.generate_text`,
     :meth:`Experiment.as_text`)."""
     TRANSLATE = "translate"
-    """``attnlab translate RUN SOURCE…``: decode given sources, as the evaluation decodes its test
-    sets (:meth:`Experiment.translate`)."""
+    """``attnlab translate RUN (--sources S… | --file F | standard input)``: decode given sources,
+    as the evaluation decodes its test sets (:meth:`Experiment.translate`)."""
 
 
 @dataclass(frozen=True)

@@ -347,9 +347,9 @@ def evaluation_overrides(run_dir: str | Path, overrides: Sequence[str]) -> list[
             changed.append(override)
         elif key not in DATA_PATH_KEYS:
             raise ConfigError(
-                f"evaluating {run_dir}: {override!r} would change what the run was trained with, and a "
-                f"trained model cannot be changed; only where its data lives ({', '.join(DATA_PATH_KEYS)}) "
-                f"and its evaluation settings ({EVALUATION_SECTION}.KEY=VALUE, with --out) may be given"
+                f"{run_dir}: {override!r} would change what the run was trained with, and a trained "
+                f"model cannot be changed; only where its data lives ({', '.join(DATA_PATH_KEYS)}) and "
+                f"its evaluation settings ({EVALUATION_SECTION}.KEY=VALUE) may be given"
             )
     return changed
 

@@ -18,7 +18,7 @@ import torch
 
 from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation import translation
-from attnlab.evaluation.seq2seq import ExampleOutcomes, decoding_budget
+from attnlab.evaluation.seq2seq import ExampleOutcomes, decode_within_budget
 from attnlab.experiments.base import Evaluation, Experiment, TranslationRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
@@ -49,9 +49,10 @@ logger = logging.getLogger(__name__)
 
 
 class Seq2SeqConfig(Protocol):
-    """What the seq2seq experiments' configs have in common: a model section."""
+    """What the seq2seq experiments' configs have in common: model and evaluation sections."""
 
     model: Any
+    evaluation: Any
 
 
 Seq2SeqConfigT = TypeVar("Seq2SeqConfigT", bound=Seq2SeqConfig)
@@ -457,8 +458,8 @@ def decoded_attention_samples(
     if not rows:
         return {}
     batch = collate(dataset, rows).to(device)
-    budget = decoding_budget(batch.source.size(1), max_length)
-    decoded = model.greedy_decode(batch.source, batch.source_padding_mask, budget)
+    decoded = decode_within_budget(model, batch.source, batch.source_padding_mask, max_length)
+    assert decoded.tokens is not None
     samples = {}
     appended = decoded.attention.size(-1) - batch.source.size(1)
     for row in rows:
@@ -601,6 +602,8 @@ class Seq2SeqExperiment(
             lambda batch, padding: self.decode(model, batch, padding, trained.config),
             trained.device,
             origin=request.origin,
+            max_length=model.max_source_length if isinstance(model, TransformerSeq2Seq) else None,
+            batch_size=trained.config.evaluation.batch_size,
         )
 
     @abstractmethod

@@ -100,16 +100,23 @@ def read_lines_of_text(path: str | os.PathLike[str], expected: str, content: str
         raise DataFileNotFoundError(path, None, "no such file") from None
     except IsADirectoryError:
         raise DataFormatError(path, None, f"is a directory, expected {expected}") from None
+    return lines_of_bytes(data, path, f"the file is empty; expected {content}")
+
+
+def lines_of_bytes(data: bytes, where: str | os.PathLike[str], empty: str) -> list[str]:
+    """The lines of UTF-8 ``data`` read from ``where`` (a file, or e.g. ``"standard input"``), split
+    at ``\\n`` only, blank lines at the end dropped; :class:`DataFormatError` for bytes that are not
+    UTF-8 (naming the line) or no lines at all (the message ``empty``)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise DataFormatError(path, line, f"not valid UTF-8 ({error.reason})") from None
+        raise DataFormatError(where, line, f"not valid UTF-8 ({error.reason})") from None
     lines = text.split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
-        raise DataFormatError(path, None, f"the file is empty; expected {content}")
+        raise DataFormatError(where, None, empty)
     return lines
 
 

@@ -36,7 +36,7 @@ class UnknownTokenError(ValueError):
         super().__init__(
             f"unknown token {token!r}{location}: it was not seen in the training data the "
             f"vocabulary was built from ({len(vocabulary)} tokens, e.g. "
-            f"{vocabulary.preview()}){did_you_mean(token, vocabulary.tokens)}"
+            f"{vocabulary.preview()}){did_you_mean(token, vocabulary.tokens[len(vocabulary.specials) :])}"
         )
 
 

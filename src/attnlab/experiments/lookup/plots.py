@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from attnlab.config import ConfigError
-from attnlab.evaluation.seq2seq import decoding_budget
+from attnlab.evaluation.seq2seq import decode_within_budget
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.lookup import experiment as lookup
@@ -40,10 +40,8 @@ def plot_run(run_dir: str | Path, request: PlotRequest) -> list[Path]:
     indices = list(request.indices)
     chosen = _choose(examples, indices, name)
     batch = collate_examples(chosen, source_vocab, target_vocab).to(trained.device)
-    decoded = model.greedy_decode(
-        batch.source,
-        batch.source_padding_mask,
-        decoding_budget(batch.source.size(1), config.evaluation.max_length),
+    decoded = decode_within_budget(
+        model, batch.source, batch.source_padding_mask, config.evaluation.max_length
     )
     heads = decoded_cross_attention_maps(model, batch.source, batch.source_padding_mask, decoded)
     folder = request.attention_folder(run.plots_dir)

@@ -637,6 +637,11 @@ class TransformerSeq2Seq(StepwiseSeq2Seq):
         )
         absolute = positional if positional in ABSOLUTE_SCHEMES else "none"
         self.source_positions = AbsolutePositions(absolute, d_model, max_positions)
+        self.max_source_length = (
+            max_positions - self.added_source_positions if positional == "learned" else None
+        )
+        """The most source tokens the model reads (its learned table's rows, less the positions it
+        adds to every source); ``None``: any length."""
         self.target_positions = AbsolutePositions(absolute, d_model, max_positions)
         self.encoder = _stack(
             lambda _: EncoderLayer(
