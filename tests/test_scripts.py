@@ -395,6 +395,38 @@ def test_the_sentence_starts_table_groups_exact_match_by_where_the_long_sentence
     assert missing.returncode == 2 and "missing/eval/test.predictions.tsv" in missing.stderr
 
 
+def test_the_word_order_table_finds_a_run_that_gives_a_bag_of_words_one_output(tmp_path):
+    """scripts/scan_word_order.py groups the test commands by their sorted words: run a gives each
+    bag of several commands one output (every such command wrong: "I_WALK"), as an order-blind model
+    must; run b does not; an order-blind model gets at most one command of each bag right."""
+    commands = {  # command: (right in run a, right in run b)
+        "jump twice after walk left": (0, 1),
+        "walk left twice after jump": (0, 0),
+        "walk twice after jump left": (0, 0),
+        "jump left after walk twice": (0, 0),
+        "walk and jump": (0, 1),
+        "jump and walk": (0, 1),
+        "jump": (1, 0),
+        "run": (1, 1),
+        "look": (1, 0),
+        "walk twice": (0, 1),
+    }
+    for run, column in (("a", 0), ("b", 1)):
+        outcomes = {command: right[column] for command, right in commands.items()}
+        _write_scan_predictions(tmp_path / run, outcomes)
+    script = REPOSITORY / "scripts" / "scan_word_order.py"
+    runs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    result = subprocess.run([sys.executable, str(script), *runs], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "| test commands (test) | a | b |"
+    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1:] for line in lines[2:]}
+    assert rows["bags of words with more than one command"] == ["2/6 (33%)", "2/6 (33%) |"]
+    assert rows["... given one output for all their commands"] == ["2/2 (100%)", "0/2 (0%) |"]
+    assert rows["exact match"] == ["3/10 (30%)", "5/10 (50%) |"]
+    assert rows["the most an order-blind model gets right"] == ["6/10 (60%)", "6/10 (60%) |"]
+
+
 def test_the_clause_table_groups_exact_match_by_the_form_of_each_clause_that_holds_the_word(tmp_path):
     """scripts/scan_clause_accuracy.py reads each run's test predictions and counts its right outputs
     by the form of each clause that holds the word (the word as X; a command with it in both clauses
