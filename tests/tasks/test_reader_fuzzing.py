@@ -414,3 +414,40 @@ def test_cbt_arbitrary_bytes_are_read_or_a_data_format_error(tmp_path: Path, dat
 @given(data=st.sampled_from([b"", b"\n", b" \n\r\n\t\n"]))
 def test_cbt_an_empty_file_is_an_error_about_the_file(tmp_path: Path, data: bytes) -> None:
     assert_user_error(read_cbt, write_bytes(tmp_path, data, "cbtest_NE_test.txt"), None)
+
+
+# ------------------------------------------------------------------ attnlab translate's sources
+
+SOURCE_WORDS = ("jump", "walk", "twice", "after", "left")
+SOURCE_LINES = st.lists(
+    st.lists(st.sampled_from([*SOURCE_WORDS, "jmup", PAD_TOKEN, " ", "\t", "\r"]), max_size=5), max_size=6
+).map(lambda lines: "\n".join(" ".join(words) for words in lines).encode())
+
+
+@given(data=NOISE_BYTES | SOURCE_LINES, unk=st.booleans())
+def test_translate_sources_from_arbitrary_bytes_are_read_or_a_user_error(data: bytes, unk: bool) -> None:
+    """Bytes on standard input (or in a --file) become sources of known words, or of ``<unk>`` where
+    the vocabulary has it; anything else is a user error naming standard input and, for one bad
+    source, its line — never another exception."""
+    from attnlab.evaluation.translation import read_sources
+    from attnlab.tasks.scan_data import UNK_TOKEN
+    from attnlab.tasks.tsv import DataFormatError, lines_of_bytes
+    from attnlab.tasks.vocab import UnknownTokenError, Vocabulary
+
+    specials = (PAD_TOKEN, UNK_TOKEN) if unk else (PAD_TOKEN,)
+    vocabulary = Vocabulary([*specials, *SOURCE_WORDS], specials=specials)
+    try:
+        lines = lines_of_bytes(data, "standard input", "nothing to read")
+        sources, unknown = read_sources([line.rstrip("\r") for line in lines], vocabulary, "standard input")
+    except UnknownTokenError as error:
+        assert not unk and str(error).startswith(f"unknown token {error.token!r} at standard input line ")
+        return
+    except DataFormatError as error:
+        assert error.path == "standard input" and str(error).startswith("standard input")
+        return
+    assert len(sources) == len(lines) and all(sources)
+    for source, line in zip(sources, lines):
+        words = line.split()
+        assert len(source) == len(words) and PAD_TOKEN not in source
+        for token, word in zip(source, words):
+            assert token == word or (token == UNK_TOKEN and word in unknown)
