@@ -8,7 +8,8 @@ For each run this prints, over the test commands grouped by their bag of words (
 * how many bags hold more than one command, and for how many of them the run gave every command
   of the bag one and the same output (an order-blind model: all of them);
 * its exact match, and the most an order-blind model can reach on the same commands: in each bag
-  the output shared by the most of its commands, right for those only.
+  the output shared by the most of its commands, right for those only (outputs compared without
+  the structure markers of ``data.output_markers``, as exact match compares them).
 
 Usage: ``python scripts/scan_word_order.py RUN_DIR [RUN_DIR ...] [--test-set test]``; a table with
 a column per run (markdown). A RUN_DIR may also be the folder of ``attnlab evaluate RUN --out DIR``.
@@ -31,6 +32,7 @@ from scan_sentence_starts import (  # scripts/ is on sys.path when run as a scri
 )
 
 from attnlab.experiments.unit_scores import read_predictions
+from attnlab.tasks.scan import strip_markers
 
 Bag = tuple[str, ...]
 
@@ -47,7 +49,8 @@ def word_order_counts(run: Path, test_set: str) -> dict[str, tuple[int, int]]:
     targets: dict[Bag, Counter[str]] = defaultdict(Counter)
     for source, target, prediction in rows:
         outputs[bag_of_words(source)].add(prediction)
-        targets[bag_of_words(source)][target] += 1
+        # scored as exact match scores it: without the structure markers of data.output_markers
+        targets[bag_of_words(source)][" ".join(strip_markers(target.split()))] += 1
     right = sum(correct for _, correct in scored_examples(run, test_set))
     shared = [bag for bag, seen in targets.items() if sum(seen.values()) > 1]
     one_output = sum(len(outputs[bag]) == 1 for bag in shared)

@@ -427,6 +427,32 @@ def test_the_word_order_table_finds_a_run_that_gives_a_bag_of_words_one_output(t
     assert rows["the most an order-blind model gets right"] == ["6/10 (60%)", "6/10 (60%) |"]
 
 
+def test_the_word_order_ceiling_compares_outputs_without_structure_markers(tmp_path):
+    """With data.output_markers the targets hold <rep>; exact match ignores them, so one output is
+    right for both commands of a bag whose outputs differ only in their markers."""
+    from attnlab.tasks.scan import interpret, marked_actions
+
+    commands = ["walk twice and walk thrice", "walk thrice and walk twice", "jump", "run", "look"]
+    commands += ["walk", "jump twice", "run twice", "look twice", "walk left"]
+    rows = ["example\tsource\ttarget\tprediction\tseq_acc"]
+    for index, command in enumerate(commands):
+        target = " ".join(marked_actions(command, ["repetition"]))
+        rows.append(f"{index}\t{command}\t{target}\t{' '.join(interpret(command))}\t1")
+    (tmp_path / "run" / "eval").mkdir(parents=True)
+    (tmp_path / "run" / "eval" / "test.predictions.tsv").write_text("\n".join(rows) + "\n")
+    script = REPOSITORY / "scripts" / "scan_word_order.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {
+        line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1]
+        for line in result.stdout.splitlines()[2:]
+    }
+    assert rows["exact match"] == "10/10 (100%) |"
+    assert rows["the most an order-blind model gets right"] == "10/10 (100%) |"
+
+
 def test_the_clause_table_groups_exact_match_by_the_form_of_each_clause_that_holds_the_word(tmp_path):
     """scripts/scan_clause_accuracy.py reads each run's test predictions and counts its right outputs
     by the form of each clause that holds the word (the word as X; a command with it in both clauses

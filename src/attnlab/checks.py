@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 
 def check_int(name: str, value: object, *, minimum: int | None = 1, owner: str = "") -> None:
@@ -18,9 +18,10 @@ def check_int(name: str, value: object, *, minimum: int | None = 1, owner: str =
 
 NEAR_MISS = 0.75
 """The least ``difflib`` similarity ratio of a near miss: a typo of a word of three letters or more
-(``hed``/``heads`` 0.75, ``lenght``/``length`` 0.83, ``reltaive``/``relative`` 0.88) and not a
-different word that shares a suffix (``layers``/``stop_layers`` 0.71, ``positional``/``prediction``
-0.6, ``given_length``/``max_length`` 0.64)."""
+(``hed``/``heads`` 0.75, ``lenght``/``length`` 0.83, ``reltaive``/``relative`` 0.88), and not most
+different words that share a part (``layers``/``stop_layers`` 0.71, ``positional``/``prediction``
+0.6, ``given_length``/``max_length`` 0.64); some still pass (``embedding_dim``/``embedding_init``
+0.82), so the config loader first names a key of another section by its path."""
 
 
 def closest_choice(value: object, choices: Iterable[object]) -> str | None:
@@ -45,18 +46,23 @@ def did_you_mean(value: object, choices: Iterable[object]) -> str:
 def did_you_mean_each(values: Iterable[object], choices: Iterable[object]) -> str:
     """:func:`did_you_mean` for several unknown values: ``"; did you mean 'x' for 'y', …?"``."""
     allowed = list(choices)
-    return suggestion_hint({value: closest_choice(value, allowed) for value in values})
+    suggestions: dict[object, list[str]] = {}
+    for value in values:
+        match = closest_choice(value, allowed)
+        suggestions[value] = [match] if match is not None else []
+    return suggestion_hint(suggestions)
 
 
-def suggestion_hint(suggestions: Mapping[object, str | None]) -> str:
+def suggestion_hint(suggestions: Mapping[object, Sequence[str]]) -> str:
     """The hint of :func:`did_you_mean_each` for given ``suggestions`` (unknown value → what it
-    may have meant, or ``None``): ``"; did you mean 'x'?"`` for one value, ``"; did you mean 'x'
-    for 'y', …?"`` for several, ``""`` without any suggestion."""
-    if len(suggestions) == 1:
-        (match,) = suggestions.values()
-        return f"; did you mean {match!r}?" if match is not None else ""
-    named = [f"{match!r} for {value!r}" for value, match in suggestions.items() if match is not None]
-    return f"; did you mean {', '.join(named)}?" if named else ""
+    may have meant, none or several): ``"; did you mean 'x'?"`` (or ``'x' or 'z'``) for one value,
+    ``"; did you mean 'x' for 'y', …?"`` for several, ``""`` without any suggestion."""
+    named = {value: " or ".join(repr(match) for match in matches) for value, matches in suggestions.items()}
+    if len(named) == 1:
+        (meant,) = named.values()
+        return f"; did you mean {meant}?" if meant else ""
+    pairs = [f"{meant} for {value!r}" for value, meant in named.items() if meant]
+    return f"; did you mean {', '.join(pairs)}?" if pairs else ""
 
 
 def check_choice(name: str, value: object, choices: Iterable[object], *, owner: str = "") -> None:

@@ -119,8 +119,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return result
 
 
-def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
-    """Build dataclass ``cls`` from a mapping, recursively and strictly."""
+def from_dict(cls: type[T], data: dict[str, Any], where: str = "config", root: type | None = None) -> T:
+    """Build dataclass ``cls`` from a mapping, recursively and strictly. ``root``: the dataclass of
+    the whole config when ``cls`` is one of its sections (``where`` names it), for the hint of an
+    unknown key that belongs to another section."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__} {data!r}")
     fields = {field.name: field for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -128,31 +130,39 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
     if unknown:
         raise ConfigError(
             f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}"
-            f"{_unknown_key_hint(cls, unknown, fields)}"
+            f"{_unknown_key_hint(root or cls, unknown, fields)}"
         )
     hints = typing.get_type_hints(cls)
-    values = {name: _convert(hints[name], value, f"{where}.{name}") for name, value in data.items()}
+    values = {
+        name: _convert(hints[name], value, f"{where}.{name}", root or cls) for name, value in data.items()
+    }
     try:
         return cls(**values)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{where}: {error}") from None
 
 
-def _unknown_key_hint(cls: type, unknown: list[str], fields: Iterable[str]) -> str:
-    """What each unknown key of section ``cls`` may have meant: the same key in one of its
-    subsections (``model.cross_attention`` → ``transformer.cross_attention``), else a near miss."""
-    hints = typing.get_type_hints(cls)
-    suggestions: dict[object, str | None] = {}
+def _unknown_key_hint(root: type, unknown: list[str], fields: Iterable[str]) -> str:
+    """What each unknown key of a section may have meant: the same key in other sections of the
+    config ``root``, by their paths (``training.checkpoint`` → ``evaluation.checkpoint``, ``seed`` →
+    ``data.seed`` or ``training.seed``), else a near miss among the section's ``fields``."""
+    suggestions: dict[object, list[str]] = {}
     for key in unknown:
-        homes = [
-            f"{name}.{key}"
-            for name, hint in hints.items()
-            for section in (hint, *typing.get_args(hint))
-            if dataclasses.is_dataclass(section)
-            and key in {field.name for field in dataclasses.fields(section)}
-        ]
-        suggestions[key] = homes[0] if homes else closest_choice(key, fields)
+        homes = [path for path in _key_paths(root) if path.rpartition(".")[2] == key]
+        match = closest_choice(key, fields)
+        suggestions[key] = homes or ([match] if match is not None else [])
     return suggestion_hint(suggestions)
+
+
+def _key_paths(section: type, prefix: str = "", depth: int = 4) -> list[str]:
+    """The dotted path of every key of the dataclass ``section`` and of its subsections."""
+    paths = []
+    for name, hint in typing.get_type_hints(section).items():
+        paths.append(f"{prefix}{name}")
+        for subsection in (hint, *typing.get_args(hint)):
+            if dataclasses.is_dataclass(subsection) and isinstance(subsection, type) and depth > 0:
+                paths += _key_paths(subsection, f"{prefix}{name}.", depth - 1)
+    return paths
 
 
 def to_dict(config: Any) -> dict[str, Any]:
@@ -166,7 +176,7 @@ def save_yaml(data: dict[str, Any], path: str | Path) -> None:
     atomic_write_text(Path(path), yaml.safe_dump(data, sort_keys=False))
 
 
-def _convert(hint: Any, value: Any, where: str) -> Any:
+def _convert(hint: Any, value: Any, where: str, root: type | None = None) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if hint is Any:
@@ -177,12 +187,12 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
         errors = []
         for option in (arg for arg in args if arg is not type(None)):
             try:
-                return _convert(option, value, where)
+                return _convert(option, value, where, root)
             except ConfigError as error:
                 errors.append(str(error))
         raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} fits none of {hint}")
     if dataclasses.is_dataclass(hint):
-        return from_dict(hint, value, where)  # type: ignore[arg-type]
+        return from_dict(hint, value, where, root)  # type: ignore[arg-type]
     if origin is typing.Literal:
         if value not in args:
             raise ConfigError(
@@ -193,13 +203,13 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         item_hint = args[0] if args else Any
-        items = [_convert(item_hint, item, f"{where}[{i}]") for i, item in enumerate(value)]
+        items = [_convert(item_hint, item, f"{where}[{i}]", root) for i, item in enumerate(value)]
         return items if origin is list else tuple(items)
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
         value_hint = args[1] if len(args) == 2 else Any
-        return {key: _convert(value_hint, item, f"{where}.{key}") for key, item in value.items()}
+        return {key: _convert(value_hint, item, f"{where}.{key}", root) for key, item in value.items()}
     return _convert_scalar(hint, value, where)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from attnlab.attention.positions import PositionTableError
 from attnlab.config import ConfigError
 from attnlab.io import OutputPathError
 from attnlab.tasks.tsv import DataFormatError
@@ -16,4 +17,5 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     CheckpointError,
     TrainingDiverged,
     OutputPathError,
+    PositionTableError,
 )

@@ -41,3 +41,23 @@ def test_a_configured_max_length_is_every_sources_budget():
     model = _never_stopping_model()
     decoded = decode_within_budget(model, *_padded([[3, 4], [3, 4, 5, 6, 7]]), max_length=7)
     assert decoded.tokens.shape == (2, 7) and (decoded.tokens != PAD).all()
+
+
+def test_translate_gives_an_unstopped_source_the_same_result_alone_and_beside_a_longer_one():
+    """The attention of an output that never stops has a row per decoded step of its own budget,
+    not of the batch's (no zero rows from a longer source's budget)."""
+    from attnlab.evaluation.translation import translate
+    from attnlab.tasks.vocab import SOURCE_SPECIALS, TARGET_SPECIALS, Vocabulary
+
+    model = _never_stopping_model()
+    source = Vocabulary([*SOURCE_SPECIALS, *(f"w{i}" for i in range(11))])
+    target = Vocabulary([*TARGET_SPECIALS, *(f"v{i}" for i in range(6))], specials=TARGET_SPECIALS)
+
+    def decode(batch: torch.Tensor, padding: torch.Tensor):
+        return decode_within_budget(model, batch, padding, max_length=None)
+
+    short, long = "w1 w2 w3", "w1 w2 w3 w4 w5 w6 w7 w8"
+    alone = translate(model, source, target, [short], decode, torch.device("cpu"))["translations"][0]
+    beside = translate(model, source, target, [short, long], decode, torch.device("cpu"))["translations"][0]
+    assert not alone["stopped"] and len(alone["output"]) == len(alone["attention"]) == decoding_budget(3)
+    assert beside["output"] == alone["output"] and len(beside["attention"]) == len(alone["attention"])

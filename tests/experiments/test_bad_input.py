@@ -42,6 +42,18 @@ def test_unknown_builtin_config(capsys):
 
 
 @pytest.mark.parametrize(
+    ("override", "hint"),
+    [
+        ("training.checkpoint=last", "; did you mean 'evaluation.checkpoint'?"),  # not 'checkpoint_every'
+        ("seed=3", "; did you mean 'data.seed' or 'training.seed'?"),  # every section that has it
+        ("positional=rope", "; did you mean 'model.transformer.positional'?"),  # two levels down
+    ],
+)
+def test_a_key_of_another_section_is_named_by_its_path(tmp_path, capsys, override, hint):
+    _fails(["train", "lookup", override, "--run-dir", str(tmp_path / "run")], capsys, hint)
+
+
+@pytest.mark.parametrize(
     ("argv", "hint"),
     [
         (["train", "scan_transfomer"], "; did you mean 'scan_transformer'?"),
@@ -50,7 +62,7 @@ def test_unknown_builtin_config(capsys):
         (["train", "scan_transformer", "model.transformer.positional=rop"], "; did you mean 'rope'?"),
         (
             ["train", "scan_transformer", "model.cross_attention=shift"],
-            "; did you mean 'transformer.cross_attention'?",  # the key of a subsection
+            "; did you mean 'model.transformer.cross_attention'?",  # the key of a subsection
         ),
     ],
 )

@@ -260,9 +260,14 @@ def test_a_tied_output_layer_reads_the_target_embeddings_and_trains_them_once():
 
 
 def test_learned_positions_refuse_lengths_beyond_the_table():
+    """A bad input, not a bug: a PositionTableError, which the command line reports in one line."""
+    from attnlab.attention.positions import PositionTableError
+    from attnlab.errors import USER_ERRORS
+
+    assert PositionTableError in USER_ERRORS
     model = build("learned", max_positions=4)
     source, mask = padded_batch([[3, 4, 5, 6, 7]])
-    with pytest.raises(ValueError, match="max_positions=4"):
+    with pytest.raises(PositionTableError, match="max_positions=4"):
         model(source, mask, TARGET_INPUT[:1, :2])
     table = AbsolutePositions("learned", 8, max_positions=3)
     with pytest.raises(ValueError, match="needs position 3"):

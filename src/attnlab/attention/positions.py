@@ -53,6 +53,11 @@ POSITIONAL_SCHEMES = ("sinusoidal", "learned", "relative", "transformer_xl", "ro
 ABSOLUTE_SCHEMES = ("sinusoidal", "learned")
 
 
+class PositionTableError(ValueError):
+    """A sequence longer than a ``learned`` position table: an input the trained model cannot read
+    (bad input, not a bug; the command line reports it as one line)."""
+
+
 def check_scheme(scheme: str) -> None:
     check_choice("positional", scheme, POSITIONAL_SCHEMES)
 
@@ -116,7 +121,7 @@ class AbsolutePositions(nn.Module):
         if self.table is not None:
             longest = positions.size(1) if positions.numel() == 0 else int(positions.max()) + 1
             if longest > self.max_positions:
-                raise ValueError(
+                raise PositionTableError(
                     f"positional='learned' has a table of max_positions={self.max_positions} "
                     f"positions, and a sequence needs position {longest - 1}; raise max_positions "
                     "(untrained rows) or use a relative scheme (relative, rope, alibi, none)"

@@ -266,8 +266,10 @@ def decode_within_budget(
     ``max_length`` tokens, or without it :func:`decoding_budget` of each source's own length, so an
     output does not depend on the batch it is decoded in. (The batch is decoded for the budget of
     its longest source; each row is then cut at its own budget, as if decoded alone: no ``<eos>``
-    after it, padding and zero attention from it on. A right output always ends within its
-    source's budget, so no metric reads the cut steps.)"""
+    after it, padding and zero attention from it on. No metric reads the cut steps of a target
+    that fits its source's budget, as every generated Lookup Tables target does with 13 tokens to
+    spare; a longer one needs ``max_length``, which the Lookup evaluation warns of:
+    :func:`targets_past_the_budget`.)"""
     decoded = model.greedy_decode(source, source_padding_mask, decoding_budget(source.size(1), max_length))
     if max_length is not None or decoded.tokens is None:
         return decoded
@@ -281,6 +283,14 @@ def decode_within_budget(
         tokens=decoded.tokens.masked_fill(cut, model.pad_id),
         attention=decoded.attention.masked_fill(cut[:, :, None], 0.0),
     )
+
+
+def targets_past_the_budget(dataset: batching.EncodedDataset) -> int:
+    """How many targets of ``dataset`` (``<eos>`` included) are longer than the default decoding
+    budget of their source (:func:`decoding_budget`): outputs that cannot be right without
+    ``max_length``."""
+    budgets = torch.tensor([decoding_budget(int(length)) for length in dataset.source_lengths])
+    return int((dataset.target_lengths > budgets).sum())
 
 
 def decode_greedily(

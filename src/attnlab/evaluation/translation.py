@@ -124,7 +124,10 @@ def translate(
         for row, index in enumerate(rows.tolist()):
             ids = decoded.tokens[row].tolist()
             stopped = eos_id in ids
-            steps = ids.index(eos_id) + 1 if stopped else len(ids)
+            # without <eos>, the row's own budget: the steps after it are padding (decode_within_budget)
+            steps = (
+                ids.index(eos_id) + 1 if stopped else sum(token != target_vocabulary.pad_id for token in ids)
+            )
             length = len(tokens[index]) + appended
             translations[index] = {
                 "source": list(tokens[index]),

@@ -464,7 +464,12 @@ def decoded_attention_samples(
     appended = decoded.attention.size(-1) - batch.source.size(1)
     for row in rows:
         tokens = decoded.tokens[row].tolist()
-        steps = tokens.index(model.eos_id) + 1 if model.eos_id in tokens else len(tokens)
+        # without <eos>, the row's own budget: the steps after it are padding (decode_within_budget)
+        steps = (
+            tokens.index(model.eos_id) + 1
+            if model.eos_id in tokens
+            else sum(t != model.pad_id for t in tokens)
+        )
         source_length = int((~batch.source_padding_mask[row]).sum()) + appended
         samples[f"{prefix}_{row}"] = decoded.attention[row, :steps, :source_length]
     return samples

@@ -10,6 +10,7 @@ reads are :mod:`attnlab.tasks.lookup_data`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,12 @@ import torch
 
 from attnlab.attention.registry import attender_options
 from attnlab.config import ConfigError
-from attnlab.evaluation.seq2seq import decode_within_budget, evaluate_seq2seq, teacher_forced_loss
+from attnlab.evaluation.seq2seq import (
+    decode_within_budget,
+    evaluate_seq2seq,
+    targets_past_the_budget,
+    teacher_forced_loss,
+)
 from attnlab.experiments.base import Capability, Evaluation
 from attnlab.experiments.seq2seq_common import (
     Seq2SeqData,
@@ -40,6 +46,8 @@ from attnlab.tasks.lookup_data import LookupDataConfig, encode_split, load_split
 from attnlab.tasks.tsv import read_tsv
 from attnlab.tasks.vocab import Vocabulary, build_vocabularies
 from attnlab.training.trainer import RunSummary, TrainingConfig
+
+logger = logging.getLogger(__name__)
 
 SYSTEM = "lookup/recurrent_seq2seq"
 
@@ -306,6 +314,15 @@ class LookupExperiment(Seq2SeqExperiment[LookupExperimentConfig, EncodedDataset,
     ) -> dict[str, Any]:
         """seqAcc, seqAccBE, loss (and attnLoss with gold attention); ``<name>.predictions.tsv``."""
         options = evaluation.config.evaluation
+        too_long = targets_past_the_budget(test_set) if options.max_length is None else 0
+        if too_long:
+            logger.warning(
+                "%s: %d of %d targets are longer than the decoding budget of their source (2 × its "
+                "length + 10), so they cannot be right; set evaluation.max_length",
+                name,
+                too_long,
+                len(test_set),
+            )
         return evaluate_with_predictions(
             evaluation,
             name,
