@@ -205,3 +205,25 @@ def test_a_scan_run_translates_with_its_stop_rule_as_evaluate_does(make_scan_fil
     assert capsys.readouterr().out.splitlines() == predicted
     first = json.loads(out.read_text())["translations"][0]
     assert len(first["attention"][0]) == len(first["source"]) + 1  # the end marker's column
+
+
+def test_a_run_with_unk_reads_an_unseen_word_as_unk(make_scan_files, tmp_path, capsys):
+    """A run with data.unknown_words=unk (English-French's setting): an unseen word is decoded as
+    <unk>, named once on stderr and listed in the JSON."""
+    files = make_scan_files("translate_unk", 200, 20)
+    run = tmp_path / "scan_unk"
+    data = [
+        "data.split=files",
+        f"data.train_file={files['train']}",
+        f"data.test_files={{test: {files['test']}}}",
+        "data.unknown_words=unk",
+    ]
+    assert main(["train", "scan", *data, *SCAN_TINY, "--run-dir", str(run)]) == 0
+    out = tmp_path / "translations.json"
+    capsys.readouterr()
+    assert main(["translate", str(run), "--sources", "jump dax twice", "dax", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("read as <unk>: ['dax']") == 1 and len(captured.out.splitlines()) == 2
+    result = json.loads(out.read_text())
+    assert result["unknown"] == ["dax"]
+    assert [t["source"] for t in result["translations"]] == [["jump", "<unk>", "twice"], ["<unk>"]]
