@@ -610,8 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--device", default="auto", help=DEVICE_HELP)
     translate.add_argument(
         "--out",
-        help="also write each source, output, whether it stopped, and its attention weights to this JSON"
-        " file",
+        help="also write each source, output, whether it stopped, and its attention weights (a "
+        "Transformer's: every decoder layer's and head's too) to this JSON file",
     )
     translate.set_defaults(handler=cmd_translate)
 

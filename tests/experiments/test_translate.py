@@ -227,3 +227,36 @@ def test_a_run_with_unk_reads_an_unseen_word_as_unk(make_scan_files, tmp_path, c
     result = json.loads(out.read_text())
     assert result["unknown"] == ["dax"]
     assert [t["source"] for t in result["translations"]] == [["jump", "<unk>", "twice"], ["<unk>"]]
+
+
+def test_a_transformer_translation_has_every_layer_and_head():
+    """``heads`` holds each decoder layer's and head's cross-attention over the steps and columns of
+    ``attention``, whose last layer's mean over heads is ``attention`` itself."""
+    import torch
+
+    from attnlab.evaluation.seq2seq import decode_within_budget
+    from attnlab.evaluation.translation import translate
+    from attnlab.experiments.seq2seq_common import decoded_cross_attention_maps
+    from attnlab.tasks.vocab import SOURCE_SPECIALS, TARGET_SPECIALS
+
+    torch.manual_seed(0)
+    model = TransformerSeq2Seq(
+        6, 7, d_model=16, heads=2, ff_dim=16, cross_attention=["dot", "shift"], end_marker=True, dropout=0.0
+    ).eval()
+    source = Vocabulary([*SOURCE_SPECIALS, "a", "b", "c", "d", "e"])
+    target = Vocabulary([*TARGET_SPECIALS, "x", "y", "z", "w"], specials=TARGET_SPECIALS)
+    result = translate(
+        model,
+        source,
+        target,
+        ["a b c", "d e a b c d"],
+        lambda batch, padding: decode_within_budget(model, batch, padding, max_length=None),
+        torch.device("cpu"),
+        head_maps=lambda batch, padding, out: decoded_cross_attention_maps(model, batch, padding, out),
+    )
+    assert result["head_names"] == model.head_names
+    for translation in result["translations"]:
+        heads = torch.tensor(translation["heads"])  # [layers, heads, steps, source + end marker]
+        attention = torch.tensor(translation["attention"])
+        assert heads.shape == (2, 2, *attention.shape) and attention.size(1) == len(translation["source"]) + 1
+        torch.testing.assert_close(heads[-1].mean(dim=0), attention, atol=1e-5, rtol=0)

@@ -31,6 +31,13 @@ from attnlab.tasks.vocab import UnknownTokenError, Vocabulary
 Decode = Callable[[torch.Tensor, torch.Tensor], Seq2SeqOutput]
 """``decode(source, source_padding_mask)``: a batch's greedy decoding, as the run's evaluation does it."""
 
+HeadMaps = Callable[
+    [torch.Tensor, torch.Tensor, Seq2SeqOutput], "tuple[torch.Tensor, list[list[str]]] | None"
+]
+"""``head_maps(source, source_padding_mask, decoded)``: a decoding's cross-attention of every layer
+and head ``[B, layers, heads, T, S]`` and the heads' kinds, or ``None`` for a model without heads
+(:func:`attnlab.experiments.seq2seq_common.decoded_cross_attention_maps`)."""
+
 
 def read_sources(
     sources: Sequence[str],
@@ -94,6 +101,7 @@ def translate(
     origin: str | None = None,
     max_length: int | None = None,
     batch_size: int = 500,
+    head_maps: HeadMaps | None = None,
 ) -> dict[str, Any]:
     """The outputs of ``model`` (in eval mode) for ``sources`` (see the module docstring).
 
@@ -103,7 +111,11 @@ def translate(
     step, ``<eos>`` included, of the weights on the source's tokens and on any column the model
     appends to every source, e.g. an end marker: the attention ``attnlab plot`` draws); and
     ``unknown``, the source words read as ``<unk>``. ``origin``: the file ``sources`` are the lines
-    of, for errors; ``max_length``: the most tokens a source may have (:func:`read_sources`).
+    of, for errors; ``max_length``: the most tokens a source may have (:func:`read_sources`). With
+    ``head_maps`` and a model that has heads (a Transformer), each translation also has ``heads``,
+    the attention of every decoder layer and head (``[layer][head][step][source token]``, the
+    steps and columns of ``attention``, which is the last layer's mean over its heads), and the
+    result ``head_names``, each layer's heads' kinds (``dot``, ``shift``, …).
     """
     check_int("batch_size", batch_size)
     tokens, unknown = read_sources(sources, source_vocabulary, origin, max_length)
@@ -113,6 +125,7 @@ def translate(
     model.eval()
     eos_id = target_vocabulary.eos_id
     translations: list[dict[str, Any]] = [{} for _ in tokens]
+    names: list[list[str]] | None = None
     # No targets: the (empty) target lengths tie, so the batches keep the sources' order. Which
     # batch a source is decoded in does not change its output (``decode`` masks the padding and
     # budgets each row by its own length).
@@ -121,6 +134,9 @@ def translate(
         decoded = decode(batch.source, batch.source_padding_mask)
         assert decoded.tokens is not None
         appended = decoded.attention.size(-1) - batch.source.size(1)
+        heads = head_maps(batch.source, batch.source_padding_mask, decoded) if head_maps else None
+        if heads is not None:
+            names = heads[1]
         for row, index in enumerate(rows.tolist()):
             ids = decoded.tokens[row].tolist()
             stopped = eos_id in ids
@@ -135,4 +151,7 @@ def translate(
                 "stopped": stopped,
                 "attention": decoded.attention[row, :steps, :length].cpu().tolist(),
             }
-    return {"translations": translations, "unknown": unknown}
+            if heads is not None:
+                translations[index]["heads"] = heads[0][row, :, :, :steps, :length].cpu().tolist()
+    result = {"translations": translations, "unknown": unknown}
+    return result if names is None else {**result, "head_names": names}

@@ -609,6 +609,9 @@ class Seq2SeqExperiment(
             origin=request.origin,
             max_length=model.max_source_length if isinstance(model, TransformerSeq2Seq) else None,
             batch_size=trained.config.evaluation.batch_size,
+            head_maps=lambda batch, padding, decoded: decoded_cross_attention_maps(
+                model, batch, padding, decoded
+            ),
         )
 
     @abstractmethod
