@@ -28,6 +28,12 @@ SCAN_TINY = [
 ]
 
 
+def _scan_files_overrides(files: dict[str, Path]) -> list[str]:
+    """A SCAN run on the files of ``make_scan_files``."""
+    test_files = f"data.test_files={{test: {files['test']}}}"
+    return ["data.split=files", f"data.train_file={files['train']}", test_files]
+
+
 def _predictions(path: Path) -> tuple[list[str], list[str]]:
     """The sources and predictions of an ``eval/<set>.predictions.tsv``."""
     header, *rows = (line.split("\t") for line in path.read_text().splitlines())
@@ -187,11 +193,7 @@ def test_a_scan_run_translates_with_its_stop_rule_as_evaluate_does(make_scan_fil
     threshold: translate's outputs are those of ``attnlab evaluate`` with the same override."""
     files = make_scan_files("translate_scan", 200, 40)
     run = tmp_path / "scan"
-    data = [
-        "data.split=files",
-        f"data.train_file={files['train']}",
-        f"data.test_files={{test: {files['test']}}}",
-    ]
+    data = _scan_files_overrides(files)
     stop = ["model.end_marker=true", "model.stop_from_attention=true"]
     assert main(["train", "scan", *data, *stop, *SCAN_TINY, "--run-dir", str(run)]) == 0
     rule = "evaluation.stop_threshold=0.3"
@@ -212,12 +214,7 @@ def test_a_run_with_unk_reads_an_unseen_word_as_unk(make_scan_files, tmp_path, c
     <unk>, named once on stderr and listed in the JSON."""
     files = make_scan_files("translate_unk", 200, 20)
     run = tmp_path / "scan_unk"
-    data = [
-        "data.split=files",
-        f"data.train_file={files['train']}",
-        f"data.test_files={{test: {files['test']}}}",
-        "data.unknown_words=unk",
-    ]
+    data = [*_scan_files_overrides(files), "data.unknown_words=unk"]
     assert main(["train", "scan", *data, *SCAN_TINY, "--run-dir", str(run)]) == 0
     out = tmp_path / "translations.json"
     capsys.readouterr()
