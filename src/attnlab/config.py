@@ -146,9 +146,10 @@ def _unknown_key_hint(root: type, unknown: list[str], fields: Iterable[str]) -> 
     """What each unknown key of a section may have meant: the same key in other sections of the
     config ``root``, by their paths (``training.checkpoint`` → ``evaluation.checkpoint``, ``seed`` →
     ``data.seed`` or ``training.seed``), else a near miss among the section's ``fields``."""
+    paths = _key_paths(root)
     suggestions: dict[object, list[str]] = {}
     for key in unknown:
-        homes = [path for path in _key_paths(root) if path.rpartition(".")[2] == key]
+        homes = [path for path in paths if path.rpartition(".")[2] == key]
         match = closest_choice(key, fields)
         suggestions[key] = homes or ([match] if match is not None else [])
     return suggestion_hint(suggestions)

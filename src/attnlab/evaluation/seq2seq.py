@@ -285,6 +285,13 @@ def decode_within_budget(
     )
 
 
+def decoded_steps(tokens: torch.Tensor, pad_id: int) -> list[int]:
+    """Each row's number of decoded steps (``<eos>`` included) of a greedy decoding's ``tokens
+    [B, T]``: its tokens that are not padding, since decoding pads a row after its ``<eos>`` and
+    after its own budget (:func:`decode_within_budget`) and never predicts ``<pad>``."""
+    return (tokens != pad_id).sum(dim=1).tolist()
+
+
 def targets_past_the_budget(dataset: batching.EncodedDataset) -> int:
     """How many targets of ``dataset`` (``<eos>`` included) are longer than the default decoding
     budget of their source (:func:`decoding_budget`): outputs that cannot be right without

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from attnlab.checks import check_int
+from attnlab.evaluation.seq2seq import decoded_steps
 from attnlab.models.seq2seq import Seq2SeqOutput
 from attnlab.tasks.batching import encode_examples, length_sorted_batches
 from attnlab.tasks.examples import Seq2SeqExample
@@ -137,13 +138,11 @@ def translate(
         heads = head_maps(batch.source, batch.source_padding_mask, decoded) if head_maps else None
         if heads is not None:
             names = heads[1]
+        steps_of = decoded_steps(decoded.tokens, target_vocabulary.pad_id)
         for row, index in enumerate(rows.tolist()):
             ids = decoded.tokens[row].tolist()
             stopped = eos_id in ids
-            # without <eos>, the row's own budget: the steps after it are padding (decode_within_budget)
-            steps = (
-                ids.index(eos_id) + 1 if stopped else sum(token != target_vocabulary.pad_id for token in ids)
-            )
+            steps = steps_of[row]
             length = len(tokens[index]) + appended
             translations[index] = {
                 "source": list(tokens[index]),

@@ -18,7 +18,7 @@ import torch
 
 from attnlab.config import ConfigError, from_dict, to_dict
 from attnlab.evaluation import translation
-from attnlab.evaluation.seq2seq import ExampleOutcomes, decode_within_budget
+from attnlab.evaluation.seq2seq import ExampleOutcomes, decode_within_budget, decoded_steps
 from attnlab.experiments.base import Evaluation, Experiment, TranslationRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.unit_scores import PREDICTIONS_SUFFIX, dataset_texts, write_predictions
@@ -462,14 +462,9 @@ def decoded_attention_samples(
     assert decoded.tokens is not None
     samples = {}
     appended = decoded.attention.size(-1) - batch.source.size(1)
+    steps_of = decoded_steps(decoded.tokens, model.pad_id)
     for row in rows:
-        tokens = decoded.tokens[row].tolist()
-        # without <eos>, the row's own budget: the steps after it are padding (decode_within_budget)
-        steps = (
-            tokens.index(model.eos_id) + 1
-            if model.eos_id in tokens
-            else sum(t != model.pad_id for t in tokens)
-        )
+        steps = steps_of[row]
         source_length = int((~batch.source_padding_mask[row]).sum()) + appended
         samples[f"{prefix}_{row}"] = decoded.attention[row, :steps, :source_length]
     return samples

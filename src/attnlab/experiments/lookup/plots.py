@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from attnlab.config import ConfigError
-from attnlab.evaluation.seq2seq import decode_within_budget
+from attnlab.evaluation.seq2seq import decode_within_budget, decoded_steps
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.lookup import experiment as lookup
@@ -83,7 +83,7 @@ def _plot_example(
 ) -> list[Path]:
     assert decoded.tokens is not None
     tokens = decoded.tokens[row]
-    steps = int((tokens != target_vocab.pad_id).sum())  # decoded tokens up to and including <eos>
+    steps = decoded_steps(decoded.tokens, target_vocab.pad_id)[row]
     output_tokens = target_vocab.decode(tokens[:steps].tolist())
     source_tokens = list(example.source)
     attention = decoded.attention[row, :steps, : len(source_tokens)].cpu().numpy()

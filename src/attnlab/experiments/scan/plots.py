@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attnlab.config import ConfigError
-from attnlab.evaluation.seq2seq import decode_greedily
+from attnlab.evaluation.seq2seq import decode_greedily, decoded_steps
 from attnlab.experiments.base import PlotRequest
 from attnlab.experiments.driver import load_trained
 from attnlab.experiments.registry import check_plot_indices
@@ -143,9 +143,8 @@ def _plot_command(
     batch = collate(encoded.dataset, [0]).to(device)
     decoded = decode_greedily(model, batch.source, batch.source_padding_mask, config.evaluation)
     assert decoded.tokens is not None
-    tokens = decoded.tokens[0].tolist()
-    steps = tokens.index(model.eos_id) + 1 if model.eos_id in tokens else len(tokens)
-    outputs = target_vocab.decode(tokens[:steps])
+    steps = decoded_steps(decoded.tokens, model.pad_id)[0]
+    outputs = target_vocab.decode(decoded.tokens[0, :steps])
     weights = decoded.attention[0, : len(outputs)].cpu().numpy()
     columns = list(words) + [END_MARKER_LABEL] * (weights.shape[1] - len(words))  # model.end_marker
     title = command if target is None else f"{command}\n{decoding_outcome(outputs, target)}"
