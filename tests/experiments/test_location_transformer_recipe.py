@@ -285,7 +285,7 @@ def test_status_counts_each_parts_runs_and_writes_nothing(tmp_path, capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     assert printed[0] == f"# location_transformer: progress in {tmp_path}"
     assert printed[2].startswith(
-        "- scan_simple (`attnlab sweep scan_transformer_simple`): 14 runs: 1 done, 0 training"
+        "- scan_simple (`attnlab sweep scan_transformer_simple`): 42 runs: 1 done, 0 training"
     )
     assert (
         printed[3].startswith("- lookup (`attnlab sweep lookup_transformer`): 126 runs: 0 done")

@@ -142,7 +142,7 @@ def test_every_builtin_spec_expands_into_valid_runs():
         "scan_transformer_gated_heads": 3,
         "scan_transformer_semantic": 3,
         "scan_transformer_shared_heads": 3,
-        "scan_transformer_simple": 14,
+        "scan_transformer_simple": 42,
         "scan_transformer_stop": 42,
     }
     detached = [

@@ -28,7 +28,8 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   layer, 7 schemes × {dot, shift}, one seed (no output of it is longer than the training outputs);
 * ``scan_stop`` (``scan_transformer_stop``): the length split with ``<eos>`` from every layer's
   attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
-* ``scan_simple`` (``scan_transformer_simple``): the simple split, one seed per row;
+* ``scan_simple`` (``scan_transformer_simple``): the simple split trained to convergence (up to 150
+  epochs), 3 seeds;
 * ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions;
 * ``scan_semantic`` (``scan_transformer_semantic``): add-jump with the output read from the attended
   words' embeddings (``model.transformer.semantic_output``, Russin et al. 2019's separation);
