@@ -237,14 +237,14 @@ def _check_sampling_options(args: argparse.Namespace) -> None:
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     """``attnlab sweep``: progress and the aggregate on stdout, failed runs on stderr; returns 0
-    when every run asked for (all, or those of ``--only``) is done, 1 when some failed or are
+    when every run asked for (all, or those of ``--only`` and ``--seeds``) is done, 1 when some failed or are
     missing."""
     from attnlab.experiments import runner, sweep
 
     spec = sweep.load_spec(args.spec)
     out_dir = Path(args.out) if args.out else Path("runs") / Path(args.spec).stem
     if args.status:
-        print(sweep.progress_markdown(sweep.sweep_progress(spec, out_dir, args.only)))
+        print(sweep.progress_markdown(sweep.sweep_progress(spec, out_dir, args.only, args.seeds)))
         return 0
     if args.report_only:
         summary = sweep.report_only(spec, out_dir)
@@ -257,7 +257,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         return 0
     backend = runner.make_backend(args.backend, args.jobs, args.address, args.connect_timeout)
     report = sweep.run_sweep(
-        spec, out_dir, backend, retry_failed=args.retry_failed, only=args.only, log=print
+        spec, out_dir, backend, retry_failed=args.retry_failed, only=args.only, seeds=args.seeds, log=print
     )
     print()
     counts = report.counts()
@@ -267,10 +267,11 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     else:
         print((out_dir / "aggregate.md").read_text().rstrip())
     print()
-    if args.only:
+    if args.only or args.seeds:
         chosen = report.counts(selected_only=True)
+        asked = " ".join(flag for flag, given in (("--only", args.only), ("--seeds", args.seeds)) if given)
         print(
-            f"--only: {chosen['done']} of {len(report.selected)} runs done, {chosen['failed']} failed, "
+            f"{asked}: {chosen['done']} of {len(report.selected)} runs done, {chosen['failed']} failed, "
             f"{chosen['missing']} missing"
         )
     busy = (

@@ -473,6 +473,29 @@ def test_a_sweep_run_a_block_at_a_time_succeeds_when_its_block_is_done(tmp_path,
     assert report.ok and report.counts() == {"done": 2, "failed": 0, "missing": 0}
 
 
+def test_seeds_runs_every_cells_given_seeds_alone(tmp_path, capsys, make_spec):
+    """``--seeds 1``: every cell's seed 1 and nothing else (the exit status is about them), so a
+    queue can train each cell once before another sweep and the other seeds later; ``--status``
+    narrows the same way, and a seed the sweep does not have is named in one line."""
+    path = make_spec({"model.pooling": ["attention", "mean"]}, seeds=[0, 1])
+    out = tmp_path / "out"
+    assert _cli([str(path), "--out", str(out), "--seeds", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "--seeds: 2 of 2 runs done, 0 failed, 0 missing" in printed
+    for cell in ("model.pooling=attention", "model.pooling=mean"):
+        assert run_status(out / cell / "seed1") == "done"
+        assert run_status(out / cell / "seed0") == "missing"
+    assert _cli([str(path), "--out", str(out), "--status", "--seeds", "0"]) == 0
+    status = capsys.readouterr().out
+    assert "seed0" in status and "seed1" not in status
+    # With --only, the seeds of those cells.
+    backend = RecordingBackend()
+    run_sweep(load_spec(path), out, backend, only=["model.pooling=mean"], seeds=[0], log=lambda line: None)
+    assert backend.names == ["model.pooling=mean/seed0"]
+    assert _cli([str(path), "--out", str(out), "--seeds", "2"]) == 2
+    assert "--seeds 2: not a seed of the sweep; its seeds: 0, 1" in capsys.readouterr().err
+
+
 def test_retry_failed_flag(tmp_path, monkeypatch, make_spec):
     path = make_spec(seeds=[0, 1])
     out = tmp_path / "out"

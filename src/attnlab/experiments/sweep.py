@@ -310,16 +310,17 @@ def run_sweep(
     *,
     retry_failed: bool = False,
     only: Iterable[str] | None = None,
+    seeds: Iterable[int] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> SweepReport:
     """Run what is missing of ``spec`` (and failed runs if ``retry_failed``; ``only``: just those
-    runs, failed or not yet done), then aggregate everything that is done. Progress lines go to
-    ``log`` (default: this module's logger)."""
+    runs, failed or not yet done; ``seeds``: just the runs of those seeds, every cell's), then
+    aggregate everything that is done. Progress lines go to ``log`` (default: this module's logger)."""
     log = log or logger.info
     out_dir = Path(out_dir)
     runs = expand(spec)
     by_name = {run.name: run for run in runs}
-    selected = _select(by_name, only)
+    selected = _select(by_name, only, seeds, spec.seeds)
     for run in runs:
         _check_same_config(run, run.run_dir(out_dir))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -368,9 +369,27 @@ def execution_order(runs: Sequence[SweepRun], seeds: Sequence[int]) -> list[str]
     return [run.name for run in sorted(runs, key=lambda run: seed_rank[run.seed])]
 
 
-def _select(by_name: Mapping[str, SweepRun], only: Iterable[str] | None) -> list[str]:
-    if only is None:
-        return list(by_name)
+def _select(
+    by_name: Mapping[str, SweepRun],
+    only: Iterable[str] | None,
+    seeds: Iterable[int] | None = None,
+    spec_seeds: Sequence[int] = (),
+) -> list[str]:
+    """The runs asked for: those of ``only`` (runs or cells; all without it), of ``seeds`` only if
+    given (each one of the sweep's ``spec_seeds``)."""
+    selected = list(by_name) if only is None else _named(by_name, only)
+    if seeds is None:
+        return selected
+    wanted = list(seeds)
+    for seed in wanted:
+        if seed not in spec_seeds:
+            raise SweepError(
+                f"--seeds {seed}: not a seed of the sweep; its seeds: {', '.join(map(str, spec_seeds))}"
+            )
+    return [name for name in selected if by_name[name].seed in wanted]
+
+
+def _named(by_name: Mapping[str, SweepRun], only: Iterable[str]) -> list[str]:
     selected: list[str] = []
     for name in only:
         name = name.strip("/")
@@ -590,12 +609,15 @@ class RunProgress:
 
 
 def sweep_progress(
-    spec: SweepSpec, out_dir: str | Path, only: Iterable[str] | None = None
+    spec: SweepSpec,
+    out_dir: str | Path,
+    only: Iterable[str] | None = None,
+    seeds: Iterable[int] | None = None,
 ) -> list[RunProgress]:
-    """Every run of ``spec`` (or of ``only``) under ``out_dir``, in the sweep's order, read from its
-    directory alone; nothing is written."""
+    """Every run of ``spec`` (or of ``only`` and ``seeds``) under ``out_dir``, in the sweep's order,
+    read from its directory alone; nothing is written."""
     by_name = {run.name: run for run in expand(spec)}
-    return [_run_progress(by_name[name], Path(out_dir)) for name in _select(by_name, only)]
+    return [_run_progress(by_name[name], Path(out_dir)) for name in _select(by_name, only, seeds, spec.seeds)]
 
 
 def _run_progress(run: SweepRun, out_dir: Path) -> RunProgress:
@@ -696,6 +718,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="RUN",
         help="run only these runs (CELL/seedN) or cells (CELL), failed or not",
+    )
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        metavar="N",
+        help="run only these seeds of every cell (or of the --only cells): e.g. every cell's first seed "
+        "before another sweep, the rest later",
     )
     parser.add_argument("--report-only", action="store_true", help="only rebuild aggregate.* from the runs")
     parser.add_argument(
