@@ -250,10 +250,13 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         summary = sweep.report_only(spec, out_dir)
         if args.metric:
             print(sweep.write_metric_table(summary["cells"], args.metric, out_dir))
-            print(f"\naggregate_{args.metric}.md and aggregate.{{json,csv,md}} in {out_dir}")
         else:
             print(sweep.sweep_markdown(summary["cells"]))
-            print(f"\naggregate.{{json,csv,md}} in {out_dir}")
+        capped = sweep.still_improving_text(summary["cells"])
+        if capped:
+            print(f"\n{capped}")
+        written = f"aggregate_{args.metric}.md and " if args.metric else ""
+        print(f"\n{written}aggregate.{{json,csv,md}} in {out_dir}")
         return 0
     backend = runner.make_backend(args.backend, args.jobs, args.address, args.connect_timeout)
     report = sweep.run_sweep(
@@ -264,6 +267,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if args.metric and counts["done"]:
         cells = json.loads((out_dir / "aggregate.json").read_text())["cells"]
         print(sweep.write_metric_table(cells, args.metric, out_dir))
+        capped = sweep.still_improving_text(cells)
+        if capped:
+            print(f"\n{capped}")
     else:
         print((out_dir / "aggregate.md").read_text().rstrip())
     print()

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import yaml
 
 from attnlab.config import ConfigError
 from attnlab.experiments import sweep
@@ -490,3 +491,30 @@ def test_a_budget_stage_record_that_is_not_an_evaluation_is_a_clear_error(tmp_pa
     record.write_text('{"seq_acc": 1.0}')
     with pytest.raises(ConfigError, match=r"epoch50/test.json: expected an evaluation record"):
         recipe.budget_table(tmp_path)
+
+
+def test_the_report_counts_how_each_parts_runs_ended_and_names_those_still_improving(tmp_path):
+    """A scan_simple run that the cap ended with its best validation loss within its patience is
+    named; one that patience ended is counted, not named; a run without a readable config is unread."""
+    simple = {"model.transformer.positional": "rope", "model.transformer.cross_attention": "shift"}
+    losses = {0: [3.0, 2.0, 1.0], 1: [1.0] + [2.0] * 10, 2: None}
+    for seed, history in losses.items():
+        _finish(tmp_path, "scan_simple", simple, seed, {"test": {"seq_acc": 99.0}})
+        if history is None:
+            continue
+        (run,) = [
+            run
+            for run in sweep.expand(recipe.spec_of("scan_simple"))
+            if run.seed == seed and all(run.params[key] == value for key, value in simple.items())
+        ]
+        run_dir = run.run_dir(tmp_path / "scan_simple")
+        config = {**run.config, "training": {**run.config["training"], "epochs": len(history)}}
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+        (run_dir / "metrics.jsonl").write_text(
+            "".join(json.dumps({"epoch": i + 1, "valid/loss": loss}) + "\n" for i, loss in enumerate(history))
+        )
+    table = recipe.training_end_table(recipe.collect(tmp_path))
+    assert "| scan_simple | 3 | 0 | 1 | 1 | 1 | 1 |" in table
+    cell = "model.transformer.positional=rope,model.transformer.cross_attention=shift"
+    assert f"- scan_simple: {cell}/seed0 (epoch cap 3, best epoch 3)" in table
+    assert "seed1" not in table

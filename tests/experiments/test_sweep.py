@@ -496,6 +496,41 @@ def test_seeds_runs_every_cells_given_seeds_alone(tmp_path, capsys, make_spec):
     assert "--seeds 2: not a seed of the sweep; its seeds: 0, 1" in capsys.readouterr().err
 
 
+def test_the_aggregate_says_how_each_runs_training_ended(tmp_path, capsys, make_spec):
+    """Each cell of ``aggregate.json`` carries, per seed, how its run's training ended (read from
+    its config and metrics); a run the cap ended with its best validation loss at its last epoch
+    (no patience) is named in ``aggregate.md`` and by ``--report-only``; one whose metrics say
+    otherwise is not."""
+    path = make_spec(seeds=[0, 1], extra=["training.epochs=2"])
+    out = tmp_path / "out"
+    assert _cli([str(path), "--out", str(out)]) == 0
+    capsys.readouterr()
+    metrics = {seed: out / "base" / f"seed{seed}" / "metrics.jsonl" for seed in (0, 1)}
+    for seed, losses in ((0, [2.0, 1.0]), (1, [1.0, 2.0])):  # seed 0 still falling, seed 1 not
+        records = [json.loads(line) for line in metrics[seed].read_text().splitlines()]
+        assert [record["epoch"] for record in records] == [1, 2]
+        for record, loss in zip(records, losses):
+            record["valid/loss"] = loss
+        metrics[seed].write_text("".join(json.dumps(record) + "\n" for record in records))
+    assert _cli([str(path), "--out", str(out), "--report-only"]) == 0
+    printed = capsys.readouterr().out
+    cell = json.loads((out / "aggregate.json").read_text())["cells"]["base"]
+    assert [end["ended_by"] for end in cell["training"]] == ["epoch cap", "epoch cap"]
+    assert [end["best_epoch"] for end in cell["training"]] == [2, 1]
+    assert [end["still_improving"] for end in cell["training"]] == [True, False]
+    named = "Ended by the epoch cap while still improving"
+    assert "base/seed0 (epoch cap 2, best epoch 2)" in printed and "base/seed1" not in printed.split(named)[1]
+    assert "base/seed0 (epoch cap 2, best epoch 2)" in (out / "aggregate.md").read_text()
+    assert sweep.training_end_counts({"base": cell}) == {
+        "runs": 2,
+        "stop target": 0,
+        "patience": 0,
+        "epoch cap": 2,
+        "still improving": 1,
+        "unread": 0,
+    }
+
+
 def test_retry_failed_flag(tmp_path, monkeypatch, make_spec):
     path = make_spec(seeds=[0, 1])
     out = tmp_path / "out"

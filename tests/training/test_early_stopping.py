@@ -1,10 +1,14 @@
-"""The trainer's early stopping (``training.patience``) and learning-rate decay on plateau."""
+"""The trainer's early stopping (``training.patience``), its warning when the epoch cap ends a run
+still improving, and learning-rate decay on plateau."""
+
+import logging
 
 import pytest
 from torch import nn
 
 from attnlab.config import ConfigError
-from attnlab.training.trainer import Trainer, TrainingConfig, patience_exhausted
+from attnlab.training.convergence import patience_exhausted
+from attnlab.training.trainer import Trainer, TrainingConfig
 
 
 class ScriptedValidation:
@@ -137,3 +141,23 @@ def test_a_task_whose_validation_does_not_name_its_metrics_as_the_trainer_expect
     config = TrainingConfig(epochs=1, progress=False, device="cpu")
     with pytest.raises(TypeError, match="without a prefix, 'loss' among them"):
         Trainer(nn.Linear(1, 1), task, config, tmp_path, {}).fit()
+
+
+def test_the_trainer_warns_when_the_cap_ends_a_run_still_improving(tmp_path, toy_task, caplog):
+    config = TrainingConfig(epochs=3, patience=2, progress=False, device="cpu")
+    task = ScriptedValidation(toy_task, [3.0, 2.0, 1.0])
+    with caplog.at_level(logging.WARNING, logger="attnlab.training.trainer"):
+        Trainer(nn.Linear(1, 1), task, config, tmp_path / "capped", {}).fit()
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert warnings == [
+        "training.epochs=3 ended this run with its lowest validation loss at epoch 3: it was still "
+        "improving; to train it on, resume it with a larger training.epochs"
+    ]
+
+
+@pytest.mark.parametrize("losses", [[1.0, 2.0, 3.0, 4.0], [3.0, 1.0, 2.0, 3.0]])
+def test_no_warning_when_a_rule_ended_the_run_or_the_best_epoch_is_old(tmp_path, toy_task, caplog, losses):
+    config = TrainingConfig(epochs=4, patience=2, progress=False, device="cpu")
+    with caplog.at_level(logging.WARNING, logger="attnlab.training.trainer"):
+        Trainer(nn.Linear(1, 1), ScriptedValidation(toy_task, losses), config, tmp_path, {}).fit()
+    assert not [record for record in caplog.records if record.levelno == logging.WARNING]

@@ -69,6 +69,7 @@ from attnlab.experiments.runs import RunDirectory
 from attnlab.io import atomic_write_json, atomic_write_text
 from attnlab.metric_names import read_metrics, read_summary
 from attnlab.reporting.tables import format_table, markdown_table, stats_text
+from attnlab.training.convergence import TrainingEnd, training_end
 
 logger = logging.getLogger(__name__)
 
@@ -503,12 +504,82 @@ def write_sweep_aggregate(spec: SweepSpec, runs: Sequence[SweepRun], out_dir: Pa
         seeds = sorted(collected[cell])
         aggregate = aggregate_results([collected[cell][seed] for seed in seeds])
         write_aggregate(aggregate, out_dir / cell, seeds=seeds)
-        cells[cell] = {"params": params[cell], "seeds": seeds, "results": aggregate}
+        ends = [run_training_end(out_dir / cell / f"seed{seed}") for seed in seeds]
+        cells[cell] = {
+            "params": params[cell],
+            "seeds": seeds,
+            "results": aggregate,
+            "training": [None if end is None else end.to_dict() for end in ends],
+        }
     summary = {"sweep": spec.to_dict(), "cells": cells}
     atomic_write_json(out_dir / "aggregate.json", summary)
     atomic_write_text(out_dir / "aggregate.csv", _aggregate_csv(spec, cells))
-    atomic_write_text(out_dir / "aggregate.md", sweep_markdown(cells) + "\n")
+    capped = still_improving_text(cells)
+    markdown = sweep_markdown(cells) + (f"\n\n{capped}" if capped else "")
+    atomic_write_text(out_dir / "aggregate.md", markdown + "\n")
     return summary
+
+
+def run_training_end(run_dir: Path) -> TrainingEnd | None:
+    """How the run in ``run_dir`` ended its training (:func:`~attnlab.training.convergence.training_end`
+    from its ``config.yaml`` and ``metrics.jsonl``); None when they cannot say (no epoch, or a config
+    this version cannot read)."""
+    run = RunDirectory(run_dir)
+    if not run.config_file.is_file():
+        return None
+    try:
+        config = load_yaml(run.config_file)
+        training = experiment_for(config).parse_config(config).training
+        history = read_metrics(run.metrics_file)
+    except ConfigError:
+        return None
+    return training_end(history, training.epochs, training.patience, training.stop_targets())
+
+
+def still_improving_runs(cells: Mapping[str, Any]) -> list[str]:
+    """``CELL/seedN (epoch cap E, best epoch B)`` for each run of ``cells`` (an aggregate's) that the
+    epoch cap ended while its validation loss still fell
+    (:attr:`~attnlab.training.convergence.TrainingEnd.still_improving`)."""
+    found = []
+    for cell, entry in cells.items():
+        for seed, end in zip(entry["seeds"], entry.get("training", [])):
+            if end is not None and end["still_improving"]:
+                found.append(f"{cell}/seed{seed} (epoch cap {end['cap']}, best epoch {end['best_epoch']})")
+    return found
+
+
+TRAINING_END_COLUMNS = ("runs", "stop target", "patience", "epoch cap", "still improving", "unread")
+"""The columns of :func:`training_end_counts`: the finished runs, how many each rule ended (the
+:data:`~attnlab.training.convergence.EndedBy` values; "unfinished" runs, e.g. staged ones, are
+counted as the cap), how many of the cap's were still improving, and those whose end could not be
+read."""
+
+
+def training_end_counts(cells: Mapping[str, Any]) -> dict[str, int]:
+    """How the finished runs of ``cells`` (an aggregate's) ended, counted by
+    :data:`TRAINING_END_COLUMNS`."""
+    counts = dict.fromkeys(TRAINING_END_COLUMNS, 0)
+    for entry in cells.values():
+        ends = entry.get("training") or [None] * len(entry["seeds"])
+        for end in ends:
+            counts["runs"] += 1
+            if end is None:
+                counts["unread"] += 1
+                continue
+            counts["epoch cap" if end["ended_by"] == "unfinished" else end["ended_by"]] += 1
+            counts["still improving"] += bool(end["still_improving"])
+    return counts
+
+
+def still_improving_text(cells: Mapping[str, Any]) -> str:
+    """A paragraph naming :func:`still_improving_runs`, or ``""`` when there are none."""
+    runs = still_improving_runs(cells)
+    if not runs:
+        return ""
+    return (
+        f"Ended by the epoch cap while still improving (their numbers are of models still learning; "
+        f"resume them with a larger training.epochs): {'; '.join(runs)}"
+    )
 
 
 def _aggregate_csv(spec: SweepSpec, cells: Mapping[str, Any]) -> str:

@@ -66,6 +66,7 @@ from attnlab.training.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
+from attnlab.training.convergence import patience_exhausted, targets_reached, training_end
 from attnlab.training.tensorboard import TensorBoardLogger, summary_writer_class
 
 log = logging.getLogger(__name__)
@@ -398,20 +399,6 @@ def validation_record(metrics: dict[str, Any]) -> dict[str, Any]:
     return {valid_name(name): value for name, value in metrics.items()}
 
 
-def patience_exhausted(history: list[dict[str, Any]], patience: int | None) -> bool:
-    """Whether the lowest validation loss of ``history`` is at least ``patience`` epochs old."""
-    if patience is None or not history:
-        return False
-    best = min(range(len(history)), key=lambda i: history[i][VALID_LOSS])
-    return len(history) - 1 - best >= patience
-
-
-def targets_reached(record: dict[str, Any], targets: dict[str, float]) -> bool:
-    """Whether an epoch's metrics ``record`` reaches every target (metric → threshold, ``>=``);
-    never for no targets."""
-    return bool(targets) and all(record.get(metric, -math.inf) >= value for metric, value in targets.items())
-
-
 def make_optimizer(model: nn.Module, learning_rate: float) -> torch.optim.Adam:
     """Adam, as every paper here trains; its fused kernel where the parameters' device has one.
 
@@ -587,6 +574,7 @@ class Trainer:
                         group["lr"] *= self.config.lr_decay
                 self._save(epoch + 1, improved=improved)
                 self._log_epoch(record, improved)
+            self._warn_if_capped_while_improving()
         finally:
             if logger is not None:
                 logger.close()
@@ -635,6 +623,18 @@ class Trainer:
             record["seconds"],
             best,
         )
+
+    def _warn_if_capped_while_improving(self) -> None:
+        """A warning when the epoch cap, not a stopping rule, ended a run still improving
+        (:mod:`attnlab.training.convergence`): its numbers are those of a model still learning."""
+        end = training_end(self.history, self.config.epochs, self.config.patience, self.config.stop_targets())
+        if end is not None and end.still_improving:
+            log.warning(
+                "training.epochs=%d ended this run with its lowest validation loss at epoch %d: it was "
+                "still improving; to train it on, resume it with a larger training.epochs",
+                end.cap,
+                end.best_epoch,
+            )
 
     def _stop_reason(self) -> str:
         if patience_exhausted(self.history, self.config.patience):
