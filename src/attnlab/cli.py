@@ -244,17 +244,22 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     spec = sweep.load_spec(args.spec)
     out_dir = Path(args.out) if args.out else Path("runs") / Path(args.spec).stem
     if args.status:
-        print(sweep.progress_markdown(sweep.sweep_progress(spec, out_dir, args.only, args.seeds)))
+        progress = sweep.sweep_progress(spec, out_dir, args.only, args.seeds)
+        # --seeds 1 is estimated from the done seeds of the same cells
+        reference = sweep.sweep_progress(spec, out_dir, args.only) if args.seeds else None
+        print(sweep.progress_markdown(progress, reference))
         return 0
     if args.report_only:
+        if args.only or args.seeds:
+            raise sweep.SweepError("--report-only aggregates every finished run: drop --only and --seeds")
         summary = sweep.report_only(spec, out_dir)
         if args.metric:
             print(sweep.write_metric_table(summary["cells"], args.metric, out_dir))
         else:
             print(sweep.sweep_markdown(summary["cells"]))
-        capped = sweep.still_improving_text(summary["cells"])
-        if capped:
-            print(f"\n{capped}")
+        unconverged = sweep.unconverged_text(summary["cells"])
+        if unconverged:
+            print(f"\n{unconverged}")
         written = f"aggregate_{args.metric}.md and " if args.metric else ""
         print(f"\n{written}aggregate.{{json,csv,md}} in {out_dir}")
         return 0
@@ -267,9 +272,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if args.metric and counts["done"]:
         cells = json.loads((out_dir / "aggregate.json").read_text())["cells"]
         print(sweep.write_metric_table(cells, args.metric, out_dir))
-        capped = sweep.still_improving_text(cells)
-        if capped:
-            print(f"\n{capped}")
+        unconverged = sweep.unconverged_text(cells)
+        if unconverged:
+            print(f"\n{unconverged}")
     else:
         print((out_dir / "aggregate.md").read_text().rstrip())
     print()

@@ -493,8 +493,8 @@ def test_a_budget_stage_record_that_is_not_an_evaluation_is_a_clear_error(tmp_pa
         recipe.budget_table(tmp_path)
 
 
-def test_the_report_counts_how_each_parts_runs_ended_and_names_those_still_improving(tmp_path):
-    """A scan_simple run that the cap ended with its best validation loss within its patience is
+def test_the_report_counts_how_each_parts_runs_ended_and_names_the_unconverged(tmp_path):
+    """A scan_simple run that the cap ended with its lowest validation loss within its patience is
     named; one that patience ended is counted, not named; a run without a readable config is unread."""
     simple = {"model.transformer.positional": "rope", "model.transformer.cross_attention": "shift"}
     losses = {0: [3.0, 2.0, 1.0], 1: [1.0] + [2.0] * 10, 2: None}
@@ -514,7 +514,7 @@ def test_the_report_counts_how_each_parts_runs_ended_and_names_those_still_impro
             "".join(json.dumps({"epoch": i + 1, "valid/loss": loss}) + "\n" for i, loss in enumerate(history))
         )
     table = recipe.training_end_table(recipe.collect(tmp_path))
-    assert "| scan_simple | 3 | 0 | 1 | 1 | 1 | 1 |" in table
+    assert "| scan_simple | 3 | 0 | 1 | 1 | 1 | 0 | 1 |" in table
     cell = "model.transformer.positional=rope,model.transformer.cross_attention=shift"
     assert f"- scan_simple: {cell}/seed0 (epoch cap 3, best epoch 3)" in table
     assert "seed1" not in table

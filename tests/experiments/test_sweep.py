@@ -488,25 +488,33 @@ def test_seeds_runs_every_cells_given_seeds_alone(tmp_path, capsys, make_spec):
     assert _cli([str(path), "--out", str(out), "--status", "--seeds", "0"]) == 0
     status = capsys.readouterr().out
     assert "seed0" in status and "seed1" not in status
+    # its time left estimated from the same cells' done seeds
+    assert "2 runs: 0 done" in status and "The 2 runs not done need about" in status
     # With --only, the seeds of those cells.
     backend = RecordingBackend()
     run_sweep(load_spec(path), out, backend, only=["model.pooling=mean"], seeds=[0], log=lambda line: None)
     assert backend.names == ["model.pooling=mean/seed0"]
     assert _cli([str(path), "--out", str(out), "--seeds", "2"]) == 2
     assert "--seeds 2: not a seed of the sweep; its seeds: 0, 1" in capsys.readouterr().err
+    # A selection of no run, and --seeds where every finished run is aggregated, are refused.
+    assert _cli([str(path), "--out", str(out), "--only", "model.pooling=mean/seed0", "--seeds", "1"]) == 2
+    assert "no run of the sweep is both" in capsys.readouterr().err
+    assert _cli([str(path), "--out", str(out), "--report-only", "--seeds", "1"]) == 2
+    assert "--report-only aggregates every finished run" in capsys.readouterr().err
 
 
 def test_the_aggregate_says_how_each_runs_training_ended(tmp_path, capsys, make_spec):
     """Each cell of ``aggregate.json`` carries, per seed, how its run's training ended (read from
-    its config and metrics); a run the cap ended with its best validation loss at its last epoch
+    its config and metrics); a run the cap ended with its lowest validation loss at its last epoch
     (no patience) is named in ``aggregate.md`` and by ``--report-only``; one whose metrics say
-    otherwise is not."""
-    path = make_spec(seeds=[0, 1], extra=["training.epochs=2"])
+    otherwise is not; a run trained on since its evaluation is judged where it was evaluated, and
+    a history that cannot be judged is unread, not an error."""
+    path = make_spec(seeds=[0, 1, 2], extra=["training.epochs=2"])
     out = tmp_path / "out"
     assert _cli([str(path), "--out", str(out)]) == 0
     capsys.readouterr()
-    metrics = {seed: out / "base" / f"seed{seed}" / "metrics.jsonl" for seed in (0, 1)}
-    for seed, losses in ((0, [2.0, 1.0]), (1, [1.0, 2.0])):  # seed 0 still falling, seed 1 not
+    metrics = {seed: out / "base" / f"seed{seed}" / "metrics.jsonl" for seed in (0, 1, 2)}
+    for seed, losses in ((0, [2.0, 1.0]), (1, [1.0, 2.0]), (2, [2.0, None])):  # seed 0 unconverged
         records = [json.loads(line) for line in metrics[seed].read_text().splitlines()]
         assert [record["epoch"] for record in records] == [1, 2]
         for record, loss in zip(records, losses):
@@ -515,20 +523,34 @@ def test_the_aggregate_says_how_each_runs_training_ended(tmp_path, capsys, make_
     assert _cli([str(path), "--out", str(out), "--report-only"]) == 0
     printed = capsys.readouterr().out
     cell = json.loads((out / "aggregate.json").read_text())["cells"]["base"]
-    assert [end["ended_by"] for end in cell["training"]] == ["epoch cap", "epoch cap"]
-    assert [end["best_epoch"] for end in cell["training"]] == [2, 1]
-    assert [end["still_improving"] for end in cell["training"]] == [True, False]
-    named = "Ended by the epoch cap while still improving"
-    assert "base/seed0 (epoch cap 2, best epoch 2)" in printed and "base/seed1" not in printed.split(named)[1]
+    assert [end and end["ended_by"] for end in cell["training"]] == ["epoch cap", "epoch cap", None]
+    assert [end and end["best_epoch"] for end in cell["training"]] == [2, 1, None]
+    assert [end and end["unconverged"] for end in cell["training"]] == [True, False, None]
+    named = "Ended by the epoch cap before converging"
+    assert "base/seed0 (epoch cap 2, best epoch 2)" in printed.split(named)[1]
+    assert "base/seed1" not in printed.split(named)[1]
     assert "base/seed0 (epoch cap 2, best epoch 2)" in (out / "aggregate.md").read_text()
     assert sweep.training_end_counts({"base": cell}) == {
-        "runs": 2,
+        "runs": 3,
         "stop target": 0,
         "patience": 0,
         "epoch cap": 2,
-        "still improving": 1,
-        "unread": 0,
+        "unconverged": 1,
+        "unfinished": 0,
+        "unread": 1,
     }
+    # Seed 0 resumed with training.epochs=3 after its evaluation: judged at epoch 2, its cap then.
+    records = [json.loads(line) for line in metrics[0].read_text().splitlines()]
+    metrics[0].write_text("".join(json.dumps(r) + "\n" for r in [*records, {"epoch": 3, "valid/loss": 0.5}]))
+    config_file = out / "base" / "seed0" / "config.yaml"
+    config_file.write_text(config_file.read_text().replace("epochs: 2", "epochs: 3"))
+    end = sweep.run_training_end(out / "base" / "seed0")
+    assert end is not None and (end.ended_by, end.cap, end.best_epoch, end.unconverged) == (
+        "epoch cap",
+        2,
+        2,
+        True,
+    )
 
 
 def test_retry_failed_flag(tmp_path, monkeypatch, make_spec):

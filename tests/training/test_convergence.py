@@ -14,7 +14,7 @@ def _history(losses, accuracies=None):
 
 
 @pytest.mark.parametrize(
-    ("losses", "accuracies", "epochs", "patience", "ended_by", "best", "improving"),
+    ("losses", "accuracies", "epochs", "patience", "ended_by", "best", "unconverged"),
     [
         # the last epoch reached the target: a stopping rule, whatever the loss did
         ([3.0, 2.0, 1.0], [50.0, 90.0, 100.0], 10, 5, "stop target", 3, False),
@@ -33,13 +33,13 @@ def _history(losses, accuracies=None):
         ([3.0, 2.0], None, 5, 3, "unfinished", 2, False),
     ],
 )
-def test_training_end(losses, accuracies, epochs, patience, ended_by, best, improving):
+def test_training_end(losses, accuracies, epochs, patience, ended_by, best, unconverged):
     targets = {"valid/seq_acc": 100.0} if accuracies else {}
     end = training_end(_history(losses, accuracies), epochs, patience, targets)
     assert end is not None
     assert (end.ended_by, end.best_epoch, end.epochs, end.cap) == (ended_by, best, len(losses), epochs)
-    assert end.still_improving is improving
-    assert end.to_dict()["still_improving"] is improving
+    assert end.unconverged is unconverged
+    assert end.to_dict()["unconverged"] is unconverged
 
 
 def test_the_best_epoch_is_the_first_with_the_lowest_loss_and_no_history_has_no_end():
@@ -47,3 +47,24 @@ def test_the_best_epoch_is_the_first_with_the_lowest_loss_and_no_history_has_no_
     assert end is not None and end.best_epoch == 2
     assert end.describe() == "epoch cap 3, best epoch 2"
     assert training_end([], 3, 5, {}) is None
+
+
+def test_a_nan_loss_is_never_the_best_as_the_trainer_keeps_best_pt():
+    end = training_end(_history([float("nan"), 2.0, 1.5]), 3, 5, {})
+    assert end is not None and end.best_epoch == 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"epoch": 2}, {"epoch": 2, "valid/loss": None}, {"epoch": "2", "valid/loss": 1.0}, {"valid/loss": 1.0}],
+)
+def test_a_history_it_cannot_judge_has_no_end(bad):
+    """A record without a whole epoch and a numeric validation loss (a hand-edited or foreign
+    metrics.jsonl): None, not an exception, since reports read every finished run."""
+    assert training_end([{"epoch": 1, "valid/loss": 2.0}, bad], 2, 5, {}) is None
+
+
+def test_a_stop_metric_that_is_not_a_number_is_not_reached():
+    history = [{"epoch": 1, "valid/loss": 1.0, "valid/seq_acc": None}]
+    end = training_end(history, 1, None, {"valid/seq_acc": 100.0})
+    assert end is not None and end.ended_by == "epoch cap"

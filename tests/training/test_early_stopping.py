@@ -143,15 +143,15 @@ def test_a_task_whose_validation_does_not_name_its_metrics_as_the_trainer_expect
         Trainer(nn.Linear(1, 1), task, config, tmp_path, {}).fit()
 
 
-def test_the_trainer_warns_when_the_cap_ends_a_run_still_improving(tmp_path, toy_task, caplog):
+def test_the_trainer_warns_when_the_cap_ends_a_run_before_it_converged(tmp_path, toy_task, caplog):
     config = TrainingConfig(epochs=3, patience=2, progress=False, device="cpu")
     task = ScriptedValidation(toy_task, [3.0, 2.0, 1.0])
     with caplog.at_level(logging.WARNING, logger="attnlab.training.trainer"):
         Trainer(nn.Linear(1, 1), task, config, tmp_path / "capped", {}).fit()
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert warnings == [
-        "training.epochs=3 ended this run with its lowest validation loss at epoch 3: it was still "
-        "improving; to train it on, resume it with a larger training.epochs"
+        "training.epochs=3 ended this run before it converged (lowest validation loss at epoch 3); "
+        "to train it on, resume it with a larger training.epochs"
     ]
 
 

@@ -405,7 +405,7 @@ def _trained_since_evaluated(run: RunDirectory) -> bool | None:
     or has been resumed since with a budget past them (:func:`_resumed_past_evaluation`: stopped
     before its first new epoch ended, it would otherwise pass for finished); ``None`` when none of
     them records it (evaluated before evaluation recorded its epochs)."""
-    evaluated = _epochs_when_evaluated(run)
+    evaluated = epochs_when_evaluated(run)
     if evaluated is None:
         return None
     return run.trained_epochs() > evaluated or _resumed_past_evaluation(run, evaluated)
@@ -438,7 +438,7 @@ def _resumed_past_evaluation(run: RunDirectory, evaluated: int) -> bool:
     return False
 
 
-def _epochs_when_evaluated(run: RunDirectory) -> int | None:
+def epochs_when_evaluated(run: RunDirectory) -> int | None:
     """The most epochs any of the run's own ``eval/<set>.json`` records it had been trained when
     evaluated (:data:`TRAINED_EPOCHS`); ``None`` when none records it."""
     epochs = []

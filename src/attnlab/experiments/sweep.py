@@ -65,7 +65,7 @@ from attnlab.experiments.runner import (
     run_status,
     run_tasks,
 )
-from attnlab.experiments.runs import RunDirectory
+from attnlab.experiments.runs import RunDirectory, epochs_when_evaluated
 from attnlab.io import atomic_write_json, atomic_write_text
 from attnlab.metric_names import read_metrics, read_summary
 from attnlab.reporting.tables import format_table, markdown_table, stats_text
@@ -387,7 +387,12 @@ def _select(
             raise SweepError(
                 f"--seeds {seed}: not a seed of the sweep; its seeds: {', '.join(map(str, spec_seeds))}"
             )
-    return [name for name in selected if by_name[name].seed in wanted]
+    chosen = [name for name in selected if by_name[name].seed in wanted]
+    if not chosen:  # --only CELL/seed0 --seeds 1
+        raise SweepError(
+            f"--only {' '.join(only or [])} --seeds {' '.join(map(str, wanted))}: no run of the sweep is both"
+        )
+    return chosen
 
 
 def _named(by_name: Mapping[str, SweepRun], only: Iterable[str]) -> list[str]:
@@ -514,16 +519,19 @@ def write_sweep_aggregate(spec: SweepSpec, runs: Sequence[SweepRun], out_dir: Pa
     summary = {"sweep": spec.to_dict(), "cells": cells}
     atomic_write_json(out_dir / "aggregate.json", summary)
     atomic_write_text(out_dir / "aggregate.csv", _aggregate_csv(spec, cells))
-    capped = still_improving_text(cells)
-    markdown = sweep_markdown(cells) + (f"\n\n{capped}" if capped else "")
+    unconverged = unconverged_text(cells)
+    markdown = sweep_markdown(cells) + (f"\n\n{unconverged}" if unconverged else "")
     atomic_write_text(out_dir / "aggregate.md", markdown + "\n")
     return summary
 
 
 def run_training_end(run_dir: Path) -> TrainingEnd | None:
-    """How the run in ``run_dir`` ended its training (:func:`~attnlab.training.convergence.training_end`
-    from its ``config.yaml`` and ``metrics.jsonl``); None when they cannot say (no epoch, or a config
-    this version cannot read)."""
+    """How the run in ``run_dir`` ended the training its evaluation measured
+    (:func:`~attnlab.training.convergence.training_end` from its ``config.yaml`` and
+    ``metrics.jsonl``): a run trained on since it was evaluated (resumed with a larger
+    ``training.epochs``, or between budget stages) is judged at the epoch its evaluation records,
+    which then was its cap. None when they cannot say (no epoch, or a config or history this version
+    cannot read)."""
     run = RunDirectory(run_dir)
     if not run.config_file.is_file():
         return None
@@ -531,54 +539,58 @@ def run_training_end(run_dir: Path) -> TrainingEnd | None:
         config = load_yaml(run.config_file)
         training = experiment_for(config).parse_config(config).training
         history = read_metrics(run.metrics_file)
-    except ConfigError:
+    except (ConfigError, ValueError, TypeError, KeyError, OSError):
         return None
-    return training_end(history, training.epochs, training.patience, training.stop_targets())
+    epochs = training.epochs
+    evaluated = epochs_when_evaluated(run)
+    if evaluated is not None and evaluated < len(history):
+        history, epochs = history[:evaluated], evaluated
+    return training_end(history, epochs, training.patience, training.stop_targets())
 
 
-def still_improving_runs(cells: Mapping[str, Any]) -> list[str]:
+def unconverged_runs(cells: Mapping[str, Any]) -> list[str]:
     """``CELL/seedN (epoch cap E, best epoch B)`` for each run of ``cells`` (an aggregate's) that the
-    epoch cap ended while its validation loss still fell
-    (:attr:`~attnlab.training.convergence.TrainingEnd.still_improving`)."""
+    epoch cap ended before it converged by its own rule
+    (:attr:`~attnlab.training.convergence.TrainingEnd.unconverged`)."""
     found = []
     for cell, entry in cells.items():
         for seed, end in zip(entry["seeds"], entry.get("training", [])):
-            if end is not None and end["still_improving"]:
+            if end is not None and end.get("unconverged"):
                 found.append(f"{cell}/seed{seed} (epoch cap {end['cap']}, best epoch {end['best_epoch']})")
     return found
 
 
-TRAINING_END_COLUMNS = ("runs", "stop target", "patience", "epoch cap", "still improving", "unread")
+TRAINING_END_COLUMNS = ("runs", "stop target", "patience", "epoch cap", "unconverged", "unfinished", "unread")
 """The columns of :func:`training_end_counts`: the finished runs, how many each rule ended (the
-:data:`~attnlab.training.convergence.EndedBy` values; "unfinished" runs, e.g. staged ones, are
-counted as the cap), how many of the cap's were still improving, and those whose end could not be
-read."""
+:data:`~attnlab.training.convergence.EndedBy` values), how many of the cap's had not converged by
+their own rule, and those whose end could not be read."""
 
 
 def training_end_counts(cells: Mapping[str, Any]) -> dict[str, int]:
     """How the finished runs of ``cells`` (an aggregate's) ended, counted by
-    :data:`TRAINING_END_COLUMNS`."""
+    :data:`TRAINING_END_COLUMNS` (an aggregate written before runs said how they ended: unread)."""
     counts = dict.fromkeys(TRAINING_END_COLUMNS, 0)
     for entry in cells.values():
         ends = entry.get("training") or [None] * len(entry["seeds"])
         for end in ends:
             counts["runs"] += 1
-            if end is None:
+            if end is None or end.get("ended_by") not in counts:
                 counts["unread"] += 1
                 continue
-            counts["epoch cap" if end["ended_by"] == "unfinished" else end["ended_by"]] += 1
-            counts["still improving"] += bool(end["still_improving"])
+            counts[end["ended_by"]] += 1
+            counts["unconverged"] += bool(end.get("unconverged"))
     return counts
 
 
-def still_improving_text(cells: Mapping[str, Any]) -> str:
-    """A paragraph naming :func:`still_improving_runs`, or ``""`` when there are none."""
-    runs = still_improving_runs(cells)
+def unconverged_text(cells: Mapping[str, Any]) -> str:
+    """A paragraph naming :func:`unconverged_runs`, or ``""`` when there are none."""
+    runs = unconverged_runs(cells)
     if not runs:
         return ""
     return (
-        f"Ended by the epoch cap while still improving (their numbers are of models still learning; "
-        f"resume them with a larger training.epochs): {'; '.join(runs)}"
+        "Ended by the epoch cap before converging (lowest validation loss fewer than training.patience "
+        "epochs old, or without patience at the last epoch; their numbers may be of models still "
+        f"learning: resume them with a larger training.epochs): {'; '.join(runs)}"
     )
 
 
@@ -719,22 +731,24 @@ def _trained_epochs(metrics_file: Path) -> tuple[int, float]:
         raise SweepError(f"{metrics_file}: an epoch record whose 'seconds' is not a number") from None
 
 
-def progress_markdown(progress: Sequence[RunProgress]) -> str:
+def progress_markdown(progress: Sequence[RunProgress], reference: Sequence[RunProgress] | None = None) -> str:
     """A table of the runs (state, epochs, training time) and :func:`progress_totals`."""
     rows = [[run.name, run.state, str(run.epochs), _hours(run.seconds)] for run in progress]
     table = markdown_table(["run", "state", "epochs", "training time"], rows)
-    return f"{table}\n\n{progress_totals(progress)}"
+    return f"{table}\n\n{progress_totals(progress, reference)}"
 
 
-def progress_totals(progress: Sequence[RunProgress]) -> str:
+def progress_totals(progress: Sequence[RunProgress], reference: Sequence[RunProgress] | None = None) -> str:
     """One line: the runs in each state, the training time so far, and the time left: each run not
     done (failed runs not counted) takes the mean training time of its cell's done seeds, or of all
-    done runs where its cell has none, less what it has trained already."""
+    done runs where its cell has none, less what it has trained already. The done runs are those of
+    ``reference`` where given (the whole sweep, when ``progress`` is part of it: ``--seeds 1`` is
+    estimated from the cells' done seed 0)."""
     counts = {state: sum(run.state == state for run in progress) for state in RUN_STATES}
     spent = sum(run.seconds for run in progress)
     totals = f"{len(progress)} runs: " + ", ".join(f"{counts[state]} {state}" for state in RUN_STATES)
     totals += f"; {_hours(spent)} of training so far."
-    done = [run for run in progress if run.state == "done"]
+    done = [run for run in (progress if reference is None else reference) if run.state == "done"]
     open_runs = [run for run in progress if run.state in ("training", "interrupted", "not started")]
     if not open_runs:
         return totals

@@ -574,7 +574,7 @@ class Trainer:
                         group["lr"] *= self.config.lr_decay
                 self._save(epoch + 1, improved=improved)
                 self._log_epoch(record, improved)
-            self._warn_if_capped_while_improving()
+            self._warn_if_unconverged()
         finally:
             if logger is not None:
                 logger.close()
@@ -624,14 +624,17 @@ class Trainer:
             best,
         )
 
-    def _warn_if_capped_while_improving(self) -> None:
-        """A warning when the epoch cap, not a stopping rule, ended a run still improving
-        (:mod:`attnlab.training.convergence`): its numbers are those of a model still learning."""
+    def _warn_if_unconverged(self) -> None:
+        """A warning when the epoch cap ended the run before its patience rule would have
+        (:mod:`attnlab.training.convergence`): its numbers may be those of a model still learning.
+        A run without patience (a fixed-epoch protocol) is not warned of; reports still list it."""
+        if self.config.patience is None:
+            return
         end = training_end(self.history, self.config.epochs, self.config.patience, self.config.stop_targets())
-        if end is not None and end.still_improving:
+        if end is not None and end.unconverged:
             log.warning(
-                "training.epochs=%d ended this run with its lowest validation loss at epoch %d: it was "
-                "still improving; to train it on, resume it with a larger training.epochs",
+                "training.epochs=%d ended this run before it converged (lowest validation loss at "
+                "epoch %d); to train it on, resume it with a larger training.epochs",
                 end.cap,
                 end.best_epoch,
             )

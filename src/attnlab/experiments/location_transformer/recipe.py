@@ -767,7 +767,7 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
         "### How the wrong outputs are wrong (headline test set, summed over each cell's seeds)",
         error_table(out_dir, found),
         "### How training ended: the finished runs of each part by the rule that stopped them, and "
-        "those the epoch cap ended while their validation loss still fell",
+        "those the epoch cap ended before they converged by their own rule",
         training_end_table(found),
     ]
     if failure_plots:
@@ -782,8 +782,8 @@ def report(out_dir: Path, *, failure_plots: bool = False) -> str:
 
 def training_end_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     """Rows: the parts with finished runs; columns :data:`~attnlab.experiments.sweep.TRAINING_END_COLUMNS`
-    (:func:`~attnlab.experiments.sweep.training_end_counts`); below it, the runs still improving at
-    their cap by name, up to :data:`NAMED_STILL_IMPROVING` a part (all of them in the part's
+    (:func:`~attnlab.experiments.sweep.training_end_counts`); below it, the runs the cap ended before
+    they converged, by name, up to :data:`NAMED_UNCONVERGED` a part (all of them in the part's
     ``aggregate.md``)."""
     if not found:
         return NO_RUNS
@@ -793,17 +793,17 @@ def training_end_table(found: Mapping[str, Mapping[str, Any]]) -> str:
     }
     named = []
     for part, cells in found.items():
-        runs = sweep.still_improving_runs(cells)
-        if len(runs) > NAMED_STILL_IMPROVING:
+        runs = sweep.unconverged_runs(cells)
+        if len(runs) > NAMED_UNCONVERGED:
             named.append(f"- {part}: {len(runs)} runs (each named in {part}/aggregate.md)")
         else:
             named += [f"- {part}: {run}" for run in runs]
     table = format_table(rows, list(sweep.TRAINING_END_COLUMNS), markdown=True)
-    return table + ("\n\nStill improving at the cap:\n" + "\n".join(named) if named else "")
+    return table + ("\n\nEnded by the cap before converging:\n" + "\n".join(named) if named else "")
 
 
-NAMED_STILL_IMPROVING = 5
-"""How many of a part's runs still improving at their cap :func:`training_end_table` names."""
+NAMED_UNCONVERGED = 5
+"""How many of a part's runs ended by the cap before converging :func:`training_end_table` names."""
 
 
 def error_table(out_dir: Path, found: Mapping[str, Mapping[str, Any]]) -> str:
