@@ -30,7 +30,8 @@ aggregates into the issue's tables. Parts, each one built-in sweep with its runs
   attention on an end marker through the sharper gate, 7 schemes × {dot, shift}, 3 seeds;
 * ``scan_simple`` (``scan_transformer_simple``): the simple split trained to convergence (up to 150
   epochs), 3 seeds;
-* ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions;
+* ``scan_cutoffs`` (``scan_transformer_length_cutoffs``): the length split cut at 22–40 actions,
+  trained to convergence (up to 150 epochs);
 * ``scan_semantic`` (``scan_transformer_semantic``): add-jump with the output read from the attended
   words' embeddings (``model.transformer.semantic_output``, Russin et al. 2019's separation);
 * ``scan_peers`` (``scan_transformer_peers``): as ``scan_semantic``, with the values' embeddings of
@@ -68,10 +69,11 @@ step is a change of the model, not of the positions. Every scheme × heads × 3 
 would be 231 runs more, about 230 CPU-hours.
 
 Cost on one CPU thread (docs/results.md, issue 28): a Lookup run about 7–18 minutes (20 epochs), a
-SCAN run about 40–70 s an epoch, up to 50 epochs (at the SCAN length cut-off 26 with relative
-positions test accuracy still rose at epoch 40), a machine-tasks Lookup run about 6–14 minutes; all
-twenty-two parts are 738 runs, roughly 230 CPU-hours, so ``--parts`` and ``--jobs`` matter, and
-on a GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
+SCAN run about 40–70 s an epoch, up to 50 epochs (up to 150 for ``scan_simple`` and ``scan_cutoffs``,
+which train to convergence: at the 50-epoch cap most SCAN runs end before their patience rule), a
+machine-tasks Lookup run about 6–14 minutes; all twenty-two parts are 766 runs, roughly 230
+CPU-hours at the 50-epoch cap and more to convergence, so ``--parts`` and ``--jobs`` matter, and on a
+GPU a SCAN epoch takes about 20 s. Sweeps start their runs seed by seed, so a part stopped
 halfway has every row at one seed.
 
 Tables (``OUT/results.md``), each cell the test metric as ``mean ± std (n=k)`` over seeds, the
