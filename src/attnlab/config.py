@@ -55,8 +55,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""PyYAML's safe loader, parsing with libyaml where PyYAML was built with it: 8× faster than the
-pure-Python parser on a run's config (0.077 of a report's 0.104 s a run went to parsing it)."""
+"""PyYAML's safe loader, parsing with libyaml where PyYAML was built with it: a run's ``config.yaml``
+in 3.6 ms instead of the pure-Python parser's 77 (one thread), which reports pay for every run."""
 
 
 class _UniqueKeyLoader(_SafeLoader):
