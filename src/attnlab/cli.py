@@ -17,7 +17,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from attnlab.config import ConfigError
 from attnlab.experiments.base import (
@@ -252,14 +252,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if args.report_only:
         if args.only or args.seeds:
             raise sweep.SweepError("--report-only aggregates every finished run: drop --only and --seeds")
-        summary = sweep.report_only(spec, out_dir)
-        if args.metric:
-            print(sweep.write_metric_table(summary["cells"], args.metric, out_dir))
-        else:
-            print(sweep.sweep_markdown(summary["cells"]))
-        unconverged = sweep.unconverged_text(summary["cells"])
-        if unconverged:
-            print(f"\n{unconverged}")
+        cells = sweep.report_only(spec, out_dir)["cells"]
+        print(_sweep_table(cells, args.metric, out_dir))
         written = f"aggregate_{args.metric}.md and " if args.metric else ""
         print(f"\n{written}aggregate.{{json,csv,md}} in {out_dir}")
         return 0
@@ -269,14 +263,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     )
     print()
     counts = report.counts()
-    if args.metric and counts["done"]:
-        cells = json.loads((out_dir / "aggregate.json").read_text())["cells"]
-        print(sweep.write_metric_table(cells, args.metric, out_dir))
-        unconverged = sweep.unconverged_text(cells)
-        if unconverged:
-            print(f"\n{unconverged}")
-    else:
-        print((out_dir / "aggregate.md").read_text().rstrip())
+    cells = json.loads((out_dir / "aggregate.json").read_text())["cells"]
+    print(_sweep_table(cells, args.metric if counts["done"] else None, out_dir))
     print()
     if args.only or args.seeds:
         chosen = report.counts(selected_only=True)
@@ -304,6 +292,15 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             print(f"  {name}: {error}", file=sys.stderr)
         print("rerun them with --retry-failed, or one with --only RUN", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def _sweep_table(cells: dict[str, Any], metric: str | None, out_dir: Path) -> str:
+    """A sweep's cells as its ``aggregate.md`` has them, or with ``metric`` as that metric's grid
+    (also written to ``aggregate_<metric>.md``), and the runs the epoch cap ended unconverged."""
+    from attnlab.experiments import sweep
+
+    table = sweep.write_metric_table(cells, metric, out_dir) if metric else sweep.sweep_markdown(cells)
+    return sweep.with_unconverged(table, cells)
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:

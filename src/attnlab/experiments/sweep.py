@@ -373,8 +373,8 @@ def execution_order(runs: Sequence[SweepRun], seeds: Sequence[int]) -> list[str]
 def _select(
     by_name: Mapping[str, SweepRun],
     only: Iterable[str] | None,
-    seeds: Iterable[int] | None = None,
-    spec_seeds: Sequence[int] = (),
+    seeds: Iterable[int] | None,
+    spec_seeds: Sequence[int],
 ) -> list[str]:
     """The runs asked for: those of ``only`` (runs or cells; all without it), of ``seeds`` only if
     given (each one of the sweep's ``spec_seeds``)."""
@@ -502,6 +502,7 @@ def write_sweep_aggregate(spec: SweepSpec, runs: Sequence[SweepRun], out_dir: Pa
     out_dir = Path(out_dir)
     collected = collect_results(runs, out_dir)
     params = {run.cell: run.params for run in runs}
+    run_dirs = {(run.cell, run.seed): run.run_dir(out_dir) for run in runs}
     cells: dict[str, Any] = {}
     for cell in dict.fromkeys(run.cell for run in runs):
         if cell not in collected:
@@ -509,7 +510,7 @@ def write_sweep_aggregate(spec: SweepSpec, runs: Sequence[SweepRun], out_dir: Pa
         seeds = sorted(collected[cell])
         aggregate = aggregate_results([collected[cell][seed] for seed in seeds])
         write_aggregate(aggregate, out_dir / cell, seeds=seeds)
-        ends = [run_training_end(out_dir / cell / f"seed{seed}") for seed in seeds]
+        ends = [run_training_end(run_dirs[cell, seed]) for seed in seeds]
         cells[cell] = {
             "params": params[cell],
             "seeds": seeds,
@@ -519,9 +520,7 @@ def write_sweep_aggregate(spec: SweepSpec, runs: Sequence[SweepRun], out_dir: Pa
     summary = {"sweep": spec.to_dict(), "cells": cells}
     atomic_write_json(out_dir / "aggregate.json", summary)
     atomic_write_text(out_dir / "aggregate.csv", _aggregate_csv(spec, cells))
-    unconverged = unconverged_text(cells)
-    markdown = sweep_markdown(cells) + (f"\n\n{unconverged}" if unconverged else "")
-    atomic_write_text(out_dir / "aggregate.md", markdown + "\n")
+    atomic_write_text(out_dir / "aggregate.md", with_unconverged(sweep_markdown(cells), cells) + "\n")
     return summary
 
 
@@ -582,15 +581,16 @@ def training_end_counts(cells: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def unconverged_text(cells: Mapping[str, Any]) -> str:
-    """A paragraph naming :func:`unconverged_runs`, or ``""`` when there are none."""
+def with_unconverged(text: str, cells: Mapping[str, Any]) -> str:
+    """``text`` (a table of ``cells``, an aggregate's) and below it a paragraph naming
+    :func:`unconverged_runs`, where there are any."""
     runs = unconverged_runs(cells)
     if not runs:
-        return ""
+        return text
     return (
-        "Ended by the epoch cap before converging (lowest validation loss fewer than training.patience "
-        "epochs old, or without patience at the last epoch; their numbers may be of models still "
-        f"learning: resume them with a larger training.epochs): {'; '.join(runs)}"
+        f"{text}\n\nEnded by the epoch cap before converging (lowest validation loss fewer than "
+        "training.patience epochs old, or without patience at the last epoch; their numbers may be of "
+        f"models still learning: resume them with a larger training.epochs): {'; '.join(runs)}"
     )
 
 

@@ -57,6 +57,11 @@ def _best_index(history: Sequence[Mapping[str, Any]]) -> int:
     return min(range(len(history)), key=lambda i: _loss_key(history[i][VALID_LOSS]))
 
 
+def best_epoch(history: Sequence[Mapping[str, Any]]) -> int:
+    """The ``epoch`` of ``history``'s record with the lowest validation loss (:func:`_best_index`)."""
+    return int(history[_best_index(history)]["epoch"])
+
+
 def _loss_key(loss: float) -> float:
     return math.inf if math.isnan(loss) else loss
 
@@ -87,14 +92,6 @@ class TrainingEnd:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "unconverged": self.unconverged}
 
-    def describe(self) -> str:
-        """e.g. ``"epoch cap 50, best epoch 49"`` or ``"patience after epoch 97, best epoch 87"``."""
-        if self.ended_by == "epoch cap":
-            return f"epoch cap {self.cap}, best epoch {self.best_epoch}"
-        if self.ended_by == "unfinished":
-            return f"unfinished after epoch {self.epochs} of {self.cap}, best epoch {self.best_epoch}"
-        return f"{self.ended_by} after epoch {self.epochs}, best epoch {self.best_epoch}"
-
 
 def training_end(
     history: Sequence[Mapping[str, Any]],
@@ -119,5 +116,4 @@ def training_end(
         ended_by = "epoch cap"
     else:
         ended_by = "unfinished"
-    best_epoch = int(history[_best_index(history)]["epoch"])
-    return TrainingEnd(trained, epochs, best_epoch, ended_by, patience)
+    return TrainingEnd(trained, epochs, best_epoch(history), ended_by, patience)

@@ -66,7 +66,7 @@ from attnlab.training.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from attnlab.training.convergence import patience_exhausted, targets_reached, training_end
+from attnlab.training.convergence import best_epoch, patience_exhausted, targets_reached, training_end
 from attnlab.training.tensorboard import TensorBoardLogger, summary_writer_class
 
 log = logging.getLogger(__name__)
@@ -611,8 +611,7 @@ class Trainer:
         if improved:
             best = f"new best, saved {self.best_checkpoint}"
         else:
-            best_epoch = min(self.history, key=lambda r: r[VALID_LOSS])["epoch"]
-            best = f"best: epoch {best_epoch} ({self.best_checkpoint.name})"
+            best = f"best: epoch {best_epoch(self.history)} ({self.best_checkpoint.name})"
         log.info(
             "epoch %d/%d: train loss %.4f; validation loss %.4f%s; %.1f s; %s",
             record["epoch"],
